@@ -1,0 +1,177 @@
+//! Image files and block devices through pread/pwrite.
+//!
+//! With `direct` the file is opened O_DIRECT; requests that are not aligned to
+//! the logical sector size go through an aligned bounce buffer.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::Path;
+
+use super::BlockDevice;
+use crate::error::{Error, Result};
+
+pub struct FileDevice {
+    file: File,
+    size: u64,
+    read_only: bool,
+    direct: bool,
+}
+
+/// Alignment used for O_DIRECT bounce buffers and requests.
+const DIRECT_ALIGN: u64 = 4096;
+
+impl FileDevice {
+    /// Open an image file or block device.
+    pub fn open(path: &Path, read_only: bool, direct: bool) -> Result<Self> {
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(!read_only);
+        if direct {
+            opts.custom_flags(libc::O_DIRECT);
+        }
+        let file = opts
+            .open(path)
+            .map_err(|e| Error::io("open", 0, 0, e))?;
+        let meta = file.metadata().map_err(|e| Error::io("stat", 0, 0, e))?;
+        let size = if meta.file_type().is_block_device() {
+            block_device_size(&file)?
+        } else {
+            meta.len()
+        };
+        Ok(FileDevice {
+            file,
+            size,
+            read_only,
+            direct,
+        })
+    }
+
+    fn check_range(&self, op: &'static str, offset: u64, len: usize) -> Result<()> {
+        match offset.checked_add(len as u64) {
+            Some(end) if end <= self.size => Ok(()),
+            _ => Err(Error::io(
+                op,
+                offset,
+                len,
+                std::io::Error::from_raw_os_error(libc::EIO),
+            )),
+        }
+    }
+
+    fn read_direct(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        let start = offset / DIRECT_ALIGN * DIRECT_ALIGN;
+        let end = (offset + buf.len() as u64).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        let mut bounce = AlignedBuf::new((end - start) as usize);
+        self.file
+            .read_exact_at(bounce.as_mut(), start)
+            .map_err(|e| Error::io("read", start, bounce.len, e))?;
+        let skip = (offset - start) as usize;
+        buf.copy_from_slice(&bounce.as_mut()[skip..skip + buf.len()]);
+        Ok(())
+    }
+
+    fn write_direct(&self, buf: &[u8], offset: u64) -> Result<()> {
+        let start = offset / DIRECT_ALIGN * DIRECT_ALIGN;
+        let end = (offset + buf.len() as u64).div_ceil(DIRECT_ALIGN) * DIRECT_ALIGN;
+        let mut bounce = AlignedBuf::new((end - start) as usize);
+        if start != offset || end != offset + buf.len() as u64 {
+            // Read-modify-write of the partial edges.
+            self.file
+                .read_exact_at(bounce.as_mut(), start)
+                .map_err(|e| Error::io("read", start, bounce.len, e))?;
+        }
+        let skip = (offset - start) as usize;
+        bounce.as_mut()[skip..skip + buf.len()].copy_from_slice(buf);
+        let len = bounce.len;
+        self.file
+            .write_all_at(bounce.as_mut(), start)
+            .map_err(|e| Error::io("write", start, len, e))
+    }
+}
+
+fn block_device_size(file: &File) -> Result<u64> {
+    use std::os::fd::AsRawFd;
+    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut size: u64 = 0;
+    // SAFETY: the ioctl writes one u64 into `size`, which outlives the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut size as *mut u64) };
+    if rc != 0 {
+        return Err(Error::io("ioctl", 0, 0, std::io::Error::last_os_error()));
+    }
+    Ok(size)
+}
+
+/// A heap buffer aligned for O_DIRECT.
+struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize) -> Self {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), DIRECT_ALIGN as usize)
+            .expect("valid layout");
+        // SAFETY: layout has non-zero size.
+        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        AlignedBuf { ptr, len }
+    }
+
+    fn as_mut(&mut self) -> &mut [u8] {
+        // SAFETY: ptr is a live allocation of len bytes owned by self.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = std::alloc::Layout::from_size_align(self.len.max(1), DIRECT_ALIGN as usize)
+            .expect("valid layout");
+        // SAFETY: allocated in new() with the same layout.
+        unsafe { std::alloc::dealloc(self.ptr, layout) }
+    }
+}
+
+impl BlockDevice for FileDevice {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
+        self.check_range("read", offset, buf.len())?;
+        if self.direct {
+            return self.read_direct(buf, offset);
+        }
+        self.file
+            .read_exact_at(buf, offset)
+            .map_err(|e| Error::io("read", offset, buf.len(), e))
+    }
+
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly("device opened read-only".into()));
+        }
+        self.check_range("write", offset, buf.len())?;
+        if self.direct {
+            return self.write_direct(buf, offset);
+        }
+        self.file
+            .write_all_at(buf, offset)
+            .map_err(|e| Error::io("write", offset, buf.len(), e))
+    }
+
+    fn flush(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io("flush", 0, 0, e))
+    }
+
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn read_only(&self) -> bool {
+        self.read_only
+    }
+}

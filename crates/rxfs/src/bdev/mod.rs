@@ -1,0 +1,30 @@
+//! Block devices: all I/O of the library goes through [`BlockDevice`].
+//!
+//! Backends: [`FileDevice`] (an image file or a block device, optionally with
+//! O_DIRECT) and [`MemDevice`] (a byte vector, for tests). The crash/fault
+//! simulator of the journal work wraps any backend through the same trait.
+//!
+//! Invariants: offsets and lengths are in bytes; a read past the end of the
+//! device is an error (never a short read silently padded); implementations
+//! are `Send + Sync` and may be called from many threads at once.
+
+mod file;
+mod mem;
+
+pub use file::FileDevice;
+pub use mem::MemDevice;
+
+use crate::error::Result;
+
+pub trait BlockDevice: Send + Sync {
+    /// Read exactly `buf.len()` bytes at byte `offset`.
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
+    /// Write all of `buf` at byte `offset`.
+    fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+    /// Make every completed write durable.
+    fn flush(&self) -> Result<()>;
+    /// Size of the device in bytes.
+    fn size(&self) -> u64;
+    /// Whether writes are refused.
+    fn read_only(&self) -> bool;
+}

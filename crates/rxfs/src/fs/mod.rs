@@ -1,0 +1,152 @@
+//! A mounted filesystem: the read path.
+//!
+//! [`Filesystem`] is `Send + Sync`; every method takes `&self` and may be
+//! called from many threads at once. Metadata reaches algorithm code only
+//! after its verifier has passed.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use crate::bdev::{BlockDevice, FileDevice};
+use crate::error::{Error, Location, Result};
+use crate::types::Daddr;
+use crate::format::sb::Superblock;
+use crate::geometry::Geometry;
+
+/// Options of `rxfs mount` and [`Filesystem::open`], spelled as the kernel does.
+#[derive(Debug, Clone, Default)]
+pub struct MountOptions {
+    pub read_only: bool,
+    pub norecovery: bool,
+    /// Open devices with O_DIRECT.
+    pub direct_io: bool,
+}
+
+pub struct Filesystem {
+    dev: Arc<dyn BlockDevice>,
+    rtdev: Option<Arc<dyn BlockDevice>>,
+    sb: Superblock,
+    geo: Geometry,
+    opts: MountOptions,
+}
+
+impl Filesystem {
+    /// Open an image file or block device (and an optional realtime device).
+    pub fn open_path(path: &Path, rtdev: Option<&Path>, opts: MountOptions) -> Result<Arc<Self>> {
+        let dev = Arc::new(FileDevice::open(path, opts.read_only, opts.direct_io)?);
+        let rt = match rtdev {
+            Some(p) => Some(Arc::new(FileDevice::open(p, opts.read_only, opts.direct_io)?)
+                as Arc<dyn BlockDevice>),
+            None => None,
+        };
+        Self::open(dev, rt, opts)
+    }
+
+    /// Open a filesystem: read and verify the primary superblock, check the
+    /// features, and check the log state.
+    pub fn open(
+        dev: Arc<dyn BlockDevice>,
+        rtdev: Option<Arc<dyn BlockDevice>>,
+        opts: MountOptions,
+    ) -> Result<Arc<Self>> {
+        let mut buf = vec![0u8; 512];
+        dev.read_at(&mut buf, 0)?;
+        let sectsize = crate::format::be16(&buf, 102) as usize;
+        if sectsize > 512 && sectsize <= 32768 && sectsize.is_power_of_two() {
+            buf.resize(sectsize, 0);
+            dev.read_at(&mut buf, 0)?;
+        }
+        let sb = Superblock::decode(&buf, 0)?;
+        let unknown = sb.unknown_incompat();
+        if unknown != 0 {
+            return Err(Error::UnknownIncompat {
+                bits: unknown,
+                names: crate::format::sb::incompat_names(unknown),
+            });
+        }
+        if sb.has_incompat(crate::format::sb::INCOMPAT_NEEDSREPAIR) {
+            return Err(Error::NotSupported(
+                "filesystem is marked needsrepair: run xfs_repair first".into(),
+            ));
+        }
+        if sb.unknown_ro_compat() != 0 && !opts.read_only {
+            return Err(Error::ReadOnly(format!(
+                "unknown read-only-compatible features {:#x}: mount with -o ro",
+                sb.unknown_ro_compat()
+            )));
+        }
+        if !opts.read_only {
+            return Err(Error::NotSupported(
+                "read-write mounts (rxfs reads only, for now): use -o ro".into(),
+            ));
+        }
+        let geo = Geometry::new(&sb);
+        let need = geo.dblocks << geo.blocklog;
+        if dev.size() < need {
+            return Err(Error::corrupt(
+                "superblock",
+                Location::Daddr(0),
+                format!("device has {} bytes, filesystem needs {need}", dev.size()),
+            ));
+        }
+        if sb.rblocks > 0 {
+            if let Some(rt) = &rtdev {
+                if rt.size() < sb.rblocks << geo.blocklog {
+                    return Err(Error::Invalid(format!(
+                        "realtime device has {} bytes, filesystem needs {}",
+                        rt.size(),
+                        sb.rblocks << geo.blocklog
+                    )));
+                }
+            }
+        } else if rtdev.is_some() {
+            return Err(Error::Invalid(
+                "rtdev given but the filesystem has no realtime section".into(),
+            ));
+        }
+        Ok(Arc::new(Filesystem {
+            dev,
+            rtdev,
+            sb,
+            geo,
+            opts,
+        }))
+    }
+
+    /// Read `len` bytes at `daddr` from the data device, unverified.
+    /// Only format-aware callers that verify the result use this.
+    pub fn read_raw(&self, daddr: Daddr, len: usize) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.dev.read_at(&mut buf, daddr.bytes())?;
+        Ok(buf)
+    }
+
+    /// Read a metadata buffer and run its verifier; the buffer is returned
+    /// only if the verifier passes.
+    pub fn read_meta(
+        &self,
+        daddr: Daddr,
+        len: usize,
+        verify: impl FnOnce(&[u8], Daddr) -> Result<()>,
+    ) -> Result<Vec<u8>> {
+        let buf = self.read_raw(daddr, len)?;
+        verify(&buf, daddr)?;
+        Ok(buf)
+    }
+
+    pub fn sb(&self) -> &Superblock {
+        &self.sb
+    }
+    pub fn geo(&self) -> &Geometry {
+        &self.geo
+    }
+    pub fn dev(&self) -> &dyn BlockDevice {
+        &*self.dev
+    }
+    pub fn rtdev(&self) -> Option<&dyn BlockDevice> {
+        self.rtdev.as_deref()
+    }
+    pub fn options(&self) -> &MountOptions {
+        &self.opts
+    }
+}
