@@ -12,6 +12,7 @@
 
 pub mod ag;
 pub mod attr;
+pub mod bmbt;
 pub mod btree;
 pub mod crc;
 pub mod dir;

@@ -4,6 +4,18 @@
 //! called from many threads at once. Metadata reaches algorithm code only
 //! after its verifier has passed.
 
+pub mod attr;
+pub mod bmap;
+pub mod dir;
+pub mod inode;
+pub mod log;
+pub mod statfs;
+pub mod symlink;
+
+pub use dir::DirEntry;
+pub use inode::{Fork, Inode};
+pub use statfs::StatFs;
+
 use std::path::Path;
 use std::sync::Arc;
 
