@@ -64,7 +64,11 @@ pub enum Error {
     UnknownIncompat { bits: u32, names: String },
     /// The log is dirty and recovery is not available or not allowed.
     #[error("the log is dirty (head {head:#x}, tail {tail:#x}): {detail}")]
-    DirtyLog { head: u64, tail: u64, detail: String },
+    DirtyLog {
+        head: u64,
+        tail: u64,
+        detail: String,
+    },
     /// Write attempted on a read-only filesystem.
     #[error("read-only filesystem: {0}")]
     ReadOnly(String),

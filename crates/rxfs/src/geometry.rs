@@ -111,9 +111,7 @@ impl Geometry {
 
     /// Disk address of AG header sector `sector` (0 SB, 1 AGF, 2 AGI, 3 AGFL).
     pub fn ag_header_daddr(&self, agno: AgNumber, sector: u32) -> Daddr {
-        Daddr(
-            self.agb_to_daddr(agno, AgBlock(0)).0 + ((sector as u64 * self.sectsize as u64) >> 9),
-        )
+        Daddr(self.agb_to_daddr(agno, AgBlock(0)).0 + ((sector as u64 * self.sectsize as u64) >> 9))
     }
 
     pub fn fsb_agno(&self, fsb: FsBlock) -> AgNumber {

@@ -28,9 +28,7 @@ impl FileDevice {
         if direct {
             opts.custom_flags(libc::O_DIRECT);
         }
-        let file = opts
-            .open(path)
-            .map_err(|e| Error::io("open", 0, 0, e))?;
+        let file = opts.open(path).map_err(|e| Error::io("open", 0, 0, e))?;
         let meta = file.metadata().map_err(|e| Error::io("stat", 0, 0, e))?;
         let size = if meta.file_type().is_block_device() {
             block_device_size(&file)?

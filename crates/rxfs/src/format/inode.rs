@@ -200,8 +200,16 @@ pub fn decode_core(buf: &[u8], ino: Ino, meta_uuid: &Uuid, has_nrext64: bool) ->
         size: be64(buf, 56),
         nblocks: be64(buf, 64),
         extsize: be32(buf, 72),
-        nextents: if nrext64 { be64(buf, 24) } else { be32(buf, 76) as u64 },
-        anextents: if nrext64 { be32(buf, 76) } else { be16(buf, 80) as u32 },
+        nextents: if nrext64 {
+            be64(buf, 24)
+        } else {
+            be32(buf, 76) as u64
+        },
+        anextents: if nrext64 {
+            be32(buf, 76)
+        } else {
+            be16(buf, 80) as u32
+        },
         forkoff: buf[82],
         aformat: buf[83],
         flags: be16(buf, 90),
@@ -229,7 +237,10 @@ pub fn decode_core(buf: &[u8], ino: Ino, meta_uuid: &Uuid, has_nrext64: bool) ->
     let isize = buf.len();
     let lit = isize - DINODE_V3_CORE_SIZE;
     if core.forkoff as usize * 8 >= lit {
-        return Err(bad(format!("attr fork offset {} past the literal area", core.forkoff)));
+        return Err(bad(format!(
+            "attr fork offset {} past the literal area",
+            core.forkoff
+        )));
     }
     let ft = crate::types::FileType::from_mode(core.mode)
         .ok_or_else(|| bad(format!("bad file type in mode {:#o}", core.mode)))?;
@@ -241,7 +252,10 @@ pub fn decode_core(buf: &[u8], ino: Ino, meta_uuid: &Uuid, has_nrext64: bool) ->
         _ => false,
     };
     if !ok {
-        return Err(bad(format!("data fork format {} invalid for {ft:?}", core.format)));
+        return Err(bad(format!(
+            "data fork format {} invalid for {ft:?}",
+            core.format
+        )));
     }
     if core.forkoff == 0 {
         if core.anextents != 0 {

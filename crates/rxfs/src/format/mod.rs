@@ -15,6 +15,7 @@ pub mod attr;
 pub mod bmbt;
 pub mod btree;
 pub mod crc;
+pub mod da;
 pub mod dir;
 pub mod inode;
 pub mod log;

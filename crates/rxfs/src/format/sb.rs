@@ -298,7 +298,10 @@ impl Superblock {
             return Err(bad(format!("bad sector size {ss} / log {}", sb.sectlog)));
         }
         if buf.len() < ss {
-            return Err(bad(format!("buffer of {} bytes < sector size {ss}", buf.len())));
+            return Err(bad(format!(
+                "buffer of {} bytes < sector size {ss}",
+                buf.len()
+            )));
         }
         if !crc::verify(&buf[..ss], SB_CRC_OFF) {
             return Err(bad("CRC mismatch".into()));
@@ -330,12 +333,19 @@ impl Superblock {
             ));
         }
         if self.agcount == 0 || self.agblocks < 64 {
-            return Err(format!("bad AG geometry: {} AGs of {} blocks", self.agcount, self.agblocks));
+            return Err(format!(
+                "bad AG geometry: {} AGs of {} blocks",
+                self.agcount, self.agblocks
+            ));
         }
-        if self.agblklog > 31 || (1u64 << self.agblklog) < self.agblocks as u64
+        if self.agblklog > 31
+            || (1u64 << self.agblklog) < self.agblocks as u64
             || (self.agblocks as u64) <= (1u64 << self.agblklog) / 2
         {
-            return Err(format!("agblklog {} does not match agblocks {}", self.agblklog, self.agblocks));
+            return Err(format!(
+                "agblklog {} does not match agblocks {}",
+                self.agblklog, self.agblocks
+            ));
         }
         let max = self.agcount as u64 * self.agblocks as u64;
         let min = (self.agcount as u64 - 1) * self.agblocks as u64;

@@ -21,9 +21,9 @@ use std::sync::Arc;
 
 use crate::bdev::{BlockDevice, FileDevice};
 use crate::error::{Error, Location, Result};
-use crate::types::Daddr;
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
+use crate::types::Daddr;
 
 /// Options of `rxfs mount` and [`Filesystem::open`], spelled as the kernel does.
 #[derive(Debug, Clone, Default)]
@@ -47,8 +47,10 @@ impl Filesystem {
     pub fn open_path(path: &Path, rtdev: Option<&Path>, opts: MountOptions) -> Result<Arc<Self>> {
         let dev = Arc::new(FileDevice::open(path, opts.read_only, opts.direct_io)?);
         let rt = match rtdev {
-            Some(p) => Some(Arc::new(FileDevice::open(p, opts.read_only, opts.direct_io)?)
-                as Arc<dyn BlockDevice>),
+            Some(p) => Some(
+                Arc::new(FileDevice::open(p, opts.read_only, opts.direct_io)?)
+                    as Arc<dyn BlockDevice>,
+            ),
             None => None,
         };
         Self::open(dev, rt, opts)
