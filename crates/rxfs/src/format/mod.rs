@@ -12,6 +12,8 @@
 
 pub mod ag;
 pub mod attr;
+pub mod attr_acl;
+pub mod attr_remote;
 pub mod bmbt;
 pub mod btree;
 pub mod crc;
