@@ -9,6 +9,7 @@ pub mod bmap;
 pub mod dir;
 pub mod inode;
 pub mod log;
+pub mod path;
 pub mod statfs;
 pub mod symlink;
 
@@ -34,12 +35,16 @@ pub struct MountOptions {
     pub direct_io: bool,
 }
 
+/// Inodes kept decoded in memory.
+const INODE_CACHE_CAPACITY: usize = 65536;
+
 pub struct Filesystem {
     dev: Arc<dyn BlockDevice>,
     rtdev: Option<Arc<dyn BlockDevice>>,
     sb: Superblock,
     geo: Geometry,
     opts: MountOptions,
+    icache: inode::InodeCache,
 }
 
 impl Filesystem {
@@ -124,6 +129,7 @@ impl Filesystem {
             sb,
             geo,
             opts,
+            icache: inode::InodeCache::new(INODE_CACHE_CAPACITY),
         }))
     }
 
