@@ -1,5 +1,7 @@
 //! Remote attribute value blocks (`XARM`) and the self-describing header
-//! they share with remote symlink blocks (`XSLM`, see [`super::symlink`]).
+//! they share with remote symlink blocks (`XSLM`, see [`super::symlink`];
+//! a symlink has one header per contiguous run of blocks, a value one per
+//! block).
 //!
 //! A value too big for its leaf block is written to attr fork blocks
 //! `valueblk ..` (the leaf's remote record names them). On v5 filesystems

@@ -273,3 +273,36 @@ fn entry_sizes() {
     assert_eq!(leaf_entsize_remote(3), 16);
     assert_eq!(leaf_entsize_remote(1), 12);
 }
+
+#[test]
+fn incomplete_and_parent_entries() {
+    let mut e = AttrEntry {
+        flags: ATTR_LOCAL,
+        name: b"x".to_vec(),
+        hashval: hashname(b"x"),
+        value: AttrValue::Local(vec![]),
+    };
+    assert!(e.matches(Namespace::User, b"x"));
+    assert!(!e.matches(Namespace::Trusted, b"x"));
+    e.flags |= ATTR_INCOMPLETE;
+    assert!(e.incomplete());
+    assert!(
+        !e.matches(Namespace::User, b"x"),
+        "incomplete attrs do not exist"
+    );
+    // Parent pointer names are binary: NUL bytes allowed, never listed.
+    assert!(check_name(ATTR_PARENT, &[0, 1, 2]).is_ok());
+    assert!(check_name(0, &[0, 1, 2]).is_err());
+    assert_eq!(
+        full_name(Namespace::from_flags(ATTR_PARENT).unwrap(), b"p"),
+        None
+    );
+}
+
+#[test]
+fn leaf_with_incomplete_entry_decodes() {
+    // Mark entry 3 INCOMPLETE: the block stays valid, the flag is kept.
+    let l = leaf_with(|b| b[80 + 3 * 8 + 6] |= ATTR_INCOMPLETE).unwrap();
+    assert!(l.entries[3].incomplete());
+    assert_eq!(l.entries.iter().filter(|e| e.incomplete()).count(), 1);
+}
