@@ -601,3 +601,71 @@ fn corrupt_structures() {
         "l".repeat(900).into_bytes()
     );
 }
+
+/// With 1 KiB blocks and only single free blocks left, the kernel puts a
+/// long symlink target in two separate 1-block extents, each with its own
+/// XSLM header (968 + 32 bytes), unlike the one-header 2-block extent of a
+/// roomy filesystem. rxfs must read both layouts.
+#[test]
+fn symlink_split_extents_1k() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("attr-symsplit");
+    let img = s.path("img");
+    // No per-AG reservations (reflink/finobt) so the fill below can take
+    // every free block.
+    mkfs(
+        &img,
+        320 << 20,
+        &["-b", "size=1024", "-m", "reflink=0,finobt=0"],
+    );
+    let m = KernelMount::new(&img, &s.path("mnt"), "");
+    run(
+        "xfs_io",
+        &["-x", "-c", "resblks 0", m.dir.to_str().unwrap()],
+    );
+    let fill = std::fs::File::create(m.dir.join("fill")).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&fill);
+    let (mut off, mut chunk) = (0i64, 64i64 << 20);
+    while chunk >= 1024 {
+        if unsafe { libc::fallocate(fd, 0, off, chunk) } == 0 {
+            off += chunk;
+        } else {
+            chunk /= 2;
+        }
+    }
+    // Free every other block of the first 8 MiB: only 1-block holes remain.
+    let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    for o in (0..8i64 << 20).step_by(2048) {
+        assert_eq!(unsafe { libc::fallocate(fd, punch, o, 1024) }, 0);
+    }
+    fill.sync_all().unwrap();
+    drop(fill);
+    let mut want = BTreeMap::new();
+    for len in [1000usize, 1023] {
+        let t: String = (0..len).map(|i| (b'a' + (i % 23) as u8) as char).collect();
+        let p = m.dir.join(format!("sym{len}"));
+        std::os::unix::fs::symlink(&t, &p).unwrap();
+        let ino = std::fs::symlink_metadata(&p).unwrap().ino();
+        want.insert(
+            ino,
+            std::fs::read_link(&p)
+                .unwrap()
+                .as_os_str()
+                .as_bytes()
+                .to_vec(),
+        );
+    }
+    m.umount();
+    let fs = open_ro(&img);
+    for (ino, t) in &want {
+        let ip = fs.iget(Ino(*ino)).unwrap();
+        assert_eq!(
+            ip.data.extents().len(),
+            2,
+            "inode {ino}: expected a split target"
+        );
+        assert_eq!(&fs.readlink(&ip).unwrap(), t, "inode {ino}: readlink");
+    }
+}
