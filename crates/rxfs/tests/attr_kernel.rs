@@ -164,6 +164,18 @@ fn populate(root: &Path, blocksize: usize) {
         let len = if i % 10 == 0 { 3000 + i as usize } else { 60 };
         setx(&p, &format!("user.r{i}"), &pattern(i, len));
     }
+    // A node-format fork that shrank: freed leaf blocks leave holes in the
+    // attr fork address space, with remote values beyond them.
+    let p = touch(root, "node_holes");
+    for i in 0..1000 {
+        setx(&p, &format!("user.k{i}"), &pattern(i, 100));
+        if i % 100 == 0 {
+            setx(&p, &format!("user.big{i}"), &pattern(i, 5000));
+        }
+    }
+    for i in (0..1000).filter(|i| i % 10 != 0) {
+        removex(&p, &format!("user.k{i}"));
+    }
     // Two files grown in turns: their attr blocks interleave, making many
     // extents (btree-format attr forks).
     let (a, b) = (touch(root, "frag_a"), touch(root, "frag_b"));
@@ -375,7 +387,13 @@ fn check_variant(name: &str, opts: &[&str], blocksize: usize) {
             ),
         }
     }
-    assert_eq!(seen.len(), 27, "{name}: files walked");
+    assert_eq!(seen.len(), 28, "{name}: files walked");
+    let holes = fs.iget(Ino(seen["node_holes"].ino)).unwrap();
+    let ext = holes.attr.as_ref().unwrap().extents().to_vec();
+    assert!(
+        ext.windows(2).any(|w| w[0].off.0 + w[0].len < w[1].off.0),
+        "{name}: node_holes should have a sparse attr fork: {ext:?}"
+    );
     // Every fork shape was exercised.
     let has = |k: &str| census.keys().any(|c| c.starts_with(k));
     for shape in ["none", "local", "leaf", "node1", "btree-node"] {

@@ -191,7 +191,7 @@ impl Filesystem {
         };
         let bs = self.geo().blocksize;
         let nblocks = attr_remote::rmt_blocks(len, bs);
-        if blk == 0 || blk as u64 + nblocks as u64 > self.attr_fork_blocks(ip) {
+        if blk == 0 || blk as u64 + nblocks as u64 > self.attr_fork_end(ip) {
             return Err(self.attr_corrupt(
                 ip,
                 format!("remote value of {len} bytes at attr block {blk}"),
@@ -288,6 +288,15 @@ impl Filesystem {
     fn read_attr_block(&self, ip: &Inode, blk: u32) -> Result<(Daddr, Vec<u8>)> {
         self.read_fork_blocks(ip, ForkKind::Attr, FileBlock(blk as u64), 1)?
             .ok_or_else(|| self.attr_corrupt(ip, format!("attr block {blk} is a hole")))
+    }
+
+    /// One past the last attr fork block mapped (the fork may have holes
+    /// where blocks were freed).
+    fn attr_fork_end(&self, ip: &Inode) -> u64 {
+        ip.attr
+            .as_ref()
+            .and_then(|f| f.extents().last().map(|e| e.off.0 + e.len))
+            .unwrap_or(0)
     }
 
     /// Blocks the attr fork maps (a bound for every walk).
