@@ -40,6 +40,8 @@ pub struct Filesystem {
     sb: Superblock,
     geo: Geometry,
     opts: MountOptions,
+    /// The log state found at open (see [`log::LogState`]).
+    log_state: Option<log::LogState>,
 }
 
 impl Filesystem {
@@ -118,12 +120,14 @@ impl Filesystem {
                 "rtdev given but the filesystem has no realtime section".into(),
             ));
         }
+        let log_state = log::check_at_open(&*dev, &geo, &sb, opts.norecovery)?;
         Ok(Arc::new(Filesystem {
             dev,
             rtdev,
             sb,
             geo,
             opts,
+            log_state,
         }))
     }
 
