@@ -9,6 +9,7 @@ pub mod bmap;
 pub mod dir;
 pub mod inode;
 pub mod log;
+pub mod path;
 pub mod statfs;
 pub mod symlink;
 
@@ -34,6 +35,9 @@ pub struct MountOptions {
     pub direct_io: bool,
 }
 
+/// Inodes kept decoded in memory.
+const INODE_CACHE_CAPACITY: usize = 65536;
+
 pub struct Filesystem {
     dev: Arc<dyn BlockDevice>,
     rtdev: Option<Arc<dyn BlockDevice>>,
@@ -42,6 +46,7 @@ pub struct Filesystem {
     opts: MountOptions,
     /// The log state found at open (see [`log::LogState`]).
     log_state: Option<log::LogState>,
+    icache: inode::InodeCache,
 }
 
 impl Filesystem {
@@ -128,6 +133,7 @@ impl Filesystem {
             geo,
             opts,
             log_state,
+            icache: inode::InodeCache::new(INODE_CACHE_CAPACITY),
         }))
     }
 
