@@ -383,6 +383,49 @@ fn fresh_mkfs_log_is_clean() {
 }
 
 #[test]
+fn mkfs_variants_clean_and_dirty() {
+    if !kernel_tests_enabled() {
+        return;
+    }
+    // Log stripe units (records padded to them; mkfs writes its unmount
+    // record with h_len = su but h_size = 32 KiB), 4 KiB sectors, 1 KiB
+    // blocks.
+    for opts in [
+        &["-l", "su=256k"][..],
+        &["-l", "su=32k"],
+        &["-s", "size=4096"],
+        &["-b", "size=1024"],
+        &["-s", "size=4096", "-l", "su=64k"],
+    ] {
+        let s = Scratch::new("variants");
+        mkfs(&s, "1G", opts);
+        let st = check_clean(&s.img());
+        eprintln!("{opts:?}: fresh {st}");
+        let m = mount(&s, "");
+        let mnt = s.mnt();
+        let mnt = mnt.to_str().unwrap();
+        workload(mnt, 300);
+        sh(&format!("sync && xfs_io -x -c 'shutdown -f' {mnt}"));
+        m.umount();
+        let (st, _) = check_dirty(&s.img());
+        if let Some(su) = opts.iter().find_map(|o| o.strip_prefix("su=")) {
+            let su_bbs: u32 = su.trim_end_matches('k').parse::<u32>().unwrap() * 2;
+            let r = st.last_record.as_ref().unwrap();
+            let hblks = rxfs::format::log_record::header_blocks_for(2, r.buf_size);
+            let total = hblks + r.len.div_ceil(512);
+            assert_eq!(
+                total % su_bbs,
+                0,
+                "{opts:?}: records padded to the stripe unit"
+            );
+        }
+        let m = mount(&s, "");
+        m.umount();
+        check_clean(&s.img());
+    }
+}
+
+#[test]
 fn kernel_umount_leaves_clean_log() {
     if !kernel_tests_enabled() {
         return;

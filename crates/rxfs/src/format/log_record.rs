@@ -325,6 +325,21 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
+    /// A record to write: `payload` (unpacked ops, padded by the caller as
+    /// the log stripe unit requires) becomes the record's `h_len` bytes.
+    pub fn new(mut header: RecordHeader, mut payload: Vec<u8>) -> Self {
+        debug_assert!(payload.len() <= MAX_RECORD_BSIZE);
+        header.len = payload.len() as u32;
+        payload.resize(header.data_blocks() as usize * BBSIZE, 0);
+        LogRecord {
+            header,
+            ext: Vec::new(),
+            data: payload,
+            packed: false,
+            crc: CrcCheck::Unset,
+        }
+    }
+
     /// Decode a record from its raw BBs: header BBs followed by payload BBs
     /// (`raw.len() >= total_blocks() * 512`).
     pub fn decode(raw: &[u8], at: Location) -> Result<Self> {
@@ -403,9 +418,9 @@ impl LogRecord {
     }
 
     /// Stamp the cycle into the first word of every payload BB, saving the
-    /// originals in the cycle data (header and extended headers). Sets
-    /// `header.len` from nothing: callers set it first. Extended headers are
-    /// created as the log buffer size requires.
+    /// originals in the cycle data (record header, then extended headers,
+    /// which are created as the log buffer size `header.size` requires).
+    /// `header.len` must already cover the payload.
     pub fn pack(&mut self) {
         if self.packed {
             return;

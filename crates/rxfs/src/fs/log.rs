@@ -598,8 +598,14 @@ pub(super) fn check_at_open(
     dev: &dyn BlockDevice,
     geo: &Geometry,
     sb: &Superblock,
-    norecovery: bool,
+    opts: &super::MountOptions,
 ) -> Result<Option<LogState>> {
+    let norecovery = opts.norecovery;
+    if norecovery && !opts.read_only {
+        return Err(Error::Invalid(
+            "norecovery requires a read-only mount (-o ro,norecovery), as in the kernel".into(),
+        ));
+    }
     if sb.logstart == 0 {
         if norecovery {
             return Ok(None);

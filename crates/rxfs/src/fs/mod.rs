@@ -125,7 +125,7 @@ impl Filesystem {
                 "rtdev given but the filesystem has no realtime section".into(),
             ));
         }
-        let log_state = log::check_at_open(&*dev, &geo, &sb, opts.norecovery)?;
+        let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
         Ok(Arc::new(Filesystem {
             dev,
             rtdev,
