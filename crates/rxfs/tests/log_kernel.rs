@@ -383,6 +383,31 @@ fn fresh_mkfs_log_is_clean() {
 }
 
 #[test]
+fn xfs_db_logformat_cycle() {
+    if !kernel_tests_enabled() {
+        return;
+    }
+    // `logformat -c 5` writes an unmount record of cycle 5 at block 0 and
+    // fills the rest of the log with cycle-4 records (zero CRCs).
+    let s = Scratch::new("logformat");
+    mkfs(&s, "1G", &[]);
+    run(
+        "xfs_db",
+        &["-x", "-c", "logformat -c 5", s.img().to_str().unwrap()],
+    );
+    let st = check_clean(&s.img());
+    assert_eq!(st.head, rxfs::types::Lsn::new(5, 2), "{st}");
+    let m = mount(&s, "");
+    let mnt = s.mnt();
+    let mnt = mnt.to_str().unwrap();
+    workload(mnt, 200);
+    sh(&format!("sync && xfs_io -x -c 'shutdown -f' {mnt}"));
+    m.umount();
+    let (st, _) = check_dirty(&s.img());
+    assert_eq!(st.head.cycle(), 5, "{st}");
+}
+
+#[test]
 fn mkfs_variants_clean_and_dirty() {
     if !kernel_tests_enabled() {
         return;

@@ -667,6 +667,27 @@ mod tests {
     }
 
     #[test]
+    fn i386_header_coverage_is_accepted() {
+        let mut r = LogRecord::new(sample_header(32768, 0), payload(512));
+        r.pack();
+        let mut raw = r.encode(None);
+        // An i386 kernel leaves bytes 324..328 out of the CRC.
+        raw[324] = 0x77;
+        let (h, d) = raw.split_at(512);
+        let c = compute_crc(h, d, REC_CRC_SIZE_I386).unwrap();
+        raw[CRC_OFF..CRC_OFF + 4].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(
+            LogRecord::decode(&raw, Location::Unknown).unwrap().crc,
+            CrcCheck::Good
+        );
+        raw[300] ^= 1;
+        assert!(!LogRecord::decode(&raw, Location::Unknown)
+            .unwrap()
+            .crc
+            .is_ok());
+    }
+
+    #[test]
     fn unpack_without_slots_is_corrupt() {
         // A record claiming 64 KiB of payload in a 32 KiB buffer.
         let mut h = sample_header(32768, 64 * 1024);
