@@ -25,6 +25,12 @@
 //! to eight) records are checked and a torn write at the head is cut off, as
 //! recovery does.
 //!
+//! Not done here (the recovery milestone): the kernel also CRC-checks every
+//! record from the tail to the head and, when a bad record lies within
+//! eight log buffers of the head, moves the tail forward past it (a torn
+//! write that overwrote the old tail). [`Log::contents`] reports any bad
+//! CRC between tail and head as corruption instead.
+//!
 //! Invariants: every scan is bounded by the log size; block numbers are
 //! always reduced modulo the log size before I/O; nothing read from the log
 //! can make this code loop or allocate beyond the log's own size.
