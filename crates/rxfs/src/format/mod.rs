@@ -21,6 +21,9 @@ pub mod da;
 pub mod dir;
 pub mod inode;
 pub mod log;
+pub mod log_items;
+pub mod log_ops;
+pub mod log_record;
 pub mod sb;
 pub mod symlink;
 
