@@ -41,11 +41,20 @@ impl CliError {
 
     /// An OS error about `what`.
     pub fn io(what: impl Display, e: &std::io::Error) -> Self {
-        CliError::new(format!("{what}: {e}"))
+        CliError::new(format!("{what}: {}", io_message(e)))
     }
 
     pub fn with_code(mut self, code: i32) -> Self {
         self.code = code;
         self
+    }
+}
+
+/// An io::Error's text without std's " (os error N)" suffix.
+pub fn io_message(e: &std::io::Error) -> String {
+    let s = e.to_string();
+    match s.rfind(" (os error ") {
+        Some(i) if s.ends_with(')') => s[..i].to_string(),
+        _ => s,
     }
 }

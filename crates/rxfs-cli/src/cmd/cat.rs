@@ -8,8 +8,9 @@ use crate::{CliError, CliResult};
 /// Bytes read per call.
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// Print a regular file of the image to standard output (holes read as
-/// zeros). Intermediate symlinks in PATH are followed; a final symlink is
+/// Print a file of the image to standard output.
+///
+/// Holes read as zeros. Intermediate symlinks in PATH are followed; a final symlink is
 /// an error (use `rxfs cat IMAGE TARGET`).
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -11,8 +11,9 @@ pub enum DebugCmd {
     Manifest(ManifestArgs),
 }
 
-/// Print the tree manifest: one JSON object per path (sorted by the
-/// path's bytes) with type, inode, mode, owners, link count, size,
+/// Print the tree manifest (one JSON line per path).
+///
+/// One JSON object per path (sorted by the path's bytes) with type, inode, mode, owners, link count, size,
 /// blocks, times in ns, rdev, xattrs (hex values), symlink target and the
 /// SHA-256 of regular files. The fixture tests compare it with the same
 /// walk over kernel and FUSE mounts.

@@ -32,8 +32,9 @@ use crate::{CliError, CliResult};
 
 const CHUNK_BYTES: usize = 1 << 20;
 
-/// Copy a file or directory tree out of the image to DEST, preserving
-/// modes, owners (as root), times with nanoseconds, xattrs and ACLs,
+/// Copy a file or directory tree out of the image.
+///
+/// Preserves modes, owners (as root), times with nanoseconds, xattrs and ACLs,
 /// symlinks, hard links, device files and sparse holes.
 ///
 /// If DEST is an existing directory the copy is made inside it under the

@@ -7,8 +7,11 @@ use rxfs::Filesystem;
 use crate::opts::{open_image, ImageArgs};
 use crate::CliResult;
 
-/// Show the geometry and feature flags of an image (like xfs_info), and
-/// the state of its log.
+/// Show geometry, features and log state (like xfs_info).
+///
+/// The layout follows xfs_info; the uuid, label and log state lines are
+/// added. The log state says whether the log is clean, and where its head
+/// and tail are (cycle/block).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The image file or block device.
@@ -156,12 +159,33 @@ pub fn report(fs: &Filesystem, name: &str) -> String {
     o
 }
 
-/// The log state line: `log state=clean head=C/B tail=C/B`.
+/// The log state line: `log state=clean, head=C/B tail=C/B ...`.
 fn log_line(fs: &Filesystem) -> String {
-    // TODO(log): `Filesystem::log_state()` lands with the log work; until
-    // it is on main the state is reported as unknown.
-    let _ = fs;
-    "log state=unknown (log inspection not available in this build)".to_string()
+    match fs.log_state() {
+        None => "log state=unknown (not read: external log, or norecovery and unreadable)".into(),
+        Some(st) => {
+            let state = if st.zeroed {
+                "clean (zeroed)"
+            } else if st.clean {
+                "clean"
+            } else {
+                "dirty (needs recovery)"
+            };
+            let mut l = format!("log state={state}, head={} tail={}", st.head, st.tail);
+            if let Some(r) = &st.last_record {
+                l.push_str(&format!(
+                    ", last record={} ({} ops{})",
+                    r.lsn,
+                    r.num_logops,
+                    if r.unmount { ", unmount" } else { "" }
+                ));
+            }
+            if let Some(t) = st.torn_from {
+                l.push_str(&format!(", torn write cut at block {t}"));
+            }
+            l
+        }
+    }
 }
 
 pub fn uuid_string(u: &[u8; 16]) -> String {

@@ -11,8 +11,9 @@ use std::path::PathBuf;
 
 use crate::{CliError, CliResult};
 
-/// Install the mount(8) helper /sbin/mount.fuse.rxfs (a symlink to this
-/// binary) so `mount -t fuse.rxfs IMAGE MNT -o ro` and fstab lines with
+/// Install the mount(8) helper for `mount -t fuse.rxfs`.
+///
+/// Writes /sbin/mount.fuse.rxfs (a symlink to this binary) so `mount -t fuse.rxfs IMAGE MNT -o ro` and fstab lines with
 /// type fuse.rxfs work.
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -12,8 +12,9 @@ use crate::opts::{open_image, ImageArgs};
 use crate::text::{format_time_short, mode_string};
 use crate::{CliError, CliResult};
 
-/// List a directory of the image, sorted by name ("." and ".." are not
-/// shown). For a non-directory, show that entry. With -l: mode, links,
+/// List a directory of the image.
+///
+/// Entries are sorted by name ("." and ".." are not shown). For a non-directory, show that entry. With -l: mode, links,
 /// uid, gid, size (or major, minor), mtime (UTC), name, symlink target.
 #[derive(clap::Args, Debug)]
 pub struct Args {

@@ -10,7 +10,9 @@ use crate::opts::{open_image, ImageArgs};
 use crate::text::{decode_name, format_time, mode_string, type_long_name};
 use crate::{CliError, CliResult};
 
-/// Show an inode like stat(1) (times in UTC with nanoseconds), plus the
+/// Show an inode like stat(1).
+///
+/// Times are in UTC with nanoseconds. Also shows
 /// XFS details stat cannot show: data fork format and extent count, flags,
 /// and the names of its extended attributes. A final symlink is not
 /// followed.

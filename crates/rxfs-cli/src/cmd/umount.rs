@@ -7,8 +7,9 @@ use crate::fuse::pidfile::{normalize_mountpoint, open_existing, read_pid, wait_r
 use crate::sys;
 use crate::{CliError, CliResult};
 
-/// Unmount an rxfs FUSE mount and wait until its daemon has exited (so the
-/// image is closed when this returns). Uses fusermount3 -u (umount(2) if
+/// Unmount an rxfs mount and wait for its daemon to exit.
+///
+/// When this returns, the daemon has exited and the image is closed. Uses fusermount3 -u (umount(2) if
 /// fusermount3 is missing).
 #[derive(clap::Args, Debug)]
 pub struct Args {
