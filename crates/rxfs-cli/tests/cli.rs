@@ -317,3 +317,38 @@ fn every_subcommand_has_help() {
         assert!(text.contains("Usage: rxfs"), "{sub:?}: {text}");
     }
 }
+
+#[test]
+fn dirty_log_needs_norecovery() {
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("dirty");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let m = Mounted::kernel(&img, &s.path("k"), "");
+    std::fs::write(m.dir.join("f"), b"data").unwrap();
+    run(
+        "xfs_io",
+        &[
+            OsStr::new("-x"),
+            OsStr::new("-c"),
+            OsStr::new("shutdown -f"),
+            m.dir.as_os_str(),
+        ],
+    );
+    m.umount();
+    let info = String::from_utf8(rxfs_ok(&[OsStr::new("info"), img.as_os_str()])).unwrap();
+    assert!(info.contains("log state=dirty"), "{info}");
+    let out = rxfs(&[OsStr::new("ls"), img.as_os_str(), OsStr::new("/")]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("norecovery"), "{err}");
+    rxfs_ok(&[
+        OsStr::new("ls"),
+        img.as_os_str(),
+        OsStr::new("/"),
+        OsStr::new("-o"),
+        OsStr::new("ro,norecovery"),
+    ]);
+}

@@ -107,6 +107,17 @@ fn fuse_view_equals_kernel_view() {
         )
     );
 
+    // Missing names (negative entries are cached; ask twice).
+    for _ in 0..2 {
+        assert_eq!(
+            errno_of(std::fs::metadata(mnt.join("nope"))),
+            Some(libc::ENOENT)
+        );
+    }
+    assert_eq!(
+        errno_of(std::fs::metadata(mnt.join("empty/x"))),
+        Some(libc::ENOTDIR)
+    );
     // Read-only: every kind of write is EROFS.
     assert_eq!(
         errno_of(std::fs::write(mnt.join("new"), b"x")),
@@ -231,6 +242,13 @@ fn plain_unmounts_end_the_daemon() {
         let m = rxfs_mount(&img, &mnt, "ro,norecovery");
         std::fs::read_dir(&mnt).unwrap().for_each(drop);
         let pid = daemon_pid(&mnt);
+        if how == "umount" {
+            // A second mount on the same mount point is refused.
+            let out = rxfs(&[OsStr::new("mount"), img.as_os_str(), mnt.as_os_str()]);
+            assert!(!out.status.success());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("already an rxfs mount point"), "{err}");
+        }
         let args: Vec<&OsStr> = match how {
             "fusermount3" => vec![OsStr::new("-u"), mnt.as_os_str()],
             _ => vec![mnt.as_os_str()],

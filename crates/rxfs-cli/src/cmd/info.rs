@@ -21,7 +21,10 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let opts = a.img.parse(false)?;
+    let mut opts = a.img.parse(false)?;
+    // info reads only the superblock and the log: a dirty log is reported,
+    // not refused.
+    opts.norecovery = true;
     let fs = open_image(&a.image, &opts)?;
     print!("{}", report(&fs, &a.image.display().to_string()));
     Ok(())

@@ -172,6 +172,12 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
         }
         Err(e) => return Err(mount_fail(CliError::io(mnt.display(), &e))),
     }
+    if is_rxfs_mount(&mnt) {
+        return Err(mount_fail(CliError::new(format!(
+            "{}: already an rxfs mount point",
+            mnt.display()
+        ))));
+    }
     let rtdev = match &opts.rtdev {
         Some(r) => Some(
             r.canonicalize()
@@ -229,6 +235,26 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
             std::process::exit(code);
         }
     }
+}
+
+/// Whether /proc/self/mounts has a fuse.rxfs mount at `mnt` (spaces
+/// and other specials are octal-escaped there).
+fn is_rxfs_mount(mnt: &Path) -> bool {
+    let Ok(mounts) = std::fs::read("/proc/self/mounts") else {
+        return false;
+    };
+    let mut want = Vec::new();
+    for &b in mnt.as_os_str().as_bytes() {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => want.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            _ => want.push(b),
+        }
+    }
+    mounts.split(|&b| b == b'\n').any(|l| {
+        let mut f = l.split(|&b| b == b' ');
+        let (_, dir, ty) = (f.next(), f.next(), f.next());
+        dir == Some(&want[..]) && ty == Some(&b"fuse.rxfs"[..])
+    })
 }
 
 /// The parent's exit, from the child's one-line report.

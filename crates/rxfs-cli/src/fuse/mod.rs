@@ -24,7 +24,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use fuser::consts::{FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS, FUSE_READDIRPLUS_AUTO};
+use fuser::consts::{
+    FUSE_CACHE_SYMLINKS, FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS, FUSE_READDIRPLUS_AUTO,
+};
 use fuser::{
     KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
     ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
@@ -71,6 +73,7 @@ impl fuser::Filesystem for RxFuse {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
         let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
         let _ = config.add_capabilities(FUSE_PARALLEL_DIROPS);
+        let _ = config.add_capabilities(FUSE_CACHE_SYMLINKS);
         let _ = config.set_max_readahead(MAX_READ_BYTES);
         let _ = config.set_max_write(MAX_READ_BYTES);
         Ok(())

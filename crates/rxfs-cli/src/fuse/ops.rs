@@ -87,6 +87,18 @@ impl Core {
                 let attr = file_attr(&self.fs, &ip);
                 reply.entry(&self.ttl, &attr, ip.core.gen as u64);
             }
+            Err(Error::NotFound) => {
+                // A negative entry (node id 0) the kernel may cache: the
+                // image does not change under a read-only mount.
+                match self.inode(parent) {
+                    Ok(dir) => {
+                        let mut attr = file_attr(&self.fs, &dir);
+                        attr.ino = 0;
+                        reply.entry(&self.ttl, &attr, 0);
+                    }
+                    Err(_) => reply.error(libc::ENOENT),
+                }
+            }
             Err(e) => reply.error(self.errno("lookup", parent, &e)),
         }
     }
