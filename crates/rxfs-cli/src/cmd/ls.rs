@@ -6,7 +6,6 @@ use std::path::PathBuf;
 
 use rxfs::fs::Inode;
 use rxfs::types::FileType;
-use rxfs::Filesystem;
 
 use crate::opts::{open_image, ImageArgs};
 use crate::text::{format_time_short, mode_string};
@@ -62,7 +61,7 @@ pub fn run(a: Args) -> CliResult<()> {
         }
         if a.long {
             match fs.iget(rxfs::types::Ino(ino)) {
-                Ok(child) => long_line(&fs, &child, &mut line),
+                Ok(child) => long_line(&child, &mut line),
                 Err(e) => {
                     eprintln!("rxfs: {}: {e}", crate::text::decode_name(&name));
                     failed = true;
@@ -91,7 +90,7 @@ pub fn run(a: Args) -> CliResult<()> {
     Ok(())
 }
 
-fn long_line(fs: &Filesystem, ip: &Inode, line: &mut Vec<u8>) {
+fn long_line(ip: &Inode, line: &mut Vec<u8>) {
     let c = &ip.core;
     let size = match (&ip.data, ip.file_type()) {
         (rxfs::fs::Fork::Dev(raw), Some(FileType::CharDev | FileType::BlockDev)) => {
@@ -100,7 +99,6 @@ fn long_line(fs: &Filesystem, ip: &Inode, line: &mut Vec<u8>) {
         }
         _ => c.size.to_string(),
     };
-    let _ = fs;
     let _ = write!(
         line,
         "{} {:>3} {:>5} {:>5} {:>10} {} ",

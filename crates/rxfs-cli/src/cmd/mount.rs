@@ -208,6 +208,9 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
         sys::Forked::Child => {
             drop(rd);
             sys::setsid();
+            // Every path is absolute by now; do not hold the caller's
+            // working directory busy.
+            let _ = std::env::set_current_dir("/");
             let mut pipe = Some(std::fs::File::from(wr));
             let mut ready = |r: Result<(), &CliError>| {
                 if let Some(mut p) = pipe.take() {

@@ -50,3 +50,69 @@ impl NodeTable {
         }
     }
 }
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+    use rxfs::format::inode::{InodeCore, Timestamp};
+    use rxfs::fs::Fork;
+    use rxfs::types::Ino;
+
+    pub fn fake_inode(ino: u64, mode: u16) -> Arc<Inode> {
+        let t = Timestamp::default();
+        Arc::new(Inode {
+            ino: Ino(ino),
+            core: InodeCore {
+                mode,
+                version: 3,
+                format: 2,
+                uid: 0,
+                gid: 0,
+                nlink: 1,
+                projid: 0,
+                atime: t,
+                mtime: t,
+                ctime: t,
+                crtime: t,
+                size: 0,
+                nblocks: 0,
+                extsize: 0,
+                nextents: 0,
+                anextents: 0,
+                forkoff: 0,
+                aformat: 0,
+                flags: 0,
+                flags2: 0,
+                gen: 0,
+                next_unlinked: u32::MAX,
+                changecount: 0,
+                lsn: 0,
+                cowextsize: 0,
+                ino,
+                uuid: [0; 16],
+            },
+            data: Fork::Extents {
+                list: vec![],
+                btree: false,
+            },
+            attr: None,
+        })
+    }
+
+    #[test]
+    fn lookup_counts() {
+        let t = NodeTable::default();
+        let a = fake_inode(131, 0o100644);
+        t.remember(&a);
+        t.remember(&a);
+        t.remember(&fake_inode(132, 0o100644));
+        t.forget(131, 1);
+        assert!(t.get(131).is_some());
+        t.forget(131, 1);
+        assert!(t.get(131).is_none());
+        // Forgetting more than known, or unknown nodes, is harmless.
+        t.forget(132, 5);
+        t.forget(999, 1);
+        assert!(t.get(132).is_none());
+    }
+}
