@@ -102,6 +102,10 @@ pub fn render(fs: &Filesystem, name: &str, ip: &Inode) -> rxfs::Result<String> {
     ));
     let names = fs.listxattr(ip)?;
     let shown: Vec<String> = names.iter().map(|n| decode_name(n)).collect();
-    o.push_str(&format!("Xattrs: {}\n", shown.join(" ")));
+    if shown.is_empty() {
+        o.push_str("Xattrs: (none)\n");
+    } else {
+        o.push_str(&format!("Xattrs: {}\n", shown.join(" ")));
+    }
     Ok(o)
 }

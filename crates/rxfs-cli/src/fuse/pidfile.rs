@@ -61,7 +61,8 @@ pub fn normalize_mountpoint(p: &Path) -> io::Result<PathBuf> {
 }
 
 pub struct PidFile {
-    file: File,
+    /// None once handed over to `release_at_exit`.
+    file: Option<File>,
     path: PathBuf,
 }
 
@@ -115,16 +116,35 @@ impl PidFile {
                 mountpoint.display(),
                 image.display()
             )?;
-            return Ok(PidFile { file, path });
+            return Ok(PidFile {
+                file: Some(file),
+                path,
+            });
+        }
+    }
+}
+
+impl PidFile {
+    /// Unlink the pidfile but keep its locked descriptor open until the
+    /// process exits, so a waiting `rxfs umount` returns only once this
+    /// process is gone (the kernel releases the lock when it closes the
+    /// descriptors of an exiting process). Call as the very last step.
+    pub fn release_at_exit(mut self) {
+        let _ = std::fs::remove_file(&self.path);
+        if let Some(f) = self.file.take() {
+            let _ = std::os::fd::IntoRawFd::into_raw_fd(f);
         }
     }
 }
 
 impl Drop for PidFile {
-    /// Unlink while still holding the lock, then the lock goes with the fd.
+    /// On an error path: unlink while still holding the lock; the lock
+    /// goes with the fd.
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
-        let _ = sys::flock(self.file.as_raw_fd(), libc::LOCK_UN, false);
+        if let Some(f) = self.file.take() {
+            let _ = std::fs::remove_file(&self.path);
+            let _ = sys::flock(f.as_raw_fd(), libc::LOCK_UN, false);
+        }
     }
 }
 

@@ -128,7 +128,9 @@ pub fn serve(
             lazy_unmount(&mnt);
         });
     let r = session.run();
+    // Dropping the session drops the filesystem (the image is closed once
+    // the pool has drained); the pidfile lock lasts until process exit.
     drop(session);
-    drop(pid);
+    pid.release_at_exit();
     r.map_err(|e| CliError::new(format!("FUSE session: {e}")))
 }
