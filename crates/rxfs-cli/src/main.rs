@@ -60,6 +60,7 @@ fn run(cli: Cli) -> CliResult<()> {
 }
 
 fn main() {
+    sys::ensure_stdio();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let result = match cmd::mount::helper_argv(&argv) {
         Some(helper) => cmd::mount::run_helper(helper),

@@ -185,3 +185,21 @@ pub fn waitpid_nohang(pid: libc::pid_t) {
         libc::waitpid(pid, &mut status, libc::WNOHANG);
     }
 }
+
+/// Make sure descriptors 0, 1 and 2 are open (on /dev/null if closed), so
+/// later opens (/dev/fuse, pipes, images) never land on them.
+pub fn ensure_stdio() {
+    for fd in 0..3 {
+        // SAFETY: F_GETFD only queries the descriptor.
+        if unsafe { libc::fcntl(fd, libc::F_GETFD) } == -1 {
+            // open returns the lowest free descriptor: this one.
+            if let Ok(f) = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open("/dev/null")
+            {
+                let _ = std::os::fd::IntoRawFd::into_raw_fd(f);
+            }
+        }
+    }
+}

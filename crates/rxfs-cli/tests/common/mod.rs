@@ -309,10 +309,10 @@ pub fn populate(root: &Path) {
     f.write_all(&pattern(3, 4096)).unwrap();
     f.set_len(20 << 20).unwrap();
     drop(f);
-    // Many entries: a leaf-form directory.
+    // Many entries: a node-form directory (leafn blocks and a free index).
     let many = root.join("many");
     std::fs::create_dir(&many).unwrap();
-    for i in 0..300 {
+    for i in 0..1000 {
         std::fs::write(many.join(format!("entry-{i:04}")), i.to_string()).unwrap();
     }
     symlink("dir/file", root.join("sym")).unwrap();
