@@ -69,7 +69,7 @@ fn ls_cat_stat() {
         many.split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
             .count(),
-        300
+        1000
     );
     let long = String::from_utf8_lossy(&rxfs_ok(&[
         OsStr::new("ls"),
