@@ -14,6 +14,7 @@ pub mod ag;
 pub mod attr;
 pub mod bmbt;
 pub mod btree;
+pub mod btree_rec;
 pub mod crc;
 pub mod da;
 pub mod dir;
