@@ -403,3 +403,7 @@ impl Filesystem {
         Ok(rec.map(|b| R::from_disk(&b, sparse)))
     }
 }
+
+#[cfg(test)]
+#[path = "btree_tests.rs"]
+mod tests;
