@@ -154,6 +154,12 @@ fn populate(root: &Path) {
     for n in coll.iter().step_by(9) {
         std::fs::remove_file(r("coll").join(OsStr::from_bytes(n))).unwrap();
     }
+    // Whole data blocks emptied in the middle: the kernel frees them and
+    // leaves holes in the data segment.
+    files(&r("gaps"), 1500, |i| format!("g{i:04}").into_bytes());
+    for i in 300..900 {
+        std::fs::remove_file(r("gaps").join(format!("g{i:04}"))).unwrap();
+    }
     std::fs::create_dir(r("coll_blk")).unwrap();
     for n in colliding_names(2) {
         touch(&r("coll_blk"), &n);
@@ -192,11 +198,21 @@ fn form(fs: &Filesystem, ip: &Inode) -> String {
                 0x3ebe => "danode",
                 _ => "?",
             };
+            let mut f = f.to_string();
             if *btree {
-                format!("{f}+btree")
-            } else {
-                f.into()
+                f += "+btree";
             }
+            // Holes among the data blocks.
+            let data_end = ip.core.size >> fs.geo().blocklog;
+            let mut next = 0;
+            for e in list.iter().take_while(|e| e.off.0 < data_end) {
+                if e.off.0 > next {
+                    f += "+gaps";
+                    break;
+                }
+                next = e.end();
+            }
+            f
         }
         Fork::Dev(_) => "dev".into(),
     }
@@ -255,6 +271,10 @@ fn check_dir(fs: &Filesystem, rel: &[u8], k: &KDir) -> String {
         if n == 0 {
             break;
         }
+        assert!(
+            resumed.len() <= list.len(),
+            "{what}: resumed walk repeats entries"
+        );
     }
     assert!(resumed == list, "{what}: resumed walk differs");
     // Lookups of every name, and of names that are not there.
@@ -365,6 +385,7 @@ fn dirs_default_geometry() {
             ("/node", "danode"),
             ("/coll", "danode+btree"),
             ("/holes", "danode+btree"),
+            ("/gaps", "danode+gaps"),
             ("/big", "danode+btree"),
         ],
     );
@@ -470,4 +491,138 @@ fn dirs_from_protofile_long_names() {
     );
     let (forms, _) = check_image(&img, &s.path("mnt"), |_| {});
     expect_forms(&forms, &[("/long_sf", "sf"), ("/long_blk", "block")]);
+}
+
+/// Rewrite `len` bytes at `daddr` of `img` through `edit`, then restore
+/// the CRC at `crc_off` so only the semantic checks can catch the damage.
+fn patch(img: &Path, daddr: u64, len: usize, crc_off: usize, edit: impl FnOnce(&mut [u8])) {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let mut b = vec![0u8; len];
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.read_exact(&mut b).unwrap();
+    edit(&mut b);
+    rxfs::format::crc::update(&mut b, crc_off);
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.write_all(&b).unwrap();
+}
+
+fn is_corrupt<T: std::fmt::Debug>(r: rxfs::Result<T>) -> bool {
+    matches!(r, Err(Error::Corrupt { .. }))
+}
+
+/// Damaged directories give corruption errors: never a panic, a hang or a
+/// wrong answer.
+#[test]
+fn damaged_dirs_are_corruption() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("dir-damage");
+    let base = s.path("base");
+    mkfs(&base, 300 << 20, &[]);
+    let m = KernelMount::new(&base, &s.path("mnt"), "");
+    let root = m.dir.clone();
+    files(&root.join("sf"), 5, |i| format!("f{i:04}").into_bytes());
+    files(&root.join("blk"), 50, |i| format!("f{i:04}").into_bytes());
+    files(&root.join("leaf"), 300, |i| format!("f{i:04}").into_bytes());
+    files(&root.join("node"), 1000, |i| {
+        format!("f{i:04}").into_bytes()
+    });
+    let coll = colliding_names(5);
+    std::fs::create_dir(root.join("coll")).unwrap();
+    for n in &coll[1..] {
+        touch(&root.join("coll"), n);
+    }
+    m.umount();
+
+    let fs = open_ro(&base);
+    let bs = fs.geo().blocksize as usize;
+    let isize = fs.geo().inodesize as usize;
+    let leaf_dablk = FileBlock((32u64 << 30) >> fs.geo().blocklog);
+    let dir = |p: &str| fs.iget(fs.resolve(p.as_bytes()).unwrap()).unwrap();
+    let block_at = |ip: &Inode, fb: FileBlock| {
+        fs.read_fork_blocks(ip, ForkKind::Data, fb, 1)
+            .unwrap()
+            .unwrap()
+    };
+    let case = |name: &str, daddr: u64, len: usize, crc: usize, edit: &dyn Fn(&mut [u8])| {
+        let img = s.path(name);
+        std::fs::copy(&base, &img).unwrap();
+        patch(&img, daddr, len, crc, edit);
+        open_ro(&img)
+    };
+
+    // Shortform: an entry count larger than the fork holds (the inode
+    // CRC covers the inode only).
+    let ip = dir("/sf");
+    let (d, off) = fs.geo().ino_location(ip.ino);
+    let ino_daddr = d.0 + (off >> 9) as u64;
+    let fsx = case("sf", ino_daddr, isize, 100, &|b| b[176] = 200);
+    let ipx = fsx.iget(ip.ino).unwrap();
+    assert!(is_corrupt(fsx.readdir(&ipx, 0, &mut |_| true)));
+    assert!(is_corrupt(fsx.lookup(&ipx, b"f0001")));
+
+    // Block form: a '/' inside the name of the entry at 96.
+    let ip = dir("/blk");
+    let (d, _) = block_at(&ip, FileBlock(0));
+    let fsx = case("blk", d.0, bs, 4, &|b| b[96 + 9 + 2] = b'/');
+    let ipx = fsx.iget(ip.ino).unwrap();
+    assert!(is_corrupt(fsx.readdir(&ipx, 0, &mut |_| true)));
+
+    // Leaf form: an entry pointing at an inode past the device.
+    let ip = dir("/leaf");
+    let (d, b) = block_at(&ip, FileBlock(0));
+    let name = b[96 + 9..96 + 9 + b[96 + 8] as usize].to_vec();
+    let fsx = case("leaf", d.0, bs, 4, &|b| {
+        b[96..104].copy_from_slice(&(1u64 << 50).to_be_bytes())
+    });
+    let ipx = fsx.iget(ip.ino).unwrap();
+    assert!(is_corrupt(fsx.readdir(&ipx, 0, &mut |_| true)));
+    assert!(is_corrupt(fsx.lookup(&ipx, &name)));
+
+    // DA node whose first child is the node itself.
+    let ip = dir("/node");
+    let (d, b) = block_at(&ip, leaf_dablk);
+    assert_eq!(&b[8..10], &[0x3e, 0xbe]);
+    fs.lookup(&ip, b"f0000").unwrap();
+    let fsx = case("node", d.0, bs, 12, &|b| {
+        let n = u16::from_be_bytes([b[56], b[57]]) as usize;
+        for i in 0..n {
+            b[64 + i * 8 + 4..64 + i * 8 + 8].copy_from_slice(&(leaf_dablk.0 as u32).to_be_bytes());
+        }
+    });
+    let ipx = fsx.iget(ip.ino).unwrap();
+    assert!(is_corrupt(fsx.lookup(&ipx, b"f0000")));
+    // readdir does not use the index and still works.
+    assert_eq!(full_listing(&fsx, &ipx).len(), 1002);
+
+    // A leaf sibling chain that loops: every leafn's forw points to
+    // itself, and the colliding name looked up is absent, so the walk
+    // would follow the chain forever.
+    let ip = dir("/coll");
+    let (_, node) = block_at(&ip, leaf_dablk);
+    let n = u16::from_be_bytes([node[56], node[57]]) as usize;
+    let img = s.path("coll");
+    std::fs::copy(&base, &img).unwrap();
+    for i in 0..n {
+        let o = 64 + i * 8 + 4;
+        let child = u32::from_be_bytes(node[o..o + 4].try_into().unwrap());
+        let (d, _) = block_at(&ip, FileBlock(child as u64));
+        patch(&img, d.0, bs, 12, |b| {
+            b[0..4].copy_from_slice(&child.to_be_bytes())
+        });
+    }
+    let fsx = open_ro(&img);
+    let ipx = fsx.iget(ip.ino).unwrap();
+    assert!(is_corrupt(fsx.lookup(&ipx, &coll[0])));
+    assert!(matches!(fs.lookup(&ip, &coll[0]), Err(Error::NotFound)));
+    assert_eq!(
+        fs.lookup(&ip, &coll[1]).unwrap(),
+        fs.lookup(&ip, &coll[1]).unwrap()
+    );
 }
