@@ -18,7 +18,7 @@ use std::path::Path;
 use common::*;
 use rxfs::fs::{DirEntry, Fork, Inode};
 use rxfs::types::{FileBlock, FileType, ForkKind, Ino};
-use rxfs::{Error, Filesystem, MountOptions};
+use rxfs::{Error, Filesystem};
 
 /// What the kernel shows for one directory: its inode and its entries
 /// ("." and ".." included) as name -> (inode, type).
@@ -164,18 +164,6 @@ fn populate(root: &Path) {
     for n in colliding_names(2) {
         touch(&r("coll_blk"), &n);
     }
-}
-
-fn open_ro(img: &Path) -> std::sync::Arc<Filesystem> {
-    Filesystem::open_path(
-        img,
-        None,
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
 }
 
 /// The on-disk form of a directory, as a short label.
@@ -491,24 +479,6 @@ fn dirs_from_protofile_long_names() {
     );
     let (forms, _) = check_image(&img, &s.path("mnt"), |_| {});
     expect_forms(&forms, &[("/long_sf", "sf"), ("/long_blk", "block")]);
-}
-
-/// Rewrite `len` bytes at `daddr` of `img` through `edit`, then restore
-/// the CRC at `crc_off` so only the semantic checks can catch the damage.
-fn patch(img: &Path, daddr: u64, len: usize, crc_off: usize, edit: impl FnOnce(&mut [u8])) {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    let mut f = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(img)
-        .unwrap();
-    let mut b = vec![0u8; len];
-    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
-    f.read_exact(&mut b).unwrap();
-    edit(&mut b);
-    rxfs::format::crc::update(&mut b, crc_off);
-    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
-    f.write_all(&b).unwrap();
 }
 
 fn is_corrupt<T: std::fmt::Debug>(r: rxfs::Result<T>) -> bool {
