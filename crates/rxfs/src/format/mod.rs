@@ -12,14 +12,22 @@
 
 pub mod ag;
 pub mod attr;
+pub mod attr_acl;
+pub mod attr_remote;
 pub mod bmbt;
 pub mod btree;
 pub mod btree_rec;
 pub mod crc;
 pub mod da;
 pub mod dir;
+pub mod dir_data;
+pub mod dir_leaf;
+pub mod dir_sf;
 pub mod inode;
 pub mod log;
+pub mod log_items;
+pub mod log_ops;
+pub mod log_record;
 pub mod sb;
 pub mod symlink;
 

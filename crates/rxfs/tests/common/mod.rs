@@ -14,16 +14,31 @@ pub fn kernel_tests_disabled() -> bool {
 }
 
 pub fn run(cmd: &str, args: &[&str]) {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (is it installed?)"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_retry(cmd, args, 1);
+}
+
+/// Run a command, retrying transient failures (loop device allocation races
+/// between parallel tests, a briefly busy mount point).
+pub fn run_retry(cmd: &str, args: &[&str], tries: u32) {
+    let mut last = String::new();
+    for attempt in 0..tries {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(200 * attempt as u64));
+        }
+        let out = Command::new(cmd)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (is it installed?)"));
+        if out.status.success() {
+            return;
+        }
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    panic!("{cmd} {args:?} failed ({tries} tries): {last}");
 }
 
 /// A scratch directory removed on drop.
@@ -93,7 +108,7 @@ impl KernelMount {
     fn do_umount(&mut self) {
         if self.mounted {
             self.mounted = false;
-            run("umount", &[self.dir.to_str().unwrap()]);
+            run_retry("umount", &[self.dir.to_str().unwrap()], 5);
         }
     }
 }
@@ -104,5 +119,62 @@ impl Drop for KernelMount {
             self.mounted = false;
             let _ = Command::new("umount").arg(&self.dir).status();
         }
+    }
+}
+
+/// Open an image read-only through rxfs.
+pub fn open_ro(img: &Path) -> std::sync::Arc<rxfs::Filesystem> {
+    rxfs::Filesystem::open_path(
+        img,
+        None,
+        rxfs::MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Rewrite `len` bytes at `daddr` of `img` through `edit`, then restore the
+/// CRC at `crc_off` so only the structural checks can catch the damage.
+/// Returns the original bytes (for [`restore`]).
+pub fn patch(
+    img: &Path,
+    daddr: u64,
+    len: usize,
+    crc_off: usize,
+    edit: impl FnOnce(&mut [u8]),
+) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let mut b = vec![0u8; len];
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.read_exact(&mut b).unwrap();
+    let orig = b.clone();
+    edit(&mut b);
+    rxfs::format::crc::update(&mut b, crc_off);
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.write_all(&b).unwrap();
+    orig
+}
+
+/// Put back bytes saved by [`patch`].
+pub fn restore(img: &Path, daddr: u64, orig: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.write_all(orig).unwrap();
+}
+
+/// Assert `r` is a corruption error.
+pub fn assert_corrupt<T>(r: rxfs::Result<T>, what: &str) {
+    match r {
+        Err(e) if e.is_corrupt() => {}
+        Err(e) => panic!("{what}: expected a corruption error, got {e:?}"),
+        Ok(_) => panic!("{what}: expected a corruption error, got a result"),
     }
 }
