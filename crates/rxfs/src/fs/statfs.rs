@@ -5,9 +5,9 @@
 //! mount time, minus blocks it will never hand out:
 //!
 //! - Counters: with a clean log the kernel trusts the superblock's
-//!   `fdblocks/icount/ifree` (written at unmount). When the log was dirty,
-//!   or those values are impossible, it recomputes them from the AG
-//!   headers: `fdblocks = sum(freeblks + flcount + btreeblks)`,
+//!   `fdblocks/icount/ifree` (written at unmount). When the log was dirty
+//!   (or zeroed, or not looked at: `norecovery`), or those values are
+//!   impossible, it recomputes them from the AG headers: `fdblocks = sum(freeblks + flcount + btreeblks)`,
 //!   `icount = sum(agi count)`, `ifree = sum(agi freecount)`. (On a clean
 //!   filesystem both give the same numbers; `ag_summary` computes the
 //!   second.)
@@ -71,10 +71,13 @@ const MAX_INUMBER: u64 = (1 << 56) - 1;
 
 impl Filesystem {
     /// statfs as the kernel shows it for a read-only mount of this image
-    /// whose log was clean. (Wire the real log state in with
-    /// [`Filesystem::statfs_with`] once log recovery reports it.)
+    /// with the same options. The kernel trusts the superblock counters
+    /// only when it found a clean log: not with `norecovery` (it never looks
+    /// at the log then), not for a zeroed log, not after recovery.
     pub fn statfs(&self) -> Result<StatFs> {
-        self.statfs_with(true)
+        let clean =
+            !self.options().norecovery && self.log_state().is_some_and(|s| s.clean && !s.zeroed);
+        self.statfs_with(clean)
     }
 
     /// statfs as the kernel shows it for a read-only mount, given whether
