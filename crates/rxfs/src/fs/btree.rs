@@ -38,6 +38,7 @@ pub struct BtreeRoot {
 
 impl BtreeRoot {
     /// A tree rooted in the AGF (bnobt, cntbt, rmapbt, refcountbt).
+    /// Panics for the inode trees (a caller bug, not a disk state).
     pub fn from_agf(kind: BtreeKind, agno: AgNumber, agf: &Agf) -> Self {
         let (root, levels) = match kind {
             BtreeKind::Bno => (agf.bno_root, agf.bno_level),
@@ -55,6 +56,7 @@ impl BtreeRoot {
     }
 
     /// A tree rooted in the AGI (inobt, finobt).
+    /// Panics for the AGF trees (a caller bug, not a disk state).
     pub fn from_agi(kind: BtreeKind, agno: AgNumber, agi: &Agi) -> Self {
         let (root, levels) = match kind {
             BtreeKind::Ino => (agi.root, agi.level),
