@@ -15,7 +15,7 @@
 mod common;
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -181,6 +181,10 @@ fn check_fixture(fx: &Fixture) {
                 md.permissions().mode() & 0o7777,
                 "{path}: mode"
             );
+            // The script gives the source tree the image's owners as root.
+            if unsafe { libc::geteuid() } == 0 {
+                assert_eq!((ip.core.uid, ip.core.gid), (md.uid(), md.gid()), "{path}");
+            }
         }
         let ft = md.file_type();
         if ft.is_dir() {
