@@ -173,6 +173,7 @@ fn check_fixture(fx: &Fixture) {
     // Every path: type, mode, contents as the source tree has them.
     for (ino, path) in &l.inodes {
         let ip = fs.iget(Ino(*ino)).unwrap();
+        assert_eq!(fs.resolve(path.as_bytes()).unwrap(), Ino(*ino), "{path}");
         let src = fx.src().join(path.trim_start_matches('/'));
         let md = std::fs::symlink_metadata(&src).unwrap();
         if path != "/" {
