@@ -245,12 +245,16 @@ pub fn decode_core(buf: &[u8], ino: Ino, meta_uuid: &Uuid, has_nrext64: bool) ->
     let ft = crate::types::FileType::from_mode(core.mode)
         .ok_or_else(|| bad(format!("bad file type in mode {:#o}", core.mode)))?;
     use crate::types::FileType as T;
-    let ok = match (ft, core.format) {
-        (T::CharDev | T::BlockDev | T::Fifo | T::Socket, FMT_DEV) => true,
-        (T::Regular, FMT_EXTENTS | FMT_BTREE) => true,
-        (T::Directory | T::Symlink, FMT_LOCAL | FMT_EXTENTS | FMT_BTREE) => true,
-        _ => false,
-    };
+    let ok = matches!(
+        (ft, core.format),
+        (T::CharDev | T::BlockDev | T::Fifo | T::Socket, FMT_DEV)
+            | (T::Regular, FMT_EXTENTS | FMT_BTREE)
+            | (
+                T::Directory | T::Symlink,
+                FMT_LOCAL | FMT_EXTENTS | FMT_BTREE
+            )
+    );
+
     if !ok {
         return Err(bad(format!(
             "data fork format {} invalid for {ft:?}",

@@ -9,6 +9,7 @@ pub mod bmap;
 pub mod dir;
 pub mod inode;
 pub mod log;
+pub mod path;
 pub mod statfs;
 pub mod symlink;
 
@@ -34,12 +35,18 @@ pub struct MountOptions {
     pub direct_io: bool,
 }
 
+/// Inodes kept decoded in memory.
+const INODE_CACHE_CAPACITY: usize = 65536;
+
 pub struct Filesystem {
     dev: Arc<dyn BlockDevice>,
     rtdev: Option<Arc<dyn BlockDevice>>,
     sb: Superblock,
     geo: Geometry,
     opts: MountOptions,
+    /// The log state found at open (see [`log::LogState`]).
+    log_state: Option<log::LogState>,
+    icache: inode::InodeCache,
 }
 
 impl Filesystem {
@@ -118,12 +125,15 @@ impl Filesystem {
                 "rtdev given but the filesystem has no realtime section".into(),
             ));
         }
+        let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
         Ok(Arc::new(Filesystem {
             dev,
             rtdev,
             sb,
             geo,
             opts,
+            log_state,
+            icache: inode::InodeCache::new(INODE_CACHE_CAPACITY),
         }))
     }
 
