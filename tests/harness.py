@@ -24,7 +24,6 @@ sys.path.insert(0, str(TESTS / "fixtures"))
 sys.path.insert(0, str(TESTS))
 
 import build  # noqa: E402
-import manifest  # noqa: E402
 
 FIXTURE_NAMES = [f.name for f in build.FIXTURES]
 MOUNT_WAIT_S = 30
