@@ -1,7 +1,9 @@
 //! The tree manifest: one JSON line per path, the format the fixture suite
 //! compares against a Python walker over kernel and FUSE mounts.
 //!
-//! Line format (serde_json compact, keys in exactly this order):
+//! The spec is the docstring of `tests/manifest.py` (the Python walker the
+//! fixture suite runs over kernel and FUSE mounts); lines must match it
+//! byte for byte. Line format (compact JSON, keys in exactly this order):
 //! `{"path","type","ino","mode","uid","gid","nlink","size","blocks",
 //! "atime","mtime","ctime","rdev","xattrs"[,"target"][,"sha256"]}`
 //! - every path reachable from the root ("/"), hard links once per path,
@@ -14,6 +16,11 @@
 //! - `xattrs` maps each name to the lowercase hex of its value, names in
 //!   byte order; `target` only for symlinks, `sha256` only for regular
 //!   files.
+//!
+//! - serialization is Python's `json.dumps(obj, separators=(',', ':'))`,
+//!   which escapes every character outside printable ASCII: serde_json's
+//!   compact output plus [`AsciiFormatter`] (non-ASCII and DEL as `\uXXXX`,
+//!   lowercase hex, UTF-16 surrogate pairs above U+FFFF).
 //!
 //! The walk keeps an explicit stack and enters each directory inode once,
 //! so a corrupt image cannot recurse without bound or loop.
@@ -32,6 +39,46 @@ use rxfs::{Error, Filesystem, Result};
 use crate::text::{decode_name, type_name};
 
 const CHUNK_BYTES: usize = 1 << 20;
+
+/// serde_json's compact formatter, but ASCII-only output like Python's
+/// `ensure_ascii=True`. serde_json already escapes `"`, `\\` and control
+/// characters as Python does (short forms for \b \f \n \r \t, `\u00xx`
+/// otherwise); the unescaped fragments it hands here get DEL and every
+/// non-ASCII character escaped.
+pub struct AsciiFormatter;
+
+impl serde_json::ser::Formatter for AsciiFormatter {
+    fn write_string_fragment<W: ?Sized + Write>(
+        &mut self,
+        w: &mut W,
+        fragment: &str,
+    ) -> std::io::Result<()> {
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if (' '..='~').contains(&c) {
+                continue;
+            }
+            w.write_all(&fragment.as_bytes()[start..i])?;
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                write!(w, "\\u{u:04x}")?;
+            }
+            start = i + c.len_utf8();
+        }
+        w.write_all(&fragment.as_bytes()[start..])
+    }
+}
+
+/// One manifest line (without the newline), exactly as tests/manifest.py
+/// prints it.
+pub fn to_line<T: Serialize>(v: &T) -> String {
+    let mut out = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(&mut out, AsciiFormatter);
+    // Serializing plain structs into a Vec cannot fail.
+    let _ = v.serialize(&mut ser);
+    // Only ASCII was written.
+    String::from_utf8(out).unwrap_or_default()
+}
 
 /// Name -> hex value, serialized as a JSON object in the given order.
 pub struct Xattrs(pub Vec<(String, String)>);
@@ -189,7 +236,7 @@ pub fn write_manifest(fs: &Filesystem, out: &mut dyn Write) -> std::result::Resu
         let shown = decode_name(&path);
         let ip = fs.iget(ino).map_err(|e| format!("{shown}: {e}"))?;
         let rec = record(fs, &path, &ip).map_err(|e| format!("{shown}: {e}"))?;
-        let line = serde_json::to_string(&rec).map_err(|e| e.to_string())?;
+        let line = to_line(&rec);
         out.write_all(line.as_bytes())
             .and_then(|_| out.write_all(b"\n"))
             .map_err(|e| format!("stdout: {e}"))?;
@@ -225,7 +272,7 @@ mod tests {
             sha256: Some("ab".into()),
         };
         assert_eq!(
-            serde_json::to_string(&r).unwrap(),
+            to_line(&r),
             concat!(
                 r#"{"path":"/a\\xff","type":"reg","ino":131,"mode":420,"uid":1,"gid":2,"#,
                 r#""nlink":1,"size":5,"blocks":8,"atime":-1500000000,"#,
@@ -241,10 +288,18 @@ mod tests {
             target: Some("x".into()),
             ..r
         };
-        let s = serde_json::to_string(&d).unwrap();
+        let s = to_line(&d);
         assert!(
             s.ends_with(r#""rdev":[4,5],"xattrs":{},"target":"x"}"#),
             "{s}"
         );
+    }
+
+    #[test]
+    fn ascii_like_python() {
+        // json.dumps("é\u{7f}\u{1f600}a\"\\\n\u{1}/", separators=(",", ":"))
+        let v = "é\u{7f}\u{1f600}a\"\\\n\u{1}/";
+        assert_eq!(to_line(&v), r#""\u00e9\u007f\ud83d\ude00a\"\\\n\u0001/""#);
+        assert_eq!(to_line(&"plain ~"), r#""plain ~""#);
     }
 }

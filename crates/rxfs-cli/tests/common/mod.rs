@@ -1,6 +1,7 @@
 //! Helpers for the CLI's end-to-end tests: images made by mkfs.xfs and
 //! populated through the kernel's XFS (the oracle), the built `rxfs`
-//! binary, and an independent manifest walker over any mounted tree.
+//! binary, and the project's manifest walker (tests/manifest.py) over any
+//! mounted tree.
 //!
 //! These tests need root, mkfs.xfs, loop mounts and FUSE. They fail (never
 //! skip) when those are missing, unless RXFS_SKIP_KERNEL_TESTS=1 is set.
@@ -9,14 +10,9 @@
 
 use std::ffi::{CString, OsStr};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
-
-use serde::ser::SerializeMap;
-use serde::Serialize;
-use sha2::{Digest, Sha256};
 
 pub const RXFS: &str = env!("CARGO_BIN_EXE_rxfs");
 
@@ -370,186 +366,15 @@ pub fn populated_image(s: &Scratch) -> PathBuf {
     img
 }
 
-// ---- An independent manifest walker (the oracle side). ----
-
-struct Xattrs(Vec<(String, String)>);
-
-impl Serialize for Xattrs {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(self.0.len()))?;
-        for (k, v) in &self.0 {
-            m.serialize_entry(k, v)?;
-        }
-        m.end()
-    }
-}
-
-#[derive(Serialize)]
-struct Rec {
-    path: String,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    ino: u64,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    nlink: u64,
-    size: u64,
-    blocks: u64,
-    atime: i128,
-    mtime: i128,
-    ctime: i128,
-    rdev: Option<[u32; 2]>,
-    xattrs: Xattrs,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    target: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sha256: Option<String>,
-}
-
-/// Python's backslashreplace, independently: valid UTF-8 runs kept,
-/// each byte of an invalid sequence as \xNN.
-pub fn decode(b: &[u8]) -> String {
-    let mut out = String::new();
-    let mut rest = b;
-    loop {
-        match std::str::from_utf8(rest) {
-            Ok(s) => return out + s,
-            Err(e) => {
-                let (good, bad) = rest.split_at(e.valid_up_to());
-                out += std::str::from_utf8(good).unwrap();
-                let n = e.error_len().unwrap_or(bad.len());
-                for x in &bad[..n] {
-                    out += &format!("\\x{x:02x}");
-                }
-                rest = &bad[n..];
-            }
-        }
-    }
-}
-
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-fn list_xattrs(p: &Path) -> Vec<(Vec<u8>, Vec<u8>)> {
-    let c = cstr(p);
-    let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
-    assert!(n >= 0, "listxattr {}", p.display());
-    let mut buf = vec![0u8; n as usize];
-    let n =
-        unsafe { libc::llistxattr(c.as_ptr(), buf.as_mut_ptr() as *mut libc::c_char, buf.len()) };
-    assert!(n >= 0);
-    buf.truncate(n as usize);
-    let mut out = Vec::new();
-    for name in buf.split(|&b| b == 0).filter(|n| !n.is_empty()) {
-        let cn = CString::new(name).unwrap();
-        let len = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), std::ptr::null_mut(), 0) };
-        assert!(len >= 0, "getxattr size {}", p.display());
-        let mut v = vec![0u8; len as usize];
-        let len = unsafe {
-            libc::lgetxattr(
-                c.as_ptr(),
-                cn.as_ptr(),
-                v.as_mut_ptr() as *mut libc::c_void,
-                v.len(),
-            )
-        };
-        assert!(len >= 0);
-        v.truncate(len as usize);
-        out.push((name.to_vec(), v));
-    }
-    out.sort();
-    out
-}
-
-fn ns(sec: i64, nsec: i64) -> i128 {
-    sec as i128 * 1_000_000_000 + nsec as i128
-}
-
-fn record(root: &Path, rel: &[u8]) -> Rec {
-    let full = if rel == b"/" {
-        root.to_path_buf()
-    } else {
-        root.join(OsStr::from_bytes(&rel[1..]))
-    };
-    let m = std::fs::symlink_metadata(&full).unwrap();
-    let ft = m.file_type();
-    let kind = if ft.is_file() {
-        "reg"
-    } else if ft.is_dir() {
-        "dir"
-    } else if ft.is_symlink() {
-        "lnk"
-    } else if ft.is_char_device() {
-        "chr"
-    } else if ft.is_block_device() {
-        "blk"
-    } else if ft.is_fifo() {
-        "fifo"
-    } else {
-        "sock"
-    };
-    let rdev = (ft.is_char_device() || ft.is_block_device())
-        .then(|| [libc::major(m.rdev()), libc::minor(m.rdev())]);
-    let target = ft
-        .is_symlink()
-        .then(|| decode(std::fs::read_link(&full).unwrap().as_os_str().as_bytes()));
-    let sha256 = ft
-        .is_file()
-        .then(|| hex(&Sha256::digest(std::fs::read(&full).unwrap())));
-    Rec {
-        path: decode(rel),
-        kind,
-        ino: m.ino(),
-        mode: m.mode() & 0o7777,
-        uid: m.uid(),
-        gid: m.gid(),
-        nlink: m.nlink(),
-        size: m.size(),
-        blocks: m.blocks(),
-        atime: ns(m.atime(), m.atime_nsec()),
-        mtime: ns(m.mtime(), m.mtime_nsec()),
-        ctime: ns(m.ctime(), m.ctime_nsec()),
-        rdev,
-        xattrs: Xattrs(
-            list_xattrs(&full)
-                .into_iter()
-                .map(|(n, v)| (decode(&n), hex(&v)))
-                .collect(),
-        ),
-        target,
-        sha256,
-    }
-}
-
-/// The manifest of a mounted tree, one JSON line per path.
+/// The manifest of a mounted tree through the project's oracle walker,
+/// tests/manifest.py (the format's spec), one line per path.
 pub fn walk_manifest(root: &Path) -> Vec<String> {
-    let mut paths: Vec<Vec<u8>> = vec![b"/".to_vec()];
-    let mut stack = vec![b"/".to_vec()];
-    while let Some(dir) = stack.pop() {
-        let full = if dir == b"/" {
-            root.to_path_buf()
-        } else {
-            root.join(OsStr::from_bytes(&dir[1..]))
-        };
-        for e in std::fs::read_dir(&full).unwrap() {
-            let e = e.unwrap();
-            let mut p = dir.clone();
-            if p != b"/" {
-                p.push(b'/');
-            }
-            p.extend_from_slice(e.file_name().as_bytes());
-            if e.file_type().unwrap().is_dir() {
-                stack.push(p.clone());
-            }
-            paths.push(p);
-        }
-    }
-    paths.sort();
-    paths
-        .iter()
-        .map(|p| serde_json::to_string(&record(root, p)).unwrap())
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/manifest.py");
+    let out = run("python3", &[script.as_os_str(), root.as_os_str()]);
+    String::from_utf8(out.stdout)
+        .expect("manifest.py prints ASCII")
+        .lines()
+        .map(String::from)
         .collect()
 }
 
