@@ -26,6 +26,7 @@ use rxfs::fs::Inode;
 use rxfs::types::{FileBlock, FileType};
 use rxfs::Filesystem;
 
+use crate::cli_error::io_message;
 use crate::opts::{open_image, ImageArgs};
 use crate::sys;
 use crate::{CliError, CliResult};
@@ -152,7 +153,7 @@ impl Copier<'_> {
         match std::fs::create_dir(&path) {
             Ok(()) => {}
             Err(e) if may_exist && e.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(e) => return self.report(&path, e),
+            Err(e) => return self.report(&path, io_message(&e)),
         }
         // Owner-writable while we fill it; the real mode comes in Finish.
         let _ = std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o700));
@@ -192,12 +193,12 @@ impl Copier<'_> {
             FileType::Symlink => {
                 let t = self.fs.readlink(ip).map_err(|e| e.to_string())?;
                 std::os::unix::fs::symlink(OsStr::from_bytes(&t), path)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| io_message(&e))?;
             }
             FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket => {
                 let (ma, mi) = super::stat::rdev(ip).unwrap_or((0, 0));
                 let kind = c.mode as u32 & libc::S_IFMT;
-                sys::mknod(path, kind | 0o600, ma, mi).map_err(|e| e.to_string())?;
+                sys::mknod(path, kind | 0o600, ma, mi).map_err(|e| io_message(&e))?;
             }
             FileType::Directory => unreachable!("directories are entered, not copied"),
         }
@@ -215,7 +216,7 @@ impl Copier<'_> {
             .create_new(true)
             .mode(0o600)
             .open(path)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| io_message(&e))?;
         let size = ip.core.size;
         let blocklog = self.fs.geo().blocklog;
         let mut buf = vec![0u8; CHUNK_BYTES];
@@ -241,13 +242,13 @@ impl Copier<'_> {
                     if n == 0 {
                         return Err(format!("short read at {pos}"));
                     }
-                    f.write_all_at(&buf[..n], pos).map_err(|e| e.to_string())?;
+                    f.write_all_at(&buf[..n], pos).map_err(|e| io_message(&e))?;
                     pos += n as u64;
                 }
             }
             off = end;
         }
-        f.set_len(size).map_err(|e| e.to_string())?;
+        f.set_len(size).map_err(|e| io_message(&e))?;
         Ok(())
     }
 
@@ -259,13 +260,13 @@ impl Copier<'_> {
         let mut errs = Vec::new();
         if self.as_root {
             if let Err(e) = sys::lchown(path, c.uid, c.gid) {
-                errs.push(format!("chown: {e}"));
+                errs.push(format!("chown: {}", io_message(&e)));
             }
         }
         if !symlink {
             let perm = std::fs::Permissions::from_mode((c.mode & 0o7777) as u32);
             if let Err(e) = std::fs::set_permissions(path, perm) {
-                errs.push(format!("chmod: {e}"));
+                errs.push(format!("chmod: {}", io_message(&e)));
             }
         }
         match self.fs.listxattr(ip) {
@@ -278,7 +279,7 @@ impl Copier<'_> {
                     match self.fs.getxattr(ip, &n) {
                         Ok(v) => {
                             if let Err(e) = sys::lsetxattr(path, &n, &v) {
-                                errs.push(format!("set xattr {shown}: {e}"));
+                                errs.push(format!("set xattr {shown}: {}", io_message(&e)));
                             }
                         }
                         Err(e) => errs.push(format!("xattr {shown}: {e}")),
@@ -290,7 +291,7 @@ impl Copier<'_> {
         let at = (c.atime.sec, c.atime.nsec);
         let mt = (c.mtime.sec, c.mtime.nsec);
         if let Err(e) = sys::lutimens(path, at, mt) {
-            errs.push(format!("times: {e}"));
+            errs.push(format!("times: {}", io_message(&e)));
         }
         if errs.is_empty() {
             Ok(())

@@ -4,8 +4,11 @@
 //! mount itself, so for `fuse.rxfs` it runs `/sbin/mount.fuse.rxfs IMAGE
 //! MNT -o OPTS`. This writes that file as a symlink to this binary; `rxfs`
 //! recognises the name it was started under and behaves as the helper.
-//! (Without the helper, Debian's generic `/sbin/mount.fuse3` runs `rxfs
-//! IMAGE MNT -o OPTS` from PATH, which `rxfs` also accepts.)
+//! (Without the helper, mount(8) falls back to Debian's generic
+//! `/sbin/mount.fuse3`, which runs `rxfs IMAGE MNT -o OPTS` through the
+//! shell's default PATH (mount(8) passes none), so that works when `rxfs`
+//! is installed in /usr/local/sbin, /usr/local/bin, /usr/bin...; `rxfs`
+//! accepts that argument form too.)
 
 use std::path::PathBuf;
 
