@@ -10,9 +10,11 @@
 
 mod file;
 mod mem;
+pub mod overlay;
 
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use overlay::{Overlay, OverlayDevice};
 
 use crate::error::Result;
 

@@ -630,7 +630,8 @@ pub(super) fn check_at_open(
         }
         Err(e) => return Err(e),
     };
-    if st.needs_recovery() && !norecovery {
+    // A read-only mount recovers in memory (see `super::recover`).
+    if st.needs_recovery() && !norecovery && !opts.read_only {
         return Err(Error::DirtyLog {
             head: st.head.0 as u64,
             tail: st.tail.0 as u64,

@@ -13,6 +13,11 @@ pub mod inobt;
 pub mod inode;
 pub mod log;
 pub mod path;
+pub mod recover;
+mod recover_buf;
+mod recover_icreate;
+mod recover_inode;
+pub mod recover_write;
 pub mod rt;
 pub mod statfs;
 pub mod symlink;
@@ -50,6 +55,8 @@ pub struct Filesystem {
     opts: MountOptions,
     /// The log state found at open (see [`log::LogState`]).
     log_state: Option<log::LogState>,
+    /// What log recovery replayed at open (read-only mounts of a dirty log).
+    recovery: Option<recover::RecoveryStats>,
     icache: inode::InodeCache,
 }
 
@@ -116,7 +123,26 @@ impl Filesystem {
         }
         rt::check_at_open(&sb, rtdev.as_deref())?;
         let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
+        let mut recovery = None;
+        let (dev, sb, geo) = match &log_state {
+            Some(st) if st.needs_recovery() && !opts.norecovery => {
+                // Read-only mount of a dirty log: replay it in memory and
+                // read through the replayed blocks.
+                let rec = recover::recover(&*dev, &geo, &sb, st)?;
+                tracing::info!("log recovered in memory: {}", rec.stats);
+                let dev: Arc<dyn BlockDevice> =
+                    Arc::new(crate::bdev::OverlayDevice::new(dev, rec.overlay));
+                recovery = Some(rec.stats);
+                let mut sbuf = vec![0u8; buf.len()];
+                dev.read_at(&mut sbuf, 0)?;
+                let sb = Superblock::decode(&sbuf, 0)?;
+                let geo = Geometry::new(&sb);
+                (dev, sb, geo)
+            }
+            _ => (dev, sb, geo),
+        };
         Ok(Arc::new(Filesystem {
+            recovery,
             dev,
             rtdev,
             sb,
@@ -159,6 +185,10 @@ impl Filesystem {
     }
     pub fn rtdev(&self) -> Option<&dyn BlockDevice> {
         self.rtdev.as_deref()
+    }
+    /// What log recovery replayed at open, if the log was dirty.
+    pub fn recovery_stats(&self) -> Option<&recover::RecoveryStats> {
+        self.recovery.as_ref()
     }
     pub fn options(&self) -> &MountOptions {
         &self.opts

@@ -1,0 +1,157 @@
+//! Recovery onto a writable device: replay the log in memory
+//! ([`super::recover::recover`]), write the replayed blocks, flush, then
+//! make the log clean.
+//!
+//! The clean log is what a clean unmount leaves: one unmount record at the
+//! head whose tail LSN is its own LSN (tail = head), so head/tail search
+//! finds "clean" and nothing is replayed twice:
+//!
+//! ```text
+//!  log:  ... old records ... | hdr(lsn = tail = head) | op UNMOUNT | stale blocks -> cycle - 1 |
+//!                            ^ head
+//! ```
+//!
+//! Blocks just past the new head may hold pieces of log buffers that were
+//! in flight at the crash (or a torn write cut off by the head search) and
+//! carry the current cycle; they are restamped with the previous cycle
+//! (up to the in-flight window, never past the end of the log) so that the
+//! next head search stops at the unmount record.
+//!
+//! Refused before anything is written: logs with unfinished intents (see
+//! [`recover`]) and recoveries that leave inodes on the AGI unlinked lists
+//! (freeing them needs the write path; `xfs_repair -n` would flag them).
+//!
+//! Order: data first, flush, then the log, flush. A crash between the two
+//! leaves the old dirty log, whose replay is idempotent (LSN rule).
+
+use super::log::{Log, LogState};
+use super::recover::{recover, RecoveryStats};
+use crate::bdev::BlockDevice;
+use crate::error::{Error, Location, Result};
+use crate::format::log::{encode_unmount_body, HostOrder, BBSIZE, CLIENT_LOG, OP_UNMOUNT};
+use crate::format::log::{MAX_ICLOGS, MAX_RECORD_BSIZE};
+use crate::format::log_ops::push_op;
+use crate::format::log_record::{LogRecord, RecordHeader};
+use crate::format::put_be32;
+use crate::format::sb::Superblock;
+use crate::geometry::Geometry;
+use crate::types::{Daddr, Lsn};
+
+/// Log buffer size written into the unmount record's header.
+const UNMOUNT_BUF_SIZE: u32 = 32 * 1024;
+/// Transaction id of the unmount record.
+const UNMOUNT_TID: u32 = 0x7278_6673;
+
+/// Recover the filesystem on `dev` in place: replay the log, write the
+/// replayed blocks, flush, then write a clean log. Returns what was
+/// replayed (all zero for a log that was already clean).
+pub fn recover_to_device(dev: &dyn BlockDevice) -> Result<RecoveryStats> {
+    if dev.read_only() {
+        return Err(Error::ReadOnly("recovery needs a writable device".into()));
+    }
+    let mut buf = vec![0u8; 512];
+    dev.read_at(&mut buf, 0)?;
+    let sectsize = crate::format::be16(&buf, 102) as usize;
+    if sectsize > 512 && sectsize <= 32768 && sectsize.is_power_of_two() {
+        buf.resize(sectsize, 0);
+        dev.read_at(&mut buf, 0)?;
+    }
+    let sb = Superblock::decode(&buf, 0)?;
+    let geo = Geometry::new(&sb);
+    let log = Log::new(dev, &geo, &sb)?;
+    let st = log.find_state()?;
+    if !st.needs_recovery() {
+        return Ok(RecoveryStats::default());
+    }
+    let rec = recover(dev, &geo, &sb, &st)?;
+    if rec.stats.unlinked_buckets > 0 {
+        return Err(Error::NotSupported(format!(
+            "the recovered filesystem has {} non-empty AGI unlinked buckets (files \
+             unlinked while open at the crash): freeing them is not implemented yet, \
+             so nothing was written; mount with the kernel to finish recovery",
+            rec.stats.unlinked_buckets
+        )));
+    }
+    for (daddr, bytes) in rec.overlay.runs() {
+        dev.write_at(&bytes, Daddr(daddr).bytes())?;
+    }
+    dev.flush()?;
+    write_clean_log(dev, &log, &st, sb.uuid)?;
+    dev.flush()?;
+    // The log must now read as clean.
+    let after = log.find_state()?;
+    if after.needs_recovery() {
+        return Err(Error::corrupt(
+            "log",
+            Location::Daddr(st.start.0),
+            format!("log still dirty after writing the unmount record: {after}"),
+        ));
+    }
+    Ok(rec.stats)
+}
+
+/// Write an unmount record at the head of `st` and restamp stale blocks
+/// after it.
+pub fn write_clean_log(
+    dev: &dyn BlockDevice,
+    log: &Log<'_>,
+    st: &LogState,
+    uuid: crate::format::Uuid,
+) -> Result<()> {
+    let bbs = log.size_bbs();
+    let head = st.head;
+    let order = HostOrder::native();
+    let mut payload = Vec::new();
+    push_op(
+        &mut payload,
+        UNMOUNT_TID,
+        CLIENT_LOG,
+        OP_UNMOUNT,
+        &encode_unmount_body(order),
+    );
+    let mut h = RecordHeader::new(
+        head.cycle(),
+        head,
+        head,
+        order.fmt(),
+        uuid,
+        UNMOUNT_BUF_SIZE,
+    );
+    h.num_logops = 1;
+    if let Some(r) = &st.last_record {
+        h.prev_block = r.block;
+    }
+    let mut rec = LogRecord::new(h, payload);
+    rec.pack();
+    let total = rec.header.total_blocks();
+    let blk = head.block();
+    let wrap = (blk + total > bbs).then_some(bbs - blk);
+    let raw = rec.encode(wrap);
+    for i in 0..total {
+        let b = (blk + i) % bbs;
+        let s = &raw[i as usize * BBSIZE..(i as usize + 1) * BBSIZE];
+        dev.write_at(s, Daddr(st.start.0 + b as u64).bytes())?;
+    }
+    // The new head and its cycle.
+    let (new_blk, new_cycle) = if blk + total >= bbs {
+        (blk + total - bbs, head.cycle() + 1)
+    } else {
+        (blk + total, head.cycle())
+    };
+    let window = (MAX_ICLOGS * MAX_RECORD_BSIZE / BBSIZE) as u32;
+    let end = bbs.min(new_blk.saturating_add(window));
+    let stale = Lsn::new(new_cycle.wrapping_sub(1), 0).cycle();
+    let mut blkbuf = vec![0u8; BBSIZE];
+    let mut b = new_blk;
+    while b < end {
+        // Only blocks that claim the current cycle are stale.
+        let cur = log.read(b, 1)?;
+        if crate::format::log::block_cycle(&cur) == new_cycle {
+            blkbuf.fill(0);
+            put_be32(&mut blkbuf, 0, stale);
+            dev.write_at(&blkbuf, Daddr(st.start.0 + b as u64).bytes())?;
+        }
+        b += 1;
+    }
+    Ok(())
+}
