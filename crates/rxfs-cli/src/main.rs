@@ -41,6 +41,7 @@ enum Command {
     Mount(cmd::mount::Args),
     Umount(cmd::umount::Args),
     InstallHelper(cmd::install_helper::Args),
+    Recover(cmd::recover::Args),
     #[command(subcommand)]
     Debug(cmd::debug::DebugCmd),
 }
@@ -55,6 +56,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Mount(a) => cmd::mount::run(a),
         Command::Umount(a) => cmd::umount::run(a),
         Command::InstallHelper(a) => cmd::install_helper::run(a),
+        Command::Recover(a) => cmd::recover::run(a),
         Command::Debug(d) => cmd::debug::run(d),
     }
 }

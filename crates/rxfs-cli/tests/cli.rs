@@ -355,4 +355,9 @@ fn dirty_log_recovered_in_memory_or_norecovery() {
         OsStr::new("-o"),
         OsStr::new("ro,norecovery"),
     ]);
+    // `rxfs recover` writes the replay and a clean log.
+    rxfs_ok(&[OsStr::new("recover"), img.as_os_str()]);
+    let info = String::from_utf8(rxfs_ok(&[OsStr::new("info"), img.as_os_str()])).unwrap();
+    assert!(info.contains("log state=clean"), "{info}");
+    run("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
 }

@@ -8,6 +8,7 @@ pub mod info;
 pub mod install_helper;
 pub mod ls;
 pub mod mount;
+pub mod recover;
 pub mod stat;
 pub mod umount;
 

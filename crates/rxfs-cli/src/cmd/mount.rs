@@ -66,6 +66,7 @@ const SUBCOMMANDS: &[&str] = &[
     "mount",
     "umount",
     "install-helper",
+    "recover",
     "debug",
     "help",
 ];
