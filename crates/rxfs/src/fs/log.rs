@@ -598,8 +598,9 @@ impl Filesystem {
     }
 }
 
-/// The log check of [`Filesystem::open`]: refuse a dirty log unless the
-/// mount is `norecovery`.
+/// The log check of [`Filesystem::open`]: a dirty log is refused for a
+/// read-write mount (no read-write recovery yet); read-only mounts recover
+/// it in memory (see [`super::recover`]) unless they are `norecovery`.
 pub(super) fn check_at_open(
     dev: &dyn BlockDevice,
     geo: &Geometry,
@@ -636,10 +637,10 @@ pub(super) fn check_at_open(
             head: st.head.0 as u64,
             tail: st.tail.0 as u64,
             detail: format!(
-                "head {} tail {}: the log needs recovery, and rxfs does not replay \
-                 logs yet. Mount with -o ro,norecovery to read the on-disk state \
-                 without the changes in the log, or mount once with the kernel \
-                 (or run xfs_repair) to replay it",
+                "head {} tail {}: the log needs recovery, and rxfs cannot recover \
+                 for a read-write mount yet. Mount with -o ro (recovery in memory), \
+                 -o ro,norecovery (the on-disk state without the log), or run \
+                 `rxfs recover` or a kernel mount to replay it onto the image",
                 st.head, st.tail
             ),
         });
