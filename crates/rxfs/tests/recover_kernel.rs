@@ -424,7 +424,23 @@ fn recover_seed(
         return (stats, cycle);
     }
     let st2 = rxfs::fs::recover_write::recover_to_device(&dev).unwrap();
+    // Recovered: the log is clean now, a second run replays nothing.
+    let again = rxfs::fs::recover_write::recover_to_device(&dev).unwrap();
+    assert_eq!(
+        again,
+        RecoveryStats::default(),
+        "seed {seed}: second recovery"
+    );
     drop(dev);
+    let fs_c = open_ro(&c);
+    assert!(
+        fs_c.recovery_stats().is_none(),
+        "seed {seed}: log still dirty"
+    );
+    if let Some(d) = diff(&want, &rxfs_walk(&fs_c)) {
+        panic!("seed {seed}: rxfs view after recover_to_device differs:\n{d}");
+    }
+    drop(fs_c);
     assert_eq!(st2, stats, "seed {seed}: both recoveries replay the same");
     let out = Command::new("xfs_repair")
         .args(["-n", c.to_str().unwrap()])
