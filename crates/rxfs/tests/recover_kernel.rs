@@ -228,7 +228,13 @@ fn set_xattr(p: &Path, name: &str, val: &[u8]) {
 /// `ops` bounds the operation count (the crash point is random below it);
 /// a sync comes once in `sync_one_in` operations on average. Some files
 /// are unlinked while still open (they stay on the AGI unlinked lists).
-fn workload(mnt: &Path, seed: u64, ops: usize, sync_one_in: u64) -> Vec<std::fs::File> {
+fn workload(
+    mnt: &Path,
+    seed: u64,
+    ops: usize,
+    sync_one_in: u64,
+    freeze: bool,
+) -> Vec<std::fs::File> {
     let mut r = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
     let ops = ops / 2 + r.below(ops as u64 / 2 + 1) as usize;
     let mut open_unlinked = Vec::new();
@@ -296,7 +302,7 @@ fn workload(mnt: &Path, seed: u64, ops: usize, sync_one_in: u64) -> Vec<std::fs:
         if r.below(sync_one_in) == 0 {
             unsafe { libc::sync() };
         }
-        if i % 500 == 499 && r.below(2) == 0 {
+        if freeze && i % 500 == 499 && r.below(2) == 0 {
             // Freezing writes all metadata back (the AIL empties), so later
             // replays meet blocks that carry LSNs.
             run("xfs_freeze", &["-f", mnt.to_str().unwrap()]);
@@ -332,6 +338,7 @@ fn recover_seed(
     mount_opts: &str,
     ops: usize,
     sync_one_in: u64,
+    crash_after_ms: Option<u64>,
 ) -> (RecoveryStats, u32) {
     let img = scr.path("img");
     // Below 300 MB mkfs allows logs under 64 MiB (the wrapped-log case).
@@ -343,12 +350,24 @@ fn recover_seed(
     }
     let mnt = scr.path("mnt");
     let m = KernelMount::new(&img, &mnt, mount_opts);
-    let held = workload(&mnt, seed, ops, sync_one_in);
-    run(
-        "xfs_io",
-        &["-x", "-c", "shutdown -f", mnt.to_str().unwrap()],
-    );
-    drop(held);
+    if let Some(ms) = crash_after_ms {
+        // Crash mid-operation: the workload runs on while the shutdown hits.
+        let dir = mnt.clone();
+        let t = std::thread::spawn(move || workload(&dir, seed, ops, sync_one_in, false));
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        run(
+            "xfs_io",
+            &["-x", "-c", "shutdown -f", mnt.to_str().unwrap()],
+        );
+        drop(t.join().unwrap());
+    } else {
+        let held = workload(&mnt, seed, ops, sync_one_in, true);
+        run(
+            "xfs_io",
+            &["-x", "-c", "shutdown -f", mnt.to_str().unwrap()],
+        );
+        drop(held);
+    }
     m.umount();
     let (a, b, c) = (scr.path("a"), scr.path("b"), scr.path("c"));
     for x in [&a, &b, &c] {
@@ -493,6 +512,7 @@ fn run_seeds(
     mount_opts: &str,
     ops: usize,
     sync_one_in: u64,
+    crash_after_ms: Option<u64>,
 ) -> u32 {
     if kernel_tests_disabled() {
         return u32::MAX;
@@ -502,7 +522,15 @@ fn run_seeds(
     let mut max_cycle = 0;
     let (mut compared, mut refused) = (0u32, 0u32);
     for seed in seeds {
-        let (s, cycle) = recover_seed(&scr, seed, mkfs_opts, mount_opts, ops, sync_one_in);
+        let (s, cycle) = recover_seed(
+            &scr,
+            seed,
+            mkfs_opts,
+            mount_opts,
+            ops,
+            sync_one_in,
+            crash_after_ms.map(|ms| ms + seed * 37 % ms),
+        );
         if s == RecoveryStats::default() {
             refused += 1;
             continue;
@@ -533,12 +561,26 @@ fn seed_count() -> u64 {
 
 #[test]
 fn recover_default_seeds() {
-    run_seeds("recover-default", 0..seed_count(), &[], "", 1500, 40);
+    run_seeds("recover-default", 0..seed_count(), &[], "", 1500, 40, None);
 }
 
 #[test]
 fn recover_logbsize_256k() {
-    run_seeds("recover-256k", 1000..1004, &[], "logbsize=256k", 1500, 40);
+    run_seeds(
+        "recover-256k",
+        1000..1004,
+        &[],
+        "logbsize=256k",
+        1500,
+        40,
+        None,
+    );
+}
+
+#[test]
+fn recover_crash_mid_operation() {
+    // The shutdown lands while the workload is running (50-100 ms in).
+    run_seeds("recover-mid", 3000..3010, &[], "", 4000, 20, Some(50));
 }
 
 #[test]
@@ -551,6 +593,7 @@ fn recover_wrapped_log() {
         "",
         12000,
         3,
+        None,
     );
     assert!(cycle > 1, "the log never wrapped");
 }
@@ -571,7 +614,7 @@ fn lsn_rule_skips_newer_metadata() {
     mkfs(&img, 512 << 20, &[]);
     let mnt = scr.path("mnt");
     let m = KernelMount::new(&img, &mnt, "");
-    let held = workload(&mnt, 77, 400, 1000);
+    let held = workload(&mnt, 77, 400, 1000, false);
     run(
         "xfs_io",
         &["-x", "-c", "shutdown -f", mnt.to_str().unwrap()],
