@@ -10,9 +10,11 @@
 
 mod file;
 mod mem;
+mod record;
 
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use record::{ReadRecord, RecordingDevice};
 
 use crate::error::Result;
 
