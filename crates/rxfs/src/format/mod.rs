@@ -12,6 +12,8 @@
 
 pub mod ag;
 pub mod attr;
+pub mod attr_acl;
+pub mod attr_remote;
 pub mod bmbt;
 pub mod btree;
 pub mod crc;
@@ -19,6 +21,9 @@ pub mod da;
 pub mod dir;
 pub mod inode;
 pub mod log;
+pub mod log_items;
+pub mod log_ops;
+pub mod log_record;
 pub mod sb;
 pub mod symlink;
 

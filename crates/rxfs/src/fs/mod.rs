@@ -44,6 +44,8 @@ pub struct Filesystem {
     sb: Superblock,
     geo: Geometry,
     opts: MountOptions,
+    /// The log state found at open (see [`log::LogState`]).
+    log_state: Option<log::LogState>,
     icache: inode::InodeCache,
 }
 
@@ -123,12 +125,14 @@ impl Filesystem {
                 "rtdev given but the filesystem has no realtime section".into(),
             ));
         }
+        let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
         Ok(Arc::new(Filesystem {
             dev,
             rtdev,
             sb,
             geo,
             opts,
+            log_state,
             icache: inode::InodeCache::new(INODE_CACHE_CAPACITY),
         }))
     }

@@ -14,16 +14,31 @@ pub fn kernel_tests_disabled() -> bool {
 }
 
 pub fn run(cmd: &str, args: &[&str]) {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (is it installed?)"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_retry(cmd, args, 1);
+}
+
+/// Run a command, retrying transient failures (loop device allocation races
+/// between parallel tests, a briefly busy mount point).
+pub fn run_retry(cmd: &str, args: &[&str], tries: u32) {
+    let mut last = String::new();
+    for attempt in 0..tries {
+        if attempt > 0 {
+            std::thread::sleep(std::time::Duration::from_millis(200 * attempt as u64));
+        }
+        let out = Command::new(cmd)
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (is it installed?)"));
+        if out.status.success() {
+            return;
+        }
+        last = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    panic!("{cmd} {args:?} failed ({tries} tries): {last}");
 }
 
 /// A scratch directory removed on drop.
@@ -93,7 +108,7 @@ impl KernelMount {
     fn do_umount(&mut self) {
         if self.mounted {
             self.mounted = false;
-            run("umount", &[self.dir.to_str().unwrap()]);
+            run_retry("umount", &[self.dir.to_str().unwrap()], 5);
         }
     }
 }
