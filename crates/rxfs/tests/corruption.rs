@@ -104,9 +104,13 @@ fn ro() -> MountOptions {
 }
 
 /// Open and walk; an open failure is reported like any other error.
-fn open_and_walk(dev: Arc<dyn BlockDevice>, read_data: bool) -> walk::Report {
+fn open_and_walk(
+    dev: Arc<dyn BlockDevice>,
+    known: &[(String, u64)],
+    read_data: bool,
+) -> walk::Report {
     match Filesystem::open(dev, None, ro()) {
-        Ok(fs) => walk::Walker::new(&fs, read_data).run(),
+        Ok(fs) => walk::Walker::new(&fs, known, read_data).run(),
         Err(e) => {
             let mut r = walk::Report::default();
             r.errors.push(("open".into(), e));
@@ -117,6 +121,7 @@ fn open_and_walk(dev: Arc<dyn BlockDevice>, read_data: bool) -> walk::Report {
 
 struct Fixture {
     image: Arc<Vec<u8>>,
+    known: Arc<Vec<(String, u64)>>,
     targets: Vec<Target>,
     ctx: Ctx,
 }
@@ -125,10 +130,10 @@ struct Fixture {
 /// that is still a stub on this branch are not required to be discovered).
 fn needed_apis(k: Kind) -> &'static [&'static str] {
     match k {
-        Kind::Sb | Kind::Log => &[],
+        Kind::Sb | Kind::Log | Kind::Inode | Kind::Bmbt => &[],
         Kind::Agf | Kind::Agi | Kind::Agfl | Kind::ShortBt(_) => &["statfs"],
-        Kind::AttrLeaf | Kind::AttrRemote => &["readdir", "listxattr"],
-        Kind::Symlink => &["readdir", "readlink"],
+        Kind::AttrLeaf | Kind::AttrRemote | Kind::DaNode => &["listxattr"],
+        Kind::Symlink => &["readlink"],
         _ => &["readdir"],
     }
 }
@@ -136,7 +141,8 @@ fn needed_apis(k: Kind) -> &'static [&'static str] {
 fn discover() -> Fixture {
     let keep = std::env::var_os("RXFS_CORRUPT_KEEP").map(std::path::PathBuf::from);
     let t0 = Instant::now();
-    let image = Arc::new(image::build(keep.as_deref()));
+    let (image, known) = image::build(keep.as_deref());
+    let (image, known) = (Arc::new(image), Arc::new(known));
     eprintln!(
         "fixture: {} MiB built in {:.1?}",
         image.len() >> 20,
@@ -145,7 +151,7 @@ fn discover() -> Fixture {
     let mem = Arc::new(MemDevice::new_read_only(image.to_vec()));
     let rec = Arc::new(RecordingDevice::new(mem));
     let fs = Filesystem::open(rec.clone(), None, ro()).expect("open the pristine fixture");
-    let report = walk::Walker::new(&fs, false).run();
+    let report = walk::Walker::new(&fs, &known, false).run();
     eprintln!("discovery walk: {}", report.summary());
     let stubs: BTreeSet<String> = report
         .errors
@@ -219,7 +225,7 @@ fn discover() -> Fixture {
         patch: vec![],
         patch_read: AtomicBool::new(false),
     });
-    let full = open_and_walk(dev, true);
+    let full = open_and_walk(dev, &known, true);
     eprintln!("full walk: {}", full.summary());
     let real: Vec<_> = full
         .errors
@@ -229,6 +235,7 @@ fn discover() -> Fixture {
     assert!(real.is_empty(), "pristine full walk failed: {real:#?}");
     Fixture {
         image,
+        known,
         targets,
         ctx,
     }
@@ -274,12 +281,14 @@ fn run_seed(fx: &Fixture, seed: u64) -> std::result::Result<(Kind, Class, bool),
     });
     let (tx, rx) = mpsc::channel();
     let d2 = dev.clone();
+    let known = fx.known.clone();
     alloc_cap::set_seed(seed);
     std::thread::Builder::new()
         .name(format!("seed-{seed}"))
         .spawn(move || {
-            let r =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| open_and_walk(d2, true)));
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                open_and_walk(d2, &known, true)
+            }));
             let _ = tx.send(r.map_err(|p| {
                 p.downcast_ref::<String>()
                     .cloned()

@@ -164,18 +164,42 @@ fn populate(root: &Path) {
     mknod(&sp.join("sock"), libc::S_IFSOCK | 0o644, 0);
 }
 
-/// Build the fixture image and return its bytes. `keep`: also copy the
-/// image there (for xfs_db inspection).
-pub fn build(keep: Option<&Path>) -> Vec<u8> {
+/// Every path under `root` (directories first) with its inode number, as
+/// the kernel reports them.
+fn list(root: &Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let mut ents: Vec<_> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
+        ents.sort();
+        for p in ents {
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+            out.push((format!("/{rel}"), md.ino()));
+            if md.is_dir() {
+                stack.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Build the fixture image: its bytes and every path with its inode number.
+/// `keep`: also copy the image there (for xfs_db inspection).
+pub fn build(keep: Option<&Path>) -> (Vec<u8>, Vec<(String, u64)>) {
     let s = Scratch::new("corruption");
     let img = s.path("img");
     // mkfs.xfs 6.1 refuses filesystems under 300 MB: 4 AGs of 80 MiB.
     mkfs(&img, 320 << 20, &["-d", "agcount=4"]);
     let m = KernelMount::new(&img, &s.path("mnt"), "");
     populate(&m.dir);
+    let paths = list(&m.dir);
     m.umount();
     if let Some(k) = keep {
         std::fs::copy(&img, k).unwrap();
     }
-    std::fs::read(&img).unwrap()
+    (std::fs::read(&img).unwrap(), paths)
 }

@@ -91,15 +91,19 @@ pub fn is_stub(e: &Error) -> bool {
 
 pub struct Walker<'a> {
     fs: &'a Filesystem,
+    /// Inodes the kernel listed when it built the image, visited after the
+    /// tree walk (so they are reached even when a directory is damaged).
+    known: &'a [(String, u64)],
     read_data: bool,
     pub report: Report,
     visited: HashSet<Ino>,
 }
 
 impl<'a> Walker<'a> {
-    pub fn new(fs: &'a Filesystem, read_data: bool) -> Self {
+    pub fn new(fs: &'a Filesystem, known: &'a [(String, u64)], read_data: bool) -> Self {
         Walker {
             fs,
+            known,
             read_data,
             report: Report::default(),
             visited: HashSet::new(),
@@ -114,6 +118,9 @@ impl<'a> Walker<'a> {
         crate::agwalk::walk_ags(self.fs, &mut self.report);
         let root = self.fs.root_ino();
         self.visit(root, 0, "/".into());
+        for (path, ino) in self.known {
+            self.visit(Ino(*ino), 0, format!("{path}/"));
+        }
         self.paths();
         self.report
     }
