@@ -35,8 +35,8 @@ pub fn fixup_block(b: &mut [u8], daddr: u64, owner: u64) {
     let (blkno, uuid, own, crc_off) = match &magic.to_be_bytes() {
         b"BMA3" if b.len() >= 72 => (24, 40, Some((56, 8)), 64),
         b"XDB3" | b"XDD3" | b"XDF3" => (8, 24, Some((40, 8)), 4),
-        b"XARM" => (24, 40, Some((16, 8)), 12),
-        b"XSLM" => (40, 16, Some((32, 8)), 12),
+        // Remote value and symlink blocks share one header layout.
+        b"XARM" | b"XSLM" => (40, 16, Some((32, 8)), 12),
         b"AB3B" | b"AB3C" | b"IAB3" | b"FIB3" | b"RMB3" | b"R3FC" => (16, 32, None, 52),
         _ => match be16(b, 8) {
             0x3ebe | 0x3df1 | 0x3dff | 0x3bee => (16, 32, Some((48, 8)), 12),

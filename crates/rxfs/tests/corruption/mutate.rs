@@ -344,14 +344,10 @@ fn fields(t: &Target, ctx: &Ctx, b: &[u8]) -> Vec<Field> {
         }
         Kind::DirLeaf1 | Kind::DirLeafN => crate::mutate_dir::leaf_fields(t.kind, b, sa, ra),
         Kind::AttrLeaf => crate::mutate_dir::attr_leaf_fields(b, sa, ra),
-        Kind::AttrRemote => vec![
-            fx(4, 4, "offset", &[1 << 16, 0xffff_ffff]),
-            fx(8, 4, "size", &[0, bs as u64, 0xffff_ffff]),
-            f(16, 8, "owner"),
-            f(24, 8, "blkno"),
-        ],
-        Kind::Symlink => vec![
-            fx(4, 4, "offset", &[1, 1 << 16]),
+        // Remote value and symlink blocks: magic, offset, bytes, crc,
+        // uuid @16, owner @32, blkno @40, lsn @48.
+        Kind::AttrRemote | Kind::Symlink => vec![
+            fx(4, 4, "offset", &[1, 1 << 16, 0xffff_ffff]),
             fx(8, 4, "bytes", &[0, bs as u64, 0xffff_ffff]),
             f(32, 8, "owner"),
             f(40, 8, "blkno"),
