@@ -13,7 +13,8 @@
 //!
 //! Replay one seed: `RXFS_CORRUPT_SEED=N cargo test --release --test
 //! corruption`. More seeds: `RXFS_CORRUPT_SEEDS=5000`. Keep the fixture for
-//! xfs_db: `RXFS_CORRUPT_KEEP=/tmp/img`.
+//! xfs_db: `RXFS_CORRUPT_KEEP=/tmp/img`. Write fuzz seed corpora cut from
+//! the fixture's blocks: `RXFS_FUZZ_CORPUS=DIR` (see corruption/corpus.rs).
 
 #[path = "corruption/agwalk.rs"]
 mod agwalk;
@@ -22,6 +23,8 @@ mod alloc_cap;
 #[path = "corruption/classify.rs"]
 mod classify;
 mod common;
+#[path = "corruption/corpus.rs"]
+mod corpus;
 #[path = "corruption/image.rs"]
 mod image;
 #[path = "corruption/mutate.rs"]
@@ -174,6 +177,9 @@ fn discover() -> Fixture {
         unknown.is_empty(),
         "metadata reads of no known structure: {unknown:?}"
     );
+    if let Some(dir) = std::env::var_os("RXFS_FUZZ_CORPUS") {
+        corpus::write(std::path::Path::new(&dir), &image, &targets);
+    }
     let mut hist: BTreeMap<Kind, usize> = BTreeMap::new();
     for t in &targets {
         *hist.entry(t.kind).or_default() += 1;
