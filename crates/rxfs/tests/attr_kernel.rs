@@ -450,54 +450,6 @@ fn attrs_rmap_nrext64() {
     check_variant("rmap", &["-m", "rmapbt=1", "-i", "nrext64=1"], 4096);
 }
 
-/// Overwrite `len` bytes at `daddr` of the image after `f` edits them and
-/// the CRC at `crc_off` (relative to the start) is recomputed; returns the
-/// original bytes.
-fn patch(img: &Path, daddr: u64, len: usize, crc_off: usize, f: impl FnOnce(&mut [u8])) -> Vec<u8> {
-    use std::io::{Read, Seek, SeekFrom, Write};
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(img)
-        .unwrap();
-    let mut b = vec![0u8; len];
-    file.seek(SeekFrom::Start(daddr * 512)).unwrap();
-    file.read_exact(&mut b).unwrap();
-    let orig = b.clone();
-    f(&mut b);
-    rxfs::format::crc::update(&mut b, crc_off);
-    file.seek(SeekFrom::Start(daddr * 512)).unwrap();
-    file.write_all(&b).unwrap();
-    orig
-}
-
-fn restore(img: &Path, daddr: u64, orig: &[u8]) {
-    use std::io::{Seek, SeekFrom, Write};
-    let mut file = std::fs::OpenOptions::new().write(true).open(img).unwrap();
-    file.seek(SeekFrom::Start(daddr * 512)).unwrap();
-    file.write_all(orig).unwrap();
-}
-
-fn open_ro(img: &Path) -> std::sync::Arc<Filesystem> {
-    Filesystem::open_path(
-        img,
-        None,
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
-fn assert_corrupt<T>(r: rxfs::Result<T>, what: &str) {
-    match r {
-        Err(e) if e.is_corrupt() => {}
-        Err(e) => panic!("{what}: expected a corruption error, got {e:?}"),
-        Ok(_) => panic!("{what}: expected a corruption error, got a result"),
-    }
-}
-
 /// Damaged attribute trees, remote values and symlink blocks (with valid
 /// CRCs, so only the structure checks can notice) give corruption errors,
 /// never hangs or wrong answers.

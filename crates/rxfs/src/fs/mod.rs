@@ -4,9 +4,12 @@
 //! called from many threads at once. Metadata reaches algorithm code only
 //! after its verifier has passed.
 
+pub mod ag;
 pub mod attr;
 pub mod bmap;
+pub mod btree;
 pub mod dir;
+pub mod inobt;
 pub mod inode;
 pub mod log;
 pub mod path;

@@ -1,8 +1,41 @@
-//! statfs, as the kernel reports it.
-//! (Stub: filled in by the AG-header work.)
+//! statfs, exactly as the kernel reports it for a read-only mount.
+//!
+//! The kernel's numbers come from in-memory summary counters (free blocks
+//! `fdblocks`, allocated inodes `icount`, free inodes `ifree`) set up at
+//! mount time, minus blocks it will never hand out:
+//!
+//! - Counters: with a clean log the kernel trusts the superblock's
+//!   `fdblocks/icount/ifree` (written at unmount). When the log was dirty
+//!   (or zeroed, or not looked at: `norecovery`), or those values are
+//!   impossible, it recomputes them from the AG headers: `fdblocks = sum(freeblks + flcount + btreeblks)`,
+//!   `icount = sum(agi count)`, `ifree = sum(agi freecount)`. (On a clean
+//!   filesystem both give the same numbers; `ag_summary` computes the
+//!   second.)
+//! - Unavailable blocks: the allocation set-aside, `agcount * 8` (4 AGFL
+//!   refill blocks plus 4 for a bmbt split per AG), plus the blocks of the
+//!   free-space btrees of every AG whose AGF the mount has read. The mount
+//!   reads every AGF when it recomputes the counters, and also when it
+//!   builds its temporary per-AG metadata reservations, which exist when
+//!   finobt, reflink or rmapbt is enabled. Per AG that is `btreeblks`
+//!   minus the non-root rmapbt blocks (`rmap_blocks - 1`), when positive.
+//! - Read-only mounts make no reserve pool and keep no per-AG
+//!   reservations (those are dropped right after log recovery), so nothing
+//!   else is subtracted. Checked against this machine's kernel for
+//!   defaults, rmapbt, no reflink/finobt, small blocks, many AGs.
+//!
+//! Then: `blocks = dblocks - logblocks` (internal log), `bfree = bavail =
+//! max(0, fdblocks - unavailable)`, `files = min(icount + (bfree <<
+//! inopblog), maxicount)` but at least `icount`, where `maxicount` is
+//! `imax_pct`% of the data blocks rounded down to whole inode chunks, and
+//! `ffree = files - (icount - ifree)`. A realtime filesystem whose root
+//! directory has the rtinherit (or realtime) flag reports the realtime
+//! device's blocks and free extents instead, as the kernel does for
+//! statfs on such a directory.
 
 use super::Filesystem;
-use crate::error::{Error, Result};
+use crate::error::{Error, Location, Result};
+use crate::format::inode::{DIFLAG_REALTIME, DIFLAG_RTINHERIT};
+use crate::types::AgNumber;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StatFs {
@@ -16,8 +49,165 @@ pub struct StatFs {
     pub frsize: u32,
 }
 
+/// Sums over every AG's headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct AgSummary {
+    /// Free blocks as the kernel counts them: free extents, blocks on the
+    /// free lists and non-root free-space/rmap btree blocks.
+    pub fdblocks: u64,
+    pub icount: u64,
+    pub ifree: u64,
+    /// Blocks of the free-space btrees the kernel keeps out of statfs once
+    /// it has read the AGFs.
+    pub allocbt_blocks: u64,
+}
+
+/// Per-AG set-aside: blocks to refill an empty AGFL, plus a bmbt split.
+const ALLOC_SET_ASIDE_PER_AG: u64 = 4 + 4;
+/// Longest name in a directory entry.
+const NAME_MAX: u32 = 255;
+/// Largest inode number (56 bits).
+const MAX_INUMBER: u64 = (1 << 56) - 1;
+
 impl Filesystem {
+    /// statfs as the kernel shows it for a read-only mount of this image
+    /// with the same options. The kernel trusts the superblock counters
+    /// only when it found a clean log: not with `norecovery` (it never looks
+    /// at the log then), not for a zeroed log, not after recovery.
     pub fn statfs(&self) -> Result<StatFs> {
-        Err(Error::NotSupported("statfs".into()))
+        let clean =
+            !self.options().norecovery && self.log_state().is_some_and(|s| s.clean && !s.zeroed);
+        self.statfs_with(clean)
+    }
+
+    /// statfs as the kernel shows it for a read-only mount, given whether
+    /// the log was clean when mounted (a dirty log makes the kernel
+    /// recompute its counters from the AG headers after recovery).
+    pub fn statfs_with(&self, log_was_clean: bool) -> Result<StatFs> {
+        let sb = self.sb();
+        let geo = self.geo();
+        let recompute = !log_was_clean || !self.sb_counters_sane();
+        let agfs_read = recompute || sb.has_finobt() || sb.has_reflink() || sb.has_rmapbt();
+        let (fdblocks, icount, ifree, allocbt) = if agfs_read {
+            let s = self.ag_summary()?;
+            if recompute {
+                if s.fdblocks > sb.dblocks || s.ifree > s.icount {
+                    return Err(Error::corrupt(
+                        "AG headers",
+                        Location::Unknown,
+                        format!(
+                            "summed counters impossible: {} free blocks of {}, {} free inodes of {}",
+                            s.fdblocks, sb.dblocks, s.ifree, s.icount
+                        ),
+                    ));
+                }
+                (s.fdblocks, s.icount, s.ifree, s.allocbt_blocks)
+            } else {
+                (sb.fdblocks, sb.icount, sb.ifree, s.allocbt_blocks)
+            }
+        } else {
+            (sb.fdblocks, sb.icount, sb.ifree, 0)
+        };
+
+        let log_blocks = if sb.logstart != 0 {
+            sb.logblocks as u64
+        } else {
+            0
+        };
+        let unavailable = geo.agcount as u64 * ALLOC_SET_ASIDE_PER_AG + allocbt;
+        let mut st = StatFs {
+            bsize: geo.blocksize,
+            frsize: geo.blocksize,
+            namelen: NAME_MAX,
+            blocks: sb.dblocks - log_blocks,
+            bfree: fdblocks.saturating_sub(unavailable),
+            ..StatFs::default()
+        };
+
+        let fake_inodes = st
+            .bfree
+            .checked_shl(geo.inopblog as u32)
+            .unwrap_or(u64::MAX);
+        st.files = icount.saturating_add(fake_inodes).min(MAX_INUMBER);
+        let maxicount = self.max_icount();
+        if maxicount != 0 {
+            st.files = st.files.min(maxicount);
+        }
+        st.files = st.files.max(icount);
+        st.ffree = st.files.saturating_sub(icount.saturating_sub(ifree));
+
+        if self.rtdev().is_some() && sb.rblocks > 0 {
+            let root = self.iget(self.root_ino())?;
+            if root.core.flags & (DIFLAG_RTINHERIT | DIFLAG_REALTIME) != 0 {
+                st.blocks = sb.rblocks;
+                st.bfree = sb.frextents.saturating_mul(sb.rextsize as u64);
+            }
+        }
+        st.bavail = st.bfree;
+        Ok(st)
+    }
+
+    /// Free blocks and inode counts summed over every AG's headers.
+    pub fn ag_summary(&self) -> Result<AgSummary> {
+        let rmapbt = self.sb().has_rmapbt();
+        let mut s = AgSummary::default();
+        for agno in 0..self.geo().agcount {
+            let agf = self.read_agf(AgNumber(agno))?;
+            let agi = self.read_agi(AgNumber(agno))?;
+            s.fdblocks += agf.freeblks as u64 + agf.flcount as u64 + agf.btreeblks as u64;
+            s.icount += agi.count as u64;
+            s.ifree += agi.freecount as u64;
+            let mut allocbt = agf.btreeblks as i64;
+            if rmapbt {
+                allocbt -= agf.rmap_blocks as i64 - 1;
+            }
+            s.allocbt_blocks += allocbt.max(0) as u64;
+        }
+        Ok(s)
+    }
+
+    /// Whether the superblock's summary counters are plausible enough for
+    /// the kernel to use them as they are.
+    fn sb_counters_sane(&self) -> bool {
+        let sb = self.sb();
+        let (min, max) = self.icount_range();
+        sb.fdblocks <= sb.dblocks && sb.icount >= min && sb.icount <= max && sb.ifree <= sb.icount
+    }
+
+    /// Smallest and largest inode count the geometry allows: the first
+    /// chunk (root and realtime inodes) up to every inode slot between the
+    /// first cluster-aligned block after the AG headers and the last
+    /// aligned block of each AG.
+    fn icount_range(&self) -> (u64, u64) {
+        let geo = self.geo();
+        let align = if geo.inoalignmt > 0 && geo.inoalignmt >= geo.inode_cluster_blocks {
+            geo.inoalignmt as u64
+        } else {
+            1
+        };
+        let first_block = crate::format::ag::first_usable_agbno(geo.sectsize, geo.blocklog) as u64;
+        let first = first_block.div_ceil(align) * align;
+        let mut max = 0u64;
+        for agno in 0..geo.agcount {
+            let last = geo.ag_size(AgNumber(agno)) as u64 / align * align;
+            if last > first {
+                max += (last - first) << geo.inopblog;
+            }
+        }
+        (64, max)
+    }
+
+    /// The kernel's inode limit: `imax_pct` percent of the data blocks,
+    /// rounded down to whole inode chunks, in inodes (0 = no limit).
+    fn max_icount(&self) -> u64 {
+        let sb = self.sb();
+        let geo = self.geo();
+        let chunk_inodes = (geo.inodes_per_chunk as u64).max(geo.inopblock as u64);
+        let chunk_blocks = chunk_inodes >> geo.inopblog;
+        if sb.imax_pct == 0 || chunk_blocks == 0 {
+            return 0;
+        }
+        let blocks = sb.dblocks * sb.imax_pct as u64 / 100;
+        (blocks / chunk_blocks * chunk_blocks) << geo.inopblog
     }
 }

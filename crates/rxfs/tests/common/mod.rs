@@ -121,3 +121,60 @@ impl Drop for KernelMount {
         }
     }
 }
+
+/// Open an image read-only through rxfs.
+pub fn open_ro(img: &Path) -> std::sync::Arc<rxfs::Filesystem> {
+    rxfs::Filesystem::open_path(
+        img,
+        None,
+        rxfs::MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Rewrite `len` bytes at `daddr` of `img` through `edit`, then restore the
+/// CRC at `crc_off` so only the structural checks can catch the damage.
+/// Returns the original bytes (for [`restore`]).
+pub fn patch(
+    img: &Path,
+    daddr: u64,
+    len: usize,
+    crc_off: usize,
+    edit: impl FnOnce(&mut [u8]),
+) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(img)
+        .unwrap();
+    let mut b = vec![0u8; len];
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.read_exact(&mut b).unwrap();
+    let orig = b.clone();
+    edit(&mut b);
+    rxfs::format::crc::update(&mut b, crc_off);
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.write_all(&b).unwrap();
+    orig
+}
+
+/// Put back bytes saved by [`patch`].
+pub fn restore(img: &Path, daddr: u64, orig: &[u8]) {
+    use std::io::{Seek, SeekFrom, Write};
+    let mut f = std::fs::OpenOptions::new().write(true).open(img).unwrap();
+    f.seek(SeekFrom::Start(daddr << 9)).unwrap();
+    f.write_all(orig).unwrap();
+}
+
+/// Assert `r` is a corruption error.
+pub fn assert_corrupt<T>(r: rxfs::Result<T>, what: &str) {
+    match r {
+        Err(e) if e.is_corrupt() => {}
+        Err(e) => panic!("{what}: expected a corruption error, got {e:?}"),
+        Ok(_) => panic!("{what}: expected a corruption error, got a result"),
+    }
+}

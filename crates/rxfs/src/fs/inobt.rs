@@ -1,0 +1,40 @@
+//! Whether an inode number names an allocated inode, from the inode btree.
+//!
+//! The inobt of an AG holds one record per 64-inode chunk (see
+//! [`crate::format::btree_rec::InobtRec`]). An inode is allocated when its
+//! chunk has a record, the inode is not in a sparse hole (each holemask bit
+//! covers 4 inodes) and its free bit is clear.
+
+use super::btree::BtreeRoot;
+use super::Filesystem;
+use crate::error::Result;
+use crate::format::btree::{BtreeKey, BtreeKind, InobtRec};
+use crate::types::Ino;
+
+impl Filesystem {
+    /// The inobt record of the chunk holding `ino`, if there is one.
+    /// `Ok(None)` also for inode numbers outside the filesystem.
+    pub fn inobt_chunk(&self, ino: Ino) -> Result<Option<InobtRec>> {
+        let geo = self.geo();
+        if !geo.ino_valid(ino) {
+            return Ok(None);
+        }
+        let agno = geo.ino_agno(ino);
+        let agino = geo.ino_agino(ino).0;
+        let agi = self.read_agi(agno)?;
+        let root = BtreeRoot::from_agi(BtreeKind::Ino, agno, &agi);
+        let rec: Option<InobtRec> = self.btree_lookup_le(&root, BtreeKey(agino as u64, 0, 0))?;
+        Ok(rec.filter(|r| r.covers(agino)))
+    }
+
+    /// Whether `ino` is an allocated inode: inside an inode chunk, not in a
+    /// sparse hole, and not free. Inode numbers outside the filesystem are
+    /// `false`.
+    pub fn inode_allocated(&self, ino: Ino) -> Result<bool> {
+        let Some(rec) = self.inobt_chunk(ino)? else {
+            return Ok(false);
+        };
+        let idx = self.geo().ino_agino(ino).0 - rec.startino;
+        Ok(rec.is_allocated(idx))
+    }
+}
