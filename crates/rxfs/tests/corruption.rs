@@ -199,7 +199,7 @@ fn discover() -> Fixture {
         Kind::ShortBt(u32::from_be_bytes(*b"IAB3")),
         Kind::DirData(u32::from_be_bytes(*b"XDB3")),
         Kind::DirData(u32::from_be_bytes(*b"XDD3")),
-        Kind::DirFree,
+        // (Free index blocks, XDF3, serve only allocation: reads skip them.)
         Kind::DirLeaf1,
         Kind::DirLeafN,
         Kind::DaNode,

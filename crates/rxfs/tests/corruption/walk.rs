@@ -134,6 +134,9 @@ impl<'a> Walker<'a> {
             Err(e) => return self.report.err(|| format!("iget {} ({path})", ino.0), e),
         };
         self.report.inodes += 1;
+        if self.report.inodes % 16 == 1 || ip.is_dir() {
+            crate::agwalk::check_allocated(self.fs, ino, &mut self.report);
+        }
         self.xattrs(&ip, &path);
         match ip.file_type() {
             Some(FileType::Directory) => self.dir(&ip, depth, &path),
