@@ -11,8 +11,8 @@
 //!    allocation driven past [`alloc_cap`]'s limits, or an undetected
 //!    stale-CRC/bad-magic/zeroed block read by the walk is a failure.
 //!
-//! Replay one seed: `RXFS_CORRUPT_SEED=N cargo test --release --test
-//! corruption`. More seeds: `RXFS_CORRUPT_SEEDS=5000`. Keep the fixture for
+//! Replay one seed: `RXFS_CORRUPT_VARIANT=default RXFS_CORRUPT_SEED=N cargo
+//! test --release --test corruption` (variants: see [`VARIANTS`]). More seeds: `RXFS_CORRUPT_SEEDS=5000`. Keep the fixture for
 //! xfs_db: `RXFS_CORRUPT_KEEP=/tmp/img`. Write fuzz seed corpora cut from
 //! the fixture's blocks: `RXFS_FUZZ_CORPUS=DIR` (see corruption/corpus.rs).
 
@@ -51,14 +51,35 @@ static ALLOC: alloc_cap::CapAlloc = alloc_cap::CapAlloc;
 
 /// A walk taking longer than this is a hang.
 const HANG_TIMEOUT: Duration = Duration::from_secs(20);
-const DEFAULT_SEEDS: u64 = 400;
+/// Seeds per fixture variant: release builds run many more (debug builds
+/// walk ~10x slower).
+const DEFAULT_SEEDS: u64 = if cfg!(debug_assertions) { 60 } else { 800 };
+
+/// A fixture: name and extra mkfs.xfs options.
+struct Variant {
+    name: &'static str,
+    mkfs: &'static [&'static str],
+}
+
+/// 4 KiB blocks with the mkfs 6.1 defaults; 1 KiB blocks (4 KiB directory
+/// blocks over several filesystem blocks) with rmapbt and nrext64.
+const VARIANTS: [Variant; 2] = [
+    Variant {
+        name: "default",
+        mkfs: &[],
+    },
+    Variant {
+        name: "b1k-rmap-nrext64",
+        mkfs: &["-b", "size=1024", "-m", "rmapbt=1", "-i", "nrext64=1"],
+    },
+];
 
 /// The pristine image with one block replaced; records whether any read
 /// touched the replaced bytes.
 struct PatchedDevice {
     base: Arc<Vec<u8>>,
-    off: u64,
-    patch: Vec<u8>,
+    /// (offset, bytes) replacing the base there.
+    patches: Vec<(u64, Vec<u8>)>,
     patch_read: AtomicBool,
 }
 
@@ -76,12 +97,14 @@ impl BlockDevice for PatchedDevice {
                 )
             })?;
         buf.copy_from_slice(&self.base[offset as usize..end as usize]);
-        let (ps, pe) = (self.off, self.off + self.patch.len() as u64);
-        let (s, e) = (offset.max(ps), end.min(pe));
-        if s < e {
-            self.patch_read.store(true, Ordering::Relaxed);
-            buf[(s - offset) as usize..(e - offset) as usize]
-                .copy_from_slice(&self.patch[(s - ps) as usize..(e - ps) as usize]);
+        for (ps, patch) in &self.patches {
+            let (ps, pe) = (*ps, ps + patch.len() as u64);
+            let (s, e) = (offset.max(ps), end.min(pe));
+            if s < e {
+                self.patch_read.store(true, Ordering::Relaxed);
+                buf[(s - offset) as usize..(e - offset) as usize]
+                    .copy_from_slice(&patch[(s - ps) as usize..(e - ps) as usize]);
+            }
         }
         Ok(())
     }
@@ -141,10 +164,11 @@ fn needed_apis(k: Kind) -> &'static [&'static str] {
     }
 }
 
-fn discover() -> Fixture {
-    let keep = std::env::var_os("RXFS_CORRUPT_KEEP").map(std::path::PathBuf::from);
+fn discover(v: &Variant) -> Fixture {
+    let keep = std::env::var_os("RXFS_CORRUPT_KEEP")
+        .map(|p| std::path::PathBuf::from(format!("{}.{}", p.to_string_lossy(), v.name)));
     let t0 = Instant::now();
-    let (image, known) = image::build(keep.as_deref());
+    let (image, known) = image::build(v.mkfs, keep.as_deref());
     let (image, known) = (Arc::new(image), Arc::new(known));
     eprintln!(
         "fixture: {} MiB built in {:.1?}",
@@ -178,7 +202,7 @@ fn discover() -> Fixture {
         "metadata reads of no known structure: {unknown:?}"
     );
     if let Some(dir) = std::env::var_os("RXFS_FUZZ_CORPUS") {
-        corpus::write(std::path::Path::new(&dir), &image, &targets);
+        corpus::write(&std::path::Path::new(&dir).join(v.name), &image, &targets);
     }
     let mut hist: BTreeMap<Kind, usize> = BTreeMap::new();
     for t in &targets {
@@ -188,9 +212,14 @@ fn discover() -> Fixture {
         .iter()
         .map(|(k, n)| format!("{}={n}", k.name()))
         .collect();
-    eprintln!("{} metadata blocks: {}", targets.len(), h.join(" "));
+    let split = targets.iter().filter(|t| t.pieces.len() > 1).count();
+    eprintln!(
+        "{} metadata blocks ({split} read in several pieces): {}",
+        targets.len(),
+        h.join(" ")
+    );
     eprintln!("read APIs still stubs here: {stubs:?}");
-    let expected = [
+    let mut expected = vec![
         Kind::Sb,
         Kind::Inode,
         Kind::Bmbt,
@@ -207,6 +236,9 @@ fn discover() -> Fixture {
         Kind::AttrRemote,
         Kind::Symlink,
     ];
+    if fs.sb().has_rmapbt() {
+        expected.push(Kind::ShortBt(u32::from_be_bytes(*b"RMB3")));
+    }
     let missing: Vec<String> = expected
         .iter()
         .filter(|k| !hist.contains_key(k) && !needed_apis(**k).iter().any(|a| stubs.contains(*a)))
@@ -227,8 +259,7 @@ fn discover() -> Fixture {
     // The full walk with data reads is clean on the pristine image too.
     let dev = Arc::new(PatchedDevice {
         base: image.clone(),
-        off: 0,
-        patch: vec![],
+        patches: vec![],
         patch_read: AtomicBool::new(false),
     });
     let full = open_and_walk(dev, &known, true);
@@ -267,8 +298,8 @@ fn run_seed(fx: &Fixture, seed: u64) -> std::result::Result<(Kind, Class, bool),
         Class::Field,
         Class::Zero,
     ]);
-    let pristine = &fx.image[t.offset as usize..t.offset as usize + t.len];
-    let mut block = pristine.to_vec();
+    let pristine = t.bytes(&fx.image);
+    let mut block = pristine.clone();
     let desc = mutate::mutate(&mut rng, t, &fx.ctx, &mut block, class);
     let what = format!(
         "seed {seed}: {} block at byte {:#x} ({} bytes): {class:?}: {desc}",
@@ -279,10 +310,15 @@ fn run_seed(fx: &Fixture, seed: u64) -> std::result::Result<(Kind, Class, bool),
     if block == pristine {
         return Ok((kind, class, false));
     }
+    let mut patches = Vec::new();
+    let mut at = 0;
+    for &(o, l) in &t.pieces {
+        patches.push((o, block[at..at + l].to_vec()));
+        at += l;
+    }
     let dev = Arc::new(PatchedDevice {
         base: fx.image.clone(),
-        off: t.offset,
-        patch: block,
+        patches,
         patch_read: AtomicBool::new(false),
     });
     let (tx, rx) = mpsc::channel();
@@ -351,7 +387,25 @@ fn corrupted_metadata_gives_clean_errors() {
     if common::kernel_tests_disabled() {
         return;
     }
-    let fx = discover();
+    let only = std::env::var("RXFS_CORRUPT_VARIANT").ok();
+    let mut failures = Vec::new();
+    for v in VARIANTS
+        .iter()
+        .filter(|v| only.as_deref().is_none_or(|o| o == v.name))
+    {
+        failures.extend(run_variant(v));
+    }
+    assert!(
+        failures.is_empty(),
+        "{} seeds failed (replay one with RXFS_CORRUPT_VARIANT=V RXFS_CORRUPT_SEED=N):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+fn run_variant(v: &Variant) -> Vec<String> {
+    eprintln!("== fixture variant {}", v.name);
+    let fx = discover(v);
     let t0 = Instant::now();
     let seeds = seeds();
     let mut failures = Vec::new();
@@ -365,6 +419,7 @@ fn corrupted_metadata_gives_clean_errors() {
                 s.1 += det as u32;
             }
             Err(msg) => {
+                let msg = format!("[{}] {msg}", v.name);
                 eprintln!("FAIL {msg}");
                 failures.push(msg);
             }
@@ -372,7 +427,8 @@ fn corrupted_metadata_gives_clean_errors() {
     }
     alloc_cap::set_seed(u64::MAX);
     eprintln!(
-        "{} seeds in {:.1?}, {} failures; peak heap {} MiB",
+        "{}: {} seeds in {:.1?}, {} failures; peak heap {} MiB",
+        v.name,
         seeds.len(),
         t0.elapsed(),
         failures.len(),
@@ -381,11 +437,5 @@ fn corrupted_metadata_gives_clean_errors() {
     for ((k, c), (n, d)) in &stats {
         eprintln!("  {k:>8} {c:<6} runs {n:>4} corruption reported {d:>4}");
     }
-    assert!(
-        failures.is_empty(),
-        "{} of {} seeds failed (replay one with RXFS_CORRUPT_SEED=N):\n{}",
-        failures.len(),
-        seeds.len(),
-        failures.join("\n")
-    );
+    failures
 }

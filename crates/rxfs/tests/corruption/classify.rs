@@ -80,7 +80,13 @@ impl Kind {
 #[derive(Debug, Clone)]
 pub struct Target {
     pub offset: u64,
+    /// Bytes of the whole logical block (all pieces).
     pub len: usize,
+    /// Where the block lies on disk, in order: one piece, or several for a
+    /// directory block spanning discontiguous extents.
+    pub pieces: Vec<(u64, usize)>,
+    /// A directory block (directory-block sized, possibly several pieces).
+    pub dir_block: bool,
     pub kind: Kind,
     /// Own address in the space pointers to it use: agbno for short btree
     /// blocks, fsblock for bmbt blocks, dablk for DA-family and directory
@@ -130,8 +136,31 @@ fn kind_of(fs: &Filesystem, b: &[u8], offset: u64) -> Option<Kind> {
     Some(k)
 }
 
+impl Target {
+    /// The block's bytes in `image` (pieces concatenated).
+    pub fn bytes(&self, image: &[u8]) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len);
+        for &(o, l) in &self.pieces {
+            v.extend_from_slice(&image[o as usize..o as usize + l]);
+        }
+        v
+    }
+}
+
+fn is_dir_kind(k: Kind) -> bool {
+    matches!(
+        k,
+        Kind::DirData(_) | Kind::DirFree | Kind::DirLeaf1 | Kind::DirLeafN | Kind::DaNode
+    )
+}
+
 /// Classify recorded reads against the pristine image. Returns the targets
 /// and the reads nothing recognised (which the caller reports).
+///
+/// Reads come in issue order: a directory block larger than a filesystem
+/// block that spans discontiguous extents is read piece by piece, so a
+/// directory-kind read shorter than the directory block collects the reads
+/// right after it until the block is whole.
 pub fn classify(
     fs: &Filesystem,
     image: &[u8],
@@ -139,52 +168,90 @@ pub fn classify(
 ) -> (Vec<Target>, Vec<ReadRecord>) {
     let geo = fs.geo();
     let bs = geo.blocksize as usize;
+    let dirblk = geo.dirblksize as usize;
+    let mut out: Vec<Target> = Vec::new();
+    let mut unknown = Vec::new();
     let mut seen = BTreeSet::new();
-    let mut pieces = Vec::new();
+    // A directory block still missing pieces: its index in `out` (None
+    // when it was seen before and its pieces are only skipped) and the
+    // bytes still to come.
+    let mut open: Option<(Option<usize>, usize)> = None;
     for r in reads {
-        if !seen.insert((r.offset, r.len)) {
-            continue;
-        }
         let end = r.offset as usize + r.len;
         if end > image.len() {
             continue;
         }
+        if let Some((idx, left)) = open {
+            if r.len <= left {
+                if let Some(i) = idx {
+                    out[i].pieces.push((r.offset, r.len));
+                    out[i].len += r.len;
+                }
+                open = (left > r.len).then_some((idx, left - r.len));
+                continue;
+            }
+            open = None;
+        }
         let b = &image[r.offset as usize..end];
         // Remote attribute values and symlink targets: one header per block.
-        if r.len > bs && r.len % bs == 0 && matches!(&b[0..4], b"XARM" | b"XSLM") {
-            for i in 0..r.len / bs {
-                pieces.push(ReadRecord {
-                    offset: r.offset + (i * bs) as u64,
-                    len: bs,
-                });
+        let pieces: Vec<ReadRecord> =
+            if r.len > bs && r.len % bs == 0 && matches!(&b[0..4], b"XARM" | b"XSLM") {
+                (0..r.len / bs)
+                    .map(|i| ReadRecord {
+                        offset: r.offset + (i * bs) as u64,
+                        len: bs,
+                    })
+                    .collect()
+            } else {
+                vec![*r]
+            };
+        for p in pieces {
+            let b = &image[p.offset as usize..p.offset as usize + p.len];
+            let Some(kind) = kind_of(fs, b, p.offset) else {
+                unknown.push(p);
+                continue;
+            };
+            // DA nodes serve directories and attribute forks alike; only a
+            // block the data fork maps is a directory block.
+            let (self_addr, root_addr) = context(fs, kind, b, p.offset);
+            let dir_block = is_dir_kind(kind)
+                && (kind != Kind::DaNode || in_data_fork(fs, be64(b, 48), p.offset));
+            let partial = dir_block && p.len < dirblk;
+            if !seen.insert((p.offset, p.len)) {
+                if partial {
+                    open = Some((None, dirblk - p.len));
+                }
+                continue;
             }
-        } else {
-            pieces.push(*r);
+            out.push(Target {
+                offset: p.offset,
+                len: p.len,
+                pieces: vec![(p.offset, p.len)],
+                dir_block,
+                kind,
+                self_addr,
+                root_addr,
+            });
+            if partial {
+                open = Some((Some(out.len() - 1), dirblk - p.len));
+            }
         }
     }
-    let mut out = Vec::new();
-    let mut unknown = Vec::new();
-    let mut dedup = BTreeSet::new();
-    for r in pieces {
-        if !dedup.insert((r.offset, r.len)) {
-            continue;
-        }
-        let b = &image[r.offset as usize..r.offset as usize + r.len];
-        match kind_of(fs, b, r.offset) {
-            Some(kind) => {
-                let (self_addr, root_addr) = context(fs, kind, b, r.offset);
-                out.push(Target {
-                    offset: r.offset,
-                    len: r.len,
-                    kind,
-                    self_addr,
-                    root_addr,
-                });
-            }
-            None => unknown.push(r),
-        }
-    }
+    // A partial block whose other pieces were read before (cached elsewhere)
+    // cannot be rebuilt: drop it.
+    out.retain(|t| !t.dir_block || t.len == dirblk);
     (out, unknown)
+}
+
+fn fsb_of(fs: &Filesystem, offset: u64) -> u64 {
+    let geo = fs.geo();
+    let lin = offset >> geo.blocklog;
+    ((lin / geo.agblocks as u64) << geo.agblklog) | (lin % geo.agblocks as u64)
+}
+
+/// Whether inode `owner`'s data fork maps the block at byte `offset`.
+fn in_data_fork(fs: &Filesystem, owner: u64, offset: u64) -> bool {
+    dablk(fs, owner, fsb_of(fs, offset), false).0.is_some()
 }
 
 fn context(fs: &Filesystem, kind: Kind, b: &[u8], offset: u64) -> (Option<u64>, Option<u64>) {

@@ -22,7 +22,8 @@ fn size_ctl(len: usize) -> u8 {
 pub fn write(dir: &Path, image: &[u8], targets: &[Target]) {
     let mut counts: BTreeMap<(&str, String), usize> = BTreeMap::new();
     for t in targets {
-        let b = &image[t.offset as usize..t.offset as usize + t.len];
+        let bytes = t.bytes(image);
+        let b = &bytes[..];
         let mut files: Vec<(&str, Vec<u8>)> = Vec::new();
         let ctl = size_ctl(t.len);
         match t.kind {

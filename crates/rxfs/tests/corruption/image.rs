@@ -189,11 +189,13 @@ fn list(root: &Path) -> Vec<(String, u64)> {
 
 /// Build the fixture image: its bytes and every path with its inode number.
 /// `keep`: also copy the image there (for xfs_db inspection).
-pub fn build(keep: Option<&Path>) -> (Vec<u8>, Vec<(String, u64)>) {
+pub fn build(mkfs_opts: &[&str], keep: Option<&Path>) -> (Vec<u8>, Vec<(String, u64)>) {
     let s = Scratch::new("corruption");
     let img = s.path("img");
     // mkfs.xfs 6.1 refuses filesystems under 300 MB: 4 AGs of 80 MiB.
-    mkfs(&img, 320 << 20, &["-d", "agcount=4"]);
+    let mut opts = vec!["-d", "agcount=4"];
+    opts.extend_from_slice(mkfs_opts);
+    mkfs(&img, 320 << 20, &opts);
     let m = KernelMount::new(&img, &s.path("mnt"), "");
     populate(&m.dir);
     let paths = list(&m.dir);

@@ -16,9 +16,36 @@ pub fn inode_fields(ctx: &Ctx, b: &[u8], self_ino: u64) -> Vec<Field> {
     } else {
         isize - CORE
     };
-    let nextents = be32(b, 76) as u64;
-    let anextents = be16(b, 80) as u64;
+    // nrext64 inodes keep a u64 data extent count at 24 and a u32 attr
+    // extent count at 76; others a u32 at 76 and a u16 at 80.
+    let nrext64 = rxfs::format::be64(b, 120) & (1 << 4) != 0;
+    let (nextents, anextents) = if nrext64 {
+        (rxfs::format::be64(b, 24), be32(b, 76) as u64)
+    } else {
+        (be32(b, 76) as u64, be16(b, 80) as u64)
+    };
     let big = ctx.dblocks;
+    let counts = if nrext64 {
+        [
+            fx(
+                24,
+                8,
+                "nextents64",
+                &[0, dsize as u64 / 16 + 1, 1 << 40, big + 1],
+            ),
+            fx(76, 4, "anextents32", &[0, 1, 0xffff_ffff]),
+        ]
+    } else {
+        [
+            fx(
+                76,
+                4,
+                "nextents",
+                &[0, dsize as u64 / 16 + 1, 1 << 31, big + 1],
+            ),
+            fx(80, 2, "anextents", &[0, 1, 0xffff]),
+        ]
+    };
     let mut v = vec![
         fx(
             2,
@@ -51,6 +78,7 @@ pub fn inode_fields(ctx: &Ctx, b: &[u8], self_ino: u64) -> Vec<Field> {
         fx(96, 4, "next_unlinked", &[0, 128]),
         fx(152, 8, "ino", &[self_ino + 1, 0]),
     ];
+    v.extend(counts);
     let mode = be16(b, 2) & 0o170000;
     fork_fields(
         &mut v,
@@ -111,13 +139,20 @@ fn fork_fields(
                 &[0, maxrecs as u64 + 1, 0xffff],
             ));
             let n = (be16(b, at + 2) as usize).min(maxrecs);
+            // Pointing a second child at the first one's block: a shared
+            // subtree (a cycle for a walker that does not remember blocks).
+            let first = if n > 0 {
+                rxfs::format::be64(b, at + 4 + maxrecs * 8)
+            } else {
+                0
+            };
             for i in 0..n {
                 v.push(fx(at + 4 + 8 * i, 8, "bmdr key", &[1 << 53]));
                 v.push(fx(
                     at + 4 + maxrecs * 8 + 8 * i,
                     8,
                     "bmdr ptr",
-                    &[0, ctx.dblocks, 1 << 40, u64::MAX],
+                    &[0, ctx.dblocks, 1 << 40, u64::MAX, first],
                 ));
             }
         }
