@@ -53,7 +53,7 @@ static ALLOC: alloc_cap::CapAlloc = alloc_cap::CapAlloc;
 const HANG_TIMEOUT: Duration = Duration::from_secs(20);
 /// Seeds per fixture variant: release builds run many more (debug builds
 /// walk ~10x slower).
-const DEFAULT_SEEDS: u64 = if cfg!(debug_assertions) { 60 } else { 800 };
+const DEFAULT_SEEDS: u64 = if cfg!(debug_assertions) { 100 } else { 800 };
 
 /// A fixture: name and extra mkfs.xfs options.
 struct Variant {
@@ -202,7 +202,9 @@ fn discover(v: &Variant) -> Fixture {
         "metadata reads of no known structure: {unknown:?}"
     );
     if let Some(dir) = std::env::var_os("RXFS_FUZZ_CORPUS") {
-        corpus::write(&std::path::Path::new(&dir).join(v.name), &image, &targets);
+        let d = std::path::Path::new(&dir).join(v.name);
+        let g = fs.geo();
+        corpus::write(&d, &image, &targets, g.blocklog, g.dirblklog);
     }
     let mut hist: BTreeMap<Kind, usize> = BTreeMap::new();
     for t in &targets {

@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use rxfs::format::be32;
+use rxfs::format::{be16, be32};
 
 use crate::classify::{Kind, Target};
 
@@ -19,7 +19,21 @@ fn size_ctl(len: usize) -> u8 {
     ((len / 512).trailing_zeros() as u8) << 5
 }
 
-pub fn write(dir: &Path, image: &[u8], targets: &[Target]) {
+/// Selector of the `dir` target's control byte, for a kind.
+fn dir_sel(k: Kind) -> Option<u8> {
+    Some(match k {
+        Kind::DirData(m) if m == u32::from_be_bytes(*b"XDB3") => 1,
+        Kind::DirData(_) => 0,
+        Kind::DirLeaf1 => 2,
+        Kind::DirLeafN => 3,
+        Kind::DirFree => 4,
+        _ => return None,
+    })
+}
+
+/// `blocklog` / `dirblklog`: the fixture's geometry (the `dir` and
+/// `ag_btree` targets take it from their control byte).
+pub fn write(dir: &Path, image: &[u8], targets: &[Target], blocklog: u8, dirblklog: u8) {
     let mut counts: BTreeMap<(&str, String), usize> = BTreeMap::new();
     for t in targets {
         let bytes = t.bytes(image);
@@ -28,9 +42,35 @@ pub fn write(dir: &Path, image: &[u8], targets: &[Target]) {
         let ctl = size_ctl(t.len);
         match t.kind {
             Kind::Sb => files.push(("sb", [&[0u8; 25][..], b].concat())),
+            k if dir_sel(k).is_some() => {
+                let c = ((blocklog - 9) << 6) | (dirblklog << 4) | (dir_sel(k).unwrap() << 1);
+                files.push(("dir", [&[c, 0][..], b].concat()));
+            }
+            Kind::Agf | Kind::Agi | Kind::Agfl => {
+                let sel = match t.kind {
+                    Kind::Agf => 0,
+                    Kind::Agi => 1,
+                    _ => 2,
+                };
+                let c = ((blocklog - 10) << 4) | (sel << 1);
+                files.push(("ag_btree", [&[c, 0x1c][..], b].concat()));
+            }
+            Kind::ShortBt(m) => {
+                let idx = [b"AB3B", b"AB3C", b"IAB3", b"FIB3", b"RMB3", b"R3FC"]
+                    .iter()
+                    .position(|x| u32::from_be_bytes(**x) == m)
+                    .unwrap_or(0) as u8;
+                let c = ((blocklog - 10) << 4) | (3 << 1);
+                files.push(("ag_btree", [&[c, (idx << 5) | 0x1c][..], b].concat()));
+            }
             Kind::Inode => {
                 files.push(("inode_core", [&[0u8][..], b].concat()));
                 files.push(("fs_inode", [&[0u8][..], b].concat()));
+                if b[5] == 1 && be16(b, 2) & 0o170000 == 0o040000 {
+                    let size = (rxfs::format::be64(b, 56) as usize).min(b.len() - 176);
+                    let c = ((blocklog - 9) << 6) | (dirblklog << 4) | (5 << 1);
+                    files.push(("dir", [&[c, 0][..], &b[176..176 + size]].concat()));
+                }
                 let forkoff = b[82] as usize;
                 if forkoff != 0 && b[83] == 1 {
                     let a = 176 + forkoff * 8;
