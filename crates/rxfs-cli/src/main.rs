@@ -1,1 +1,75 @@
-fn main() {}
+//! `rxfs`: read XFS v5 images in userspace.
+//!
+//! One subcommand per file under `cmd/`; the FUSE driver lives in `fuse/`,
+//! the tree manifest (the fixture suite's comparison format) in
+//! `manifest.rs`. Everything here is read-only: images are opened with
+//! `MountOptions { read_only: true, .. }`.
+//!
+//! Besides the normal `rxfs SUBCOMMAND ...` form, the binary accepts the
+//! mount-helper argument forms (see [`cmd::mount::helper_argv`]):
+//! `mount.fuse.rxfs IMAGE MNT -o OPTS` (mount(8) running the helper that
+//! `rxfs install-helper` links) and `rxfs IMAGE MNT -o OPTS` (Debian's
+//! `mount.fuse3` running the program named after `fuse.`).
+
+mod cli_error;
+mod cmd;
+mod fuse;
+mod manifest;
+mod opts;
+mod sys;
+mod text;
+
+use clap::{Parser, Subcommand};
+
+pub use cli_error::{CliError, CliResult};
+
+/// Read XFS v5 filesystem images without the kernel.
+#[derive(Parser, Debug)]
+#[command(name = "rxfs", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    Info(cmd::info::Args),
+    Ls(cmd::ls::Args),
+    Cat(cmd::cat::Args),
+    Stat(cmd::stat::Args),
+    Get(cmd::get::Args),
+    Mount(cmd::mount::Args),
+    Umount(cmd::umount::Args),
+    InstallHelper(cmd::install_helper::Args),
+    #[command(subcommand)]
+    Debug(cmd::debug::DebugCmd),
+}
+
+fn run(cli: Cli) -> CliResult<()> {
+    match cli.cmd {
+        Command::Info(a) => cmd::info::run(a),
+        Command::Ls(a) => cmd::ls::run(a),
+        Command::Cat(a) => cmd::cat::run(a),
+        Command::Stat(a) => cmd::stat::run(a),
+        Command::Get(a) => cmd::get::run(a),
+        Command::Mount(a) => cmd::mount::run(a),
+        Command::Umount(a) => cmd::umount::run(a),
+        Command::InstallHelper(a) => cmd::install_helper::run(a),
+        Command::Debug(d) => cmd::debug::run(d),
+    }
+}
+
+fn main() {
+    sys::ensure_stdio();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let result = match cmd::mount::helper_argv(&argv) {
+        Some(helper) => cmd::mount::run_helper(helper),
+        None => run(Cli::parse_from(argv)),
+    };
+    if let Err(e) = result {
+        if !e.msg.is_empty() {
+            eprintln!("rxfs: {}", e.msg);
+        }
+        std::process::exit(e.code);
+    }
+}

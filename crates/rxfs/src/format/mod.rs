@@ -28,6 +28,7 @@ pub mod log;
 pub mod log_items;
 pub mod log_ops;
 pub mod log_record;
+pub mod rt;
 pub mod sb;
 pub mod symlink;
 

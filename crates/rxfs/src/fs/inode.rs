@@ -105,8 +105,8 @@ impl Filesystem {
 
     /// Read, verify and decode inode `ino` (cached).
     ///
-    /// An inode number outside the filesystem is `Err(Invalid)`; a free
-    /// inode (mode 0) is `Err(NotFound)`.
+    /// An inode number outside the filesystem is `Err(Invalid)`; one the
+    /// inode btree does not show as allocated is `Err(NotFound)`.
     pub fn iget(&self, ino: Ino) -> Result<Arc<Inode>> {
         if let Some(ip) = self.icache.get(ino) {
             return Ok(ip);
@@ -125,6 +125,11 @@ impl Filesystem {
                 ino.0
             )));
         }
+        // Existence is decided by the inode btree, not by the inode core:
+        // an inode number that no allocated chunk covers does not exist.
+        if !self.inode_allocated(ino)? {
+            return Err(Error::NotFound);
+        }
         let (daddr, off) = geo.ino_location(ino);
         let isize = geo.inodesize as usize;
         let mut buf = vec![0u8; isize];
@@ -136,7 +141,11 @@ impl Filesystem {
             self.sb().has_nrext64(),
         )?;
         if core.mode == 0 {
-            return Err(Error::NotFound);
+            return Err(Error::corrupt(
+                "inode",
+                Location::Ino(ino.0),
+                "allocated in the inode btree but free on disk (mode 0)",
+            ));
         }
         let realtime = core.flags & dinode::DIFLAG_REALTIME != 0;
         let dsize = core.data_fork_size(isize);

@@ -13,6 +13,7 @@ pub mod inobt;
 pub mod inode;
 pub mod log;
 pub mod path;
+pub mod rt;
 pub mod statfs;
 pub mod symlink;
 
@@ -113,21 +114,7 @@ impl Filesystem {
                 format!("device has {} bytes, filesystem needs {need}", dev.size()),
             ));
         }
-        if sb.rblocks > 0 {
-            if let Some(rt) = &rtdev {
-                if rt.size() < sb.rblocks << geo.blocklog {
-                    return Err(Error::Invalid(format!(
-                        "realtime device has {} bytes, filesystem needs {}",
-                        rt.size(),
-                        sb.rblocks << geo.blocklog
-                    )));
-                }
-            }
-        } else if rtdev.is_some() {
-            return Err(Error::Invalid(
-                "rtdev given but the filesystem has no realtime section".into(),
-            ));
-        }
+        rt::check_at_open(&sb, rtdev.as_deref())?;
         let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
         Ok(Arc::new(Filesystem {
             dev,

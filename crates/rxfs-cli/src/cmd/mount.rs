@@ -1,0 +1,335 @@
+//! `rxfs mount`: a read-only FUSE mount, as a daemon or in the foreground;
+//! also the mount(8) helper argument forms.
+//!
+//! Daemon mode: the process forks while still single-threaded; the child
+//! starts a new session, opens the image, mounts, and writes one line to a
+//! pipe: `OK`, or `ERR <exit code> <message>`. The parent waits for that
+//! line and exits with it, so `rxfs mount` returns only once the kernel
+//! has the mount, and mount errors reach the caller with a non-zero exit.
+//! The child then points its stdio at /dev/null and serves.
+
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+use crate::cli_error::{EXIT_MOUNT_FAILURE, EXIT_USAGE};
+use crate::fuse::pidfile::normalize_mountpoint;
+use crate::fuse::serve::{serve, ServeConfig};
+use crate::opts::{open_image, parse, ImageArgs, Opts};
+use crate::sys;
+use crate::{CliError, CliResult};
+
+/// Mount an image read-only with FUSE.
+///
+/// Without -f, returns once the mount is ready and serves in the
+/// background; `rxfs umount MNT` (or fusermount3 -u, or umount) ends it.
+/// Options (-o, comma-separated): ro, norecovery, rtdev=FILE, odirect,
+/// allow_other, auto_unmount, fsname=NAME, threads=N, and the kernel flags
+/// dev, nodev, suid, nosuid, exec, noexec, atime, noatime, sync, dirsync;
+/// generic mount(8) options (defaults, nofail, _netdev, x-*, ...) are
+/// ignored. The mount always uses default_permissions and is read-only.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The image file or block device.
+    pub image: PathBuf,
+    /// Where to mount it (an existing directory).
+    pub mountpoint: PathBuf,
+    /// Stay in the foreground (errors of requests are printed to stderr).
+    #[arg(short = 'f', long)]
+    pub foreground: bool,
+    #[command(flatten)]
+    pub img: ImageArgs,
+}
+
+pub fn run(a: Args) -> CliResult<()> {
+    let opts = a.img.parse(true)?;
+    mount(&a.image, &a.mountpoint, opts, a.foreground)
+}
+
+/// Arguments of the mount-helper forms.
+#[derive(Debug, PartialEq, Eq)]
+pub struct HelperArgs {
+    pub image: PathBuf,
+    pub mountpoint: PathBuf,
+    pub options: Vec<String>,
+    /// mount -f: do everything but the mount.
+    pub fake: bool,
+}
+
+const SUBCOMMANDS: &[&str] = &[
+    "info",
+    "ls",
+    "cat",
+    "stat",
+    "get",
+    "mount",
+    "umount",
+    "install-helper",
+    "debug",
+    "help",
+];
+
+/// Recognise the mount-helper argument forms:
+/// - started as `mount.fuse.rxfs` / `mount.rxfs`: `IMAGE MNT [-o OPTS] [-n -s -v -f]`;
+/// - `rxfs IMAGE MNT -o OPTS` (Debian's mount.fuse3 runs the subtype's
+///   program this way): the first argument is not a subcommand and not
+///   an option.
+pub fn helper_argv(argv: &[OsString]) -> Option<CliResult<HelperArgs>> {
+    let prog = argv
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .map(|n| n.as_bytes().to_vec())
+        .unwrap_or_default();
+    let as_helper = prog.starts_with(b"mount.");
+    let first = argv.get(1)?;
+    let fb = first.as_bytes();
+    let looks_like_source =
+        !fb.starts_with(b"-") && !SUBCOMMANDS.iter().any(|s| s.as_bytes() == fb) && argv.len() >= 3;
+    if !as_helper && !looks_like_source {
+        return None;
+    }
+    Some(parse_helper_args(&argv[1..]))
+}
+
+fn parse_helper_args(args: &[OsString]) -> CliResult<HelperArgs> {
+    let mut pos = Vec::new();
+    let mut options = Vec::new();
+    let mut fake = false;
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_bytes();
+        match a {
+            b"-o" => {
+                let v = args
+                    .get(i + 1)
+                    .ok_or_else(|| CliError::usage("-o needs an option list"))?;
+                options.push(v.to_string_lossy().into_owned());
+                i += 1;
+            }
+            _ if a.starts_with(b"-o") => {
+                options.push(String::from_utf8_lossy(&a[2..]).into_owned());
+            }
+            b"-n" | b"-s" | b"-v" => {}
+            b"-f" => fake = true,
+            // mount.fuse3 may pass the type: `-t fuse.rxfs`.
+            b"-t" => i += 1,
+            _ if a.starts_with(b"-") => {
+                return Err(CliError::usage(format!(
+                    "unknown mount helper option '{}'",
+                    String::from_utf8_lossy(a)
+                )))
+            }
+            _ => pos.push(PathBuf::from(&args[i])),
+        }
+        i += 1;
+    }
+    if pos.len() != 2 {
+        return Err(CliError::usage(
+            "usage: mount.fuse.rxfs IMAGE MOUNTPOINT [-o OPTIONS]",
+        ));
+    }
+    let mountpoint = pos.pop().unwrap_or_default();
+    let image = pos.pop().unwrap_or_default();
+    Ok(HelperArgs {
+        image,
+        mountpoint,
+        options,
+        fake,
+    })
+}
+
+pub fn run_helper(h: CliResult<HelperArgs>) -> CliResult<()> {
+    let h = h?;
+    let opts = parse(&h.options, true)?;
+    if h.fake {
+        return Ok(());
+    }
+    mount(&h.image, &h.mountpoint, opts, false)
+}
+
+fn mount_fail(e: CliError) -> CliError {
+    if e.code == EXIT_USAGE {
+        e
+    } else {
+        e.with_code(EXIT_MOUNT_FAILURE)
+    }
+}
+
+fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliResult<()> {
+    let image_abs = image
+        .canonicalize()
+        .map_err(|e| mount_fail(CliError::io(image.display(), &e)))?;
+    let mnt = normalize_mountpoint(mountpoint)
+        .map_err(|e| mount_fail(CliError::io(mountpoint.display(), &e)))?;
+    match std::fs::metadata(&mnt) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return Err(mount_fail(CliError::new(format!(
+                "{}: not a directory",
+                mnt.display()
+            ))))
+        }
+        Err(e) => return Err(mount_fail(CliError::io(mnt.display(), &e))),
+    }
+    if is_rxfs_mount(&mnt) {
+        return Err(mount_fail(CliError::new(format!(
+            "{}: already an rxfs mount point",
+            mnt.display()
+        ))));
+    }
+    let rtdev = match &opts.rtdev {
+        Some(r) => Some(
+            r.canonicalize()
+                .map_err(|e| mount_fail(CliError::io(r.display(), &e)))?,
+        ),
+        None => None,
+    };
+    let opts = Opts { rtdev, ..opts };
+    let cfg = ServeConfig {
+        image: image_abs,
+        mountpoint: mnt,
+        fuse: opts.fuse.clone(),
+        foreground,
+    };
+    if foreground {
+        let fs = open_image(&cfg.image, &opts).map_err(mount_fail)?;
+        return serve(fs, &cfg, &mut |_| {});
+    }
+    let (rd, wr) = sys::pipe().map_err(|e| CliError::io("pipe", &e))?;
+    match sys::fork().map_err(|e| CliError::io("fork", &e))? {
+        sys::Forked::Parent { child } => {
+            drop(wr);
+            let mut msg = String::new();
+            let _ = std::fs::File::from(rd).read_to_string(&mut msg);
+            sys::waitpid_nohang(child);
+            parent_result(&msg)
+        }
+        sys::Forked::Child => {
+            drop(rd);
+            sys::setsid();
+            // Every path is absolute by now; do not hold the caller's
+            // working directory busy.
+            let _ = std::env::set_current_dir("/");
+            let mut pipe = Some(std::fs::File::from(wr));
+            let mut ready = |r: Result<(), &CliError>| {
+                if let Some(mut p) = pipe.take() {
+                    let line = match r {
+                        Ok(()) => "OK\n".to_string(),
+                        Err(e) => format!("ERR {} {}\n", e.code, e.msg),
+                    };
+                    let _ = p.write_all(line.as_bytes());
+                    drop(p);
+                    if r.is_ok() {
+                        sys::detach_stdio();
+                    }
+                }
+            };
+            let code = match open_image(&cfg.image, &opts).map_err(mount_fail) {
+                Ok(fs) => match serve(fs, &cfg, &mut ready) {
+                    Ok(()) => 0,
+                    Err(e) => e.code,
+                },
+                Err(e) => {
+                    ready(Err(&e));
+                    e.code
+                }
+            };
+            std::process::exit(code);
+        }
+    }
+}
+
+/// Whether /proc/self/mounts has a fuse.rxfs mount at `mnt` (spaces
+/// and other specials are octal-escaped there).
+fn is_rxfs_mount(mnt: &Path) -> bool {
+    let Ok(mounts) = std::fs::read("/proc/self/mounts") else {
+        return false;
+    };
+    let mut want = Vec::new();
+    for &b in mnt.as_os_str().as_bytes() {
+        match b {
+            b' ' | b'\t' | b'\n' | b'\\' => want.extend_from_slice(format!("\\{b:03o}").as_bytes()),
+            _ => want.push(b),
+        }
+    }
+    mounts.split(|&b| b == b'\n').any(|l| {
+        let mut f = l.split(|&b| b == b' ');
+        let (_, dir, ty) = (f.next(), f.next(), f.next());
+        dir == Some(&want[..]) && ty == Some(&b"fuse.rxfs"[..])
+    })
+}
+
+/// The parent's exit, from the child's one-line report.
+fn parent_result(msg: &str) -> CliResult<()> {
+    let line = msg.lines().next().unwrap_or("");
+    if line == "OK" {
+        return Ok(());
+    }
+    if let Some(rest) = line.strip_prefix("ERR ") {
+        let (code, text) = rest.split_once(' ').unwrap_or((rest, ""));
+        let code = code.parse().unwrap_or(EXIT_MOUNT_FAILURE);
+        return Err(CliError {
+            code,
+            msg: text.to_string(),
+        });
+    }
+    Err(
+        CliError::new("the mount daemon exited before the mount was ready")
+            .with_code(EXIT_MOUNT_FAILURE),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn argv(v: &[&str]) -> Vec<OsString> {
+        v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn helper_forms() {
+        assert!(helper_argv(&argv(&["rxfs", "info", "img"])).is_none());
+        assert!(helper_argv(&argv(&["rxfs", "--help"])).is_none());
+        assert!(helper_argv(&argv(&["rxfs"])).is_none());
+        let h = helper_argv(&argv(&["rxfs", "/img", "/mnt", "-o", "ro,allow_other"]))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            h,
+            HelperArgs {
+                image: "/img".into(),
+                mountpoint: "/mnt".into(),
+                options: vec!["ro,allow_other".into()],
+                fake: false
+            }
+        );
+        let h = helper_argv(&argv(&[
+            "/sbin/mount.fuse.rxfs",
+            "i",
+            "m",
+            "-n",
+            "-oro",
+            "-f",
+        ]))
+        .unwrap()
+        .unwrap();
+        assert_eq!(h.options, vec!["ro".to_string()]);
+        assert!(h.fake);
+        assert!(helper_argv(&argv(&["/sbin/mount.fuse.rxfs", "i"]))
+            .unwrap()
+            .is_err());
+        assert!(helper_argv(&argv(&["mount.fuse.rxfs", "i", "m", "-x"]))
+            .unwrap()
+            .is_err());
+    }
+
+    #[test]
+    fn parent_reports() {
+        assert!(parent_result("OK\n").is_ok());
+        let e = parent_result("ERR 32 img: bad\n").unwrap_err();
+        assert_eq!((e.code, e.msg.as_str()), (32, "img: bad"));
+        assert_eq!(parent_result("").unwrap_err().code, EXIT_MOUNT_FAILURE);
+    }
+}

@@ -1,0 +1,133 @@
+//! Inode attributes as the kernel's XFS reports them, in FUSE form.
+//!
+//! - `ino` is the XFS inode number (also for the root, whose FUSE node id
+//!   is 1), so st_ino through FUSE equals st_ino on a kernel mount.
+//! - `blocks` is `di_nblocks` in 512-byte units (no delayed allocations
+//!   exist on an image).
+//! - `blksize` is what XFS's getattr reports: the realtime extent size (or
+//!   the inode's extent size hint) for realtime files, otherwise the larger
+//!   of the page size and the block size.
+//! - `rdev` is encoded the way the FUSE kernel module decodes it
+//!   (`new_decode_dev`): minor low byte, major, then the minor's high bits.
+//! - Times keep nanoseconds; times before 1970 are built so that fuser's
+//!   conversion yields the right (negative seconds, nanoseconds) pair.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{FileAttr, FileType as FuseType};
+use rxfs::format::inode::{Timestamp, DIFLAG_EXTSIZE};
+use rxfs::fs::Inode;
+use rxfs::types::FileType;
+use rxfs::Filesystem;
+
+const PAGE_SIZE: u32 = 4096;
+
+pub fn st_blksize(fs: &Filesystem, ip: &Inode) -> u32 {
+    let bs = fs.geo().blocksize;
+    if ip.is_realtime() {
+        let ext = if ip.core.flags & DIFLAG_EXTSIZE != 0 && ip.core.extsize != 0 {
+            ip.core.extsize
+        } else {
+            fs.sb().rextsize
+        };
+        return ext.saturating_mul(bs);
+    }
+    bs.max(PAGE_SIZE)
+}
+
+/// Linux's `new_encode_dev(MKDEV(major, minor))`, the form FUSE expects.
+pub fn encode_dev(major: u32, minor: u32) -> u32 {
+    (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
+}
+
+/// A `SystemTime` that fuser turns back into exactly (sec, nsec).
+///
+/// fuser converts pre-epoch times as `(-(d.secs), d.nanos)` of the
+/// distance `d` to the epoch, so for negative seconds we hand it a time
+/// whose distance has `-sec` whole seconds and `nsec` nanoseconds.
+pub fn system_time(t: Timestamp) -> SystemTime {
+    if t.sec >= 0 {
+        UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
+    } else {
+        UNIX_EPOCH - Duration::new(t.sec.unsigned_abs(), t.nsec)
+    }
+}
+
+pub fn fuse_type(t: Option<FileType>) -> FuseType {
+    match t {
+        Some(FileType::Directory) => FuseType::Directory,
+        Some(FileType::Symlink) => FuseType::Symlink,
+        Some(FileType::CharDev) => FuseType::CharDevice,
+        Some(FileType::BlockDev) => FuseType::BlockDevice,
+        Some(FileType::Fifo) => FuseType::NamedPipe,
+        Some(FileType::Socket) => FuseType::Socket,
+        Some(FileType::Regular) | None => FuseType::RegularFile,
+    }
+}
+
+pub fn file_attr(fs: &Filesystem, ip: &Inode) -> FileAttr {
+    let c = &ip.core;
+    let rdev = crate::cmd::stat::rdev(ip)
+        .map(|(ma, mi)| encode_dev(ma, mi))
+        .unwrap_or(0);
+    FileAttr {
+        ino: ip.ino.0,
+        size: c.size,
+        blocks: crate::cmd::stat::st_blocks(fs, ip),
+        atime: system_time(c.atime),
+        mtime: system_time(c.mtime),
+        ctime: system_time(c.ctime),
+        crtime: system_time(c.crtime),
+        kind: fuse_type(ip.file_type()),
+        perm: c.mode & 0o7777,
+        nlink: c.nlink,
+        uid: c.uid,
+        gid: c.gid,
+        rdev,
+        blksize: st_blksize(fs, ip),
+        flags: 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The kernel's `new_decode_dev`, to check the round trip.
+    fn decode(dev: u32) -> (u32, u32) {
+        ((dev & 0xfff00) >> 8, (dev & 0xff) | ((dev >> 12) & 0xfff00))
+    }
+
+    #[test]
+    fn dev_round_trip() {
+        for (ma, mi) in [(0, 0), (4, 5), (8, 1), (259, 0), (511, 262_143), (1, 256)] {
+            assert_eq!(decode(encode_dev(ma, mi)), (ma, mi));
+        }
+    }
+
+    /// fuser's conversion, restated.
+    fn fuser_pair(t: SystemTime) -> (i64, u32) {
+        match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
+            Err(e) => (
+                -(e.duration().as_secs() as i64),
+                e.duration().subsec_nanos(),
+            ),
+        }
+    }
+
+    #[test]
+    fn times_survive_fuser() {
+        for (sec, nsec) in [
+            (0, 0),
+            (1_700_000_000, 7),
+            (-1, 500_000_000),
+            (-2_147_483_648, 1),
+        ] {
+            assert_eq!(
+                fuser_pair(system_time(Timestamp { sec, nsec })),
+                (sec, nsec)
+            );
+        }
+    }
+}

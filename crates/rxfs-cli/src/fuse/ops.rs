@@ -1,0 +1,416 @@
+//! Request handlers, run on the worker pool.
+//!
+//! Each takes its fuser reply object and answers exactly once. Library
+//! errors become errnos through `Error::errno()` (corruption is EUCLEAN,
+//! never a generic EIO); anything that would write answers EROFS.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use fuser::consts::{FOPEN_CACHE_DIR, FOPEN_KEEP_CACHE};
+use fuser::{
+    ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyXattr, FUSE_ROOT_ID,
+};
+use rxfs::fs::Inode;
+use rxfs::types::{FileBlock, FileType, Ino};
+use rxfs::{Error, Filesystem};
+
+use super::attr::{file_attr, fuse_type};
+use super::node::NodeTable;
+
+/// Largest read served in one request (the kernel asks for at most
+/// max_pages pages; this only bounds a hostile request).
+const READ_MAX_BYTES: u32 = 16 << 20;
+const NAME_MAX: usize = 255;
+
+pub struct Core {
+    pub fs: Arc<Filesystem>,
+    root: Ino,
+    pub nodes: NodeTable,
+    /// Entry and attribute cache time: the image does not change under a
+    /// read-only mount.
+    ttl: Duration,
+    /// Print corruption and I/O errors to stderr (foreground mounts).
+    pub log_errors: bool,
+}
+
+impl Core {
+    pub fn new(fs: Arc<Filesystem>, log_errors: bool) -> Core {
+        let root = fs.root_ino();
+        Core {
+            fs,
+            root,
+            nodes: NodeTable::default(),
+            ttl: Duration::from_secs(300),
+            log_errors,
+        }
+    }
+
+    fn ino(&self, nodeid: u64) -> Ino {
+        if nodeid == FUSE_ROOT_ID {
+            self.root
+        } else {
+            Ino(nodeid)
+        }
+    }
+
+    fn errno(&self, what: &str, nodeid: u64, e: &Error) -> i32 {
+        if self.log_errors && (e.is_corrupt() || matches!(e, Error::Io { .. })) {
+            eprintln!("rxfs: {what} of inode {}: {e}", self.ino(nodeid).0);
+        }
+        e.errno()
+    }
+
+    fn inode(&self, nodeid: u64) -> rxfs::Result<Arc<Inode>> {
+        let ino = self.ino(nodeid);
+        match self.nodes.get(ino.0) {
+            Some(ip) => Ok(ip),
+            None => self.fs.iget(ino),
+        }
+    }
+
+    pub fn lookup(&self, parent: u64, name: &[u8], reply: ReplyEntry) {
+        if name.len() > NAME_MAX {
+            return reply.error(libc::ENAMETOOLONG);
+        }
+        let r = self.inode(parent).and_then(|dir| {
+            if !dir.is_dir() {
+                return Err(Error::NotDir);
+            }
+            let ino = self.fs.lookup(&dir, name)?;
+            self.fs.iget(ino)
+        });
+        match r {
+            Ok(ip) => {
+                self.nodes.remember(&ip);
+                let attr = file_attr(&self.fs, &ip);
+                reply.entry(&self.ttl, &attr, ip.core.gen as u64);
+            }
+            Err(Error::NotFound) => {
+                // A negative entry (node id 0) the kernel may cache: the
+                // image does not change under a read-only mount.
+                match self.inode(parent) {
+                    Ok(dir) => {
+                        let mut attr = file_attr(&self.fs, &dir);
+                        attr.ino = 0;
+                        reply.entry(&self.ttl, &attr, 0);
+                    }
+                    Err(_) => reply.error(libc::ENOENT),
+                }
+            }
+            Err(e) => reply.error(self.errno("lookup", parent, &e)),
+        }
+    }
+
+    pub fn forget(&self, nodeid: u64, n: u64) {
+        if nodeid != FUSE_ROOT_ID {
+            self.nodes.forget(nodeid, n);
+        }
+    }
+
+    pub fn getattr(&self, nodeid: u64, reply: ReplyAttr) {
+        match self.inode(nodeid) {
+            Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
+            Err(e) => reply.error(self.errno("getattr", nodeid, &e)),
+        }
+    }
+
+    pub fn readlink(&self, nodeid: u64, reply: ReplyData) {
+        match self.inode(nodeid).and_then(|ip| self.fs.readlink(&ip)) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(self.errno("readlink", nodeid, &e)),
+        }
+    }
+
+    pub fn open(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+            return reply.error(libc::EROFS);
+        }
+        match self.inode(nodeid) {
+            Ok(ip) if ip.is_dir() => reply.error(libc::EISDIR),
+            Ok(_) => reply.opened(0, FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(self.errno("open", nodeid, &e)),
+        }
+    }
+
+    pub fn read(&self, nodeid: u64, offset: i64, size: u32, reply: ReplyData) {
+        if offset < 0 {
+            return reply.error(libc::EINVAL);
+        }
+        let r = self.inode(nodeid).and_then(|ip| {
+            let mut buf = vec![0u8; size.min(READ_MAX_BYTES) as usize];
+            let n = self.fs.read_file(&ip, offset as u64, &mut buf)?;
+            buf.truncate(n);
+            Ok(buf)
+        });
+        match r {
+            Ok(buf) => reply.data(&buf),
+            Err(e) => reply.error(self.errno("read", nodeid, &e)),
+        }
+    }
+
+    pub fn opendir(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {
+        if flags & libc::O_ACCMODE != libc::O_RDONLY {
+            return reply.error(libc::EROFS);
+        }
+        match self.inode(nodeid) {
+            Ok(ip) if ip.is_dir() => reply.opened(0, FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR),
+            Ok(_) => reply.error(libc::ENOTDIR),
+            Err(e) => reply.error(self.errno("opendir", nodeid, &e)),
+        }
+    }
+
+    fn dir(&self, nodeid: u64) -> rxfs::Result<Arc<Inode>> {
+        let ip = self.inode(nodeid)?;
+        if !ip.is_dir() {
+            return Err(Error::NotDir);
+        }
+        Ok(ip)
+    }
+
+    /// The entry's type, from the ftype byte or (without ftype) its inode.
+    fn entry_type(&self, e: &rxfs::fs::DirEntry) -> rxfs::Result<Option<FileType>> {
+        match e.ftype {
+            Some(t) => Ok(Some(t)),
+            None => Ok(self.fs.iget(e.ino)?.file_type()),
+        }
+    }
+
+    pub fn readdir(&self, nodeid: u64, offset: i64, mut reply: ReplyDirectory) {
+        let dir = match self.dir(nodeid) {
+            Ok(d) => d,
+            Err(e) => return reply.error(self.errno("readdir", nodeid, &e)),
+        };
+        let mut inner: Option<Error> = None;
+        let r = self.fs.readdir(&dir, offset as u64, &mut |e| {
+            let t = match self.entry_type(e) {
+                Ok(t) => t,
+                Err(err) => {
+                    inner = Some(err);
+                    return false;
+                }
+            };
+            let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+            !reply.add(e.ino.0, e.next_cookie as i64, fuse_type(t), name)
+        });
+        match r.err().or(inner) {
+            None => reply.ok(),
+            Some(e) => reply.error(self.errno("readdir", nodeid, &e)),
+        }
+    }
+
+    pub fn readdirplus(&self, nodeid: u64, offset: i64, mut reply: ReplyDirectoryPlus) {
+        let dir = match self.dir(nodeid) {
+            Ok(d) => d,
+            Err(e) => return reply.error(self.errno("readdirplus", nodeid, &e)),
+        };
+        let r = self.fs.readdir(&dir, offset as u64, &mut |e| {
+            let dots = e.name == b"." || e.name == b"..";
+            let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+            match self.fs.iget(e.ino) {
+                Ok(ip) => {
+                    let attr = file_attr(&self.fs, &ip);
+                    let full = reply.add(
+                        e.ino.0,
+                        e.next_cookie as i64,
+                        name,
+                        &self.ttl,
+                        &attr,
+                        ip.core.gen as u64,
+                    );
+                    // The kernel takes a reference for every entry it
+                    // accepted, except "." and "..".
+                    if !full && !dots {
+                        self.nodes.remember(&ip);
+                    }
+                    !full
+                }
+                Err(err) => {
+                    // Node id 0 tells the kernel "no entry attributes": it
+                    // lists the name and a later lookup reports the error.
+                    let _ = self.errno("readdirplus", e.ino.0, &err);
+                    let mut attr = file_attr(&self.fs, &dir);
+                    attr.ino = 0;
+                    !reply.add(0, e.next_cookie as i64, name, &Duration::ZERO, &attr, 0)
+                }
+            }
+        });
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("readdirplus", nodeid, &e)),
+        }
+    }
+
+    pub fn statfs(&self, reply: ReplyStatfs) {
+        match self.fs.statfs() {
+            Ok(s) => reply.statfs(
+                s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
+            ),
+            Err(e) => reply.error(self.errno("statfs", FUSE_ROOT_ID, &e)),
+        }
+    }
+
+    /// Answer an xattr request with size-probe semantics: size 0 asks for
+    /// the length, a too-small buffer is ERANGE.
+    fn xattr_reply(value: &[u8], size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(value.len() as u32);
+        } else if value.len() > size as usize {
+            reply.error(libc::ERANGE);
+        } else {
+            reply.data(value);
+        }
+    }
+
+    pub fn getxattr(&self, nodeid: u64, name: &[u8], size: u32, reply: ReplyXattr) {
+        match self
+            .inode(nodeid)
+            .and_then(|ip| self.fs.getxattr(&ip, name))
+        {
+            Ok(v) => Self::xattr_reply(&v, size, reply),
+            Err(e) => reply.error(self.errno("getxattr", nodeid, &e)),
+        }
+    }
+
+    pub fn listxattr(&self, nodeid: u64, size: u32, reply: ReplyXattr) {
+        match self.inode(nodeid).and_then(|ip| self.fs.listxattr(&ip)) {
+            Ok(names) => {
+                let mut buf = Vec::new();
+                for n in names {
+                    buf.extend_from_slice(&n);
+                    buf.push(0);
+                }
+                Self::xattr_reply(&buf, size, reply)
+            }
+            Err(e) => reply.error(self.errno("listxattr", nodeid, &e)),
+        }
+    }
+
+    /// access(2) by mode bits (the mount also uses default_permissions, so
+    /// the kernel usually decides without asking).
+    pub fn access(&self, nodeid: u64, mask: i32, uid: u32, gid: u32, reply: ReplyEmpty) {
+        let ip = match self.inode(nodeid) {
+            Ok(ip) => ip,
+            Err(e) => return reply.error(self.errno("access", nodeid, &e)),
+        };
+        if mask & libc::W_OK != 0 {
+            return reply.error(libc::EROFS);
+        }
+        if check_access(ip.core.mode, ip.core.uid, ip.core.gid, mask, uid, gid) {
+            reply.ok()
+        } else {
+            reply.error(libc::EACCES)
+        }
+    }
+
+    /// SEEK_DATA / SEEK_HOLE from the extent map (unwritten extents are
+    /// holes, as XFS reports them without cached data).
+    pub fn lseek(&self, nodeid: u64, offset: i64, whence: i32, reply: ReplyLseek) {
+        let ip = match self.inode(nodeid) {
+            Ok(ip) => ip,
+            Err(e) => return reply.error(self.errno("lseek", nodeid, &e)),
+        };
+        match seek_data_hole(&self.fs, &ip, offset, whence) {
+            Ok(off) => reply.offset(off),
+            Err(errno) => reply.error(errno),
+        }
+    }
+}
+
+/// POSIX permission check on mode bits for (uid, gid).
+pub fn check_access(mode: u16, fuid: u32, fgid: u32, mask: i32, uid: u32, gid: u32) -> bool {
+    let want = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u16;
+    if uid == 0 {
+        // Root may read and search anything; executing needs an x bit
+        // somewhere (or a directory).
+        let is_dir = mode as u32 & libc::S_IFMT == libc::S_IFDIR;
+        return want & libc::X_OK as u16 == 0 || is_dir || mode & 0o111 != 0;
+    }
+    let bits = if uid == fuid {
+        (mode >> 6) & 7
+    } else if gid == fgid {
+        (mode >> 3) & 7
+    } else {
+        mode & 7
+    };
+    bits & want == want
+}
+
+pub fn seek_data_hole(fs: &Filesystem, ip: &Inode, offset: i64, whence: i32) -> Result<i64, i32> {
+    let size = ip.core.size;
+    if offset < 0 {
+        return Err(libc::ENXIO);
+    }
+    let off = offset as u64;
+    match whence {
+        libc::SEEK_DATA | libc::SEEK_HOLE => {}
+        libc::SEEK_SET => return Ok(offset),
+        libc::SEEK_END => return Ok(size as i64 + offset),
+        _ => return Err(libc::EINVAL),
+    }
+    if off >= size {
+        return Err(libc::ENXIO);
+    }
+    if ip.file_type() != Some(FileType::Regular) {
+        return if whence == libc::SEEK_DATA {
+            Ok(offset)
+        } else {
+            Ok(size as i64)
+        };
+    }
+    let blocklog = fs.geo().blocklog;
+    let mut pos = off;
+    // Each step moves past one extent or hole: at most 2 * extents + 1.
+    let max_steps = 2 * ip.data.extents().len() as u64 + 2;
+    for _ in 0..max_steps {
+        if pos >= size {
+            break;
+        }
+        let fb = pos >> blocklog;
+        let (ext, run) = fs.bmap(&ip.data, FileBlock(fb));
+        let data = matches!(ext, Some(e) if !e.unwritten);
+        if data == (whence == libc::SEEK_DATA) {
+            return Ok(pos.max(off) as i64);
+        }
+        let end = fb.saturating_add(run.max(1)).saturating_mul(1 << blocklog);
+        pos = end;
+    }
+    if whence == libc::SEEK_HOLE {
+        Ok(size as i64)
+    } else {
+        Err(libc::ENXIO)
+    }
+}
+
+/// `OsStr::from_bytes` under a name that reads well in closures.
+trait FromBytesCompat {
+    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr;
+}
+
+impl FromBytesCompat for std::ffi::OsStr {
+    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr {
+        std::os::unix::ffi::OsStrExt::from_bytes(b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_bits() {
+        let (r, w, x) = (libc::R_OK, libc::W_OK, libc::X_OK);
+        // Owner rw-, group r--, other ---.
+        let m = 0o100640;
+        assert!(check_access(m, 10, 20, r | w, 10, 99));
+        assert!(!check_access(m, 10, 20, x, 10, 99));
+        assert!(check_access(m, 10, 20, r, 11, 20));
+        assert!(!check_access(m, 10, 20, w, 11, 20));
+        assert!(!check_access(m, 10, 20, r, 11, 21));
+        assert!(check_access(m, 10, 20, r, 0, 0));
+        assert!(!check_access(m, 10, 20, x, 0, 0));
+        assert!(check_access(0o40700, 10, 20, x, 0, 0));
+        assert!(check_access(0o100001, 10, 20, x, 0, 0));
+    }
+}

@@ -1,0 +1,136 @@
+//! Mounting and serving: pidfile, signals, the fuser session.
+//!
+//! Order matters: the caller forks (daemon mode) before anything here
+//! runs; we take the pidfile lock, block the termination signals (so every
+//! thread created after inherits the mask and only the signal thread
+//! receives them), start the worker pool, mount, and only then report
+//! ready. The session loop ends when the kernel drops the connection: on
+//! `rxfs umount`, `fusermount3 -u`, `umount`, or a SIGINT/SIGTERM/SIGHUP,
+//! which we turn into a lazy unmount. Then the pool drains, the image is
+//! closed and the pidfile released.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use fuser::{MountOption, Session};
+use rxfs::Filesystem;
+
+use super::pidfile::PidFile;
+use super::RxFuse;
+use crate::cli_error::EXIT_MOUNT_FAILURE;
+use crate::opts::FuseOpts;
+use crate::sys;
+use crate::{CliError, CliResult};
+
+pub struct ServeConfig {
+    pub image: PathBuf,
+    pub mountpoint: PathBuf,
+    pub fuse: FuseOpts,
+    pub foreground: bool,
+}
+
+pub fn default_threads() -> usize {
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    (cpus * 2).clamp(2, 16)
+}
+
+/// The FUSE mount options for a configuration.
+pub fn mount_options(cfg: &ServeConfig) -> Vec<MountOption> {
+    let fsname = cfg
+        .fuse
+        .fsname
+        .clone()
+        .unwrap_or_else(|| cfg.image.display().to_string());
+    let mut o = vec![
+        MountOption::FSName(fsname),
+        MountOption::CUSTOM("subtype=rxfs".into()),
+        MountOption::RO,
+        MountOption::DefaultPermissions,
+    ];
+    if cfg.fuse.allow_other {
+        o.push(MountOption::AllowOther);
+    }
+    if cfg.fuse.auto_unmount {
+        o.push(MountOption::AutoUnmount);
+    }
+    for f in &cfg.fuse.flags {
+        o.push(match f.as_str() {
+            "dev" => MountOption::Dev,
+            "nodev" => MountOption::NoDev,
+            "suid" => MountOption::Suid,
+            "nosuid" => MountOption::NoSuid,
+            "exec" => MountOption::Exec,
+            "noexec" => MountOption::NoExec,
+            "atime" => MountOption::Atime,
+            "noatime" => MountOption::NoAtime,
+            "sync" => MountOption::Sync,
+            "dirsync" => MountOption::DirSync,
+            other => MountOption::CUSTOM(other.to_string()),
+        });
+    }
+    o
+}
+
+fn mount_err(msg: String) -> CliError {
+    CliError::new(msg).with_code(EXIT_MOUNT_FAILURE)
+}
+
+/// Unmount lazily: what a termination signal does.
+pub fn lazy_unmount(mnt: &Path) {
+    if sys::umount(mnt, libc::MNT_DETACH).is_ok() {
+        return;
+    }
+    let _ = std::process::Command::new("fusermount3")
+        .arg("-u")
+        .arg("-z")
+        .arg(mnt)
+        .status();
+}
+
+/// Mount `fs` and serve it until it is unmounted. `ready` is called once,
+/// when the kernel has the mount (or with the error if mounting failed).
+pub fn serve(
+    fs: Arc<Filesystem>,
+    cfg: &ServeConfig,
+    ready: &mut dyn FnMut(Result<(), &CliError>),
+) -> CliResult<()> {
+    let fail = |e: CliError, ready: &mut dyn FnMut(Result<(), &CliError>)| {
+        ready(Err(&e));
+        Err(e)
+    };
+    let pid = match PidFile::acquire(&cfg.mountpoint, &cfg.image) {
+        Ok(p) => p,
+        Err(e) => return fail(mount_err(format!("pidfile: {e}")), ready),
+    };
+    let sigset = sys::block_term_signals();
+    let threads = cfg.fuse.threads.unwrap_or_else(default_threads);
+    let rx = match RxFuse::new(fs, threads, cfg.foreground) {
+        Ok(r) => r,
+        Err(e) => return fail(mount_err(format!("starting workers: {e}")), ready),
+    };
+    let mut session = match Session::new(rx, &cfg.mountpoint, &mount_options(cfg)) {
+        Ok(s) => s,
+        Err(e) => {
+            return fail(
+                mount_err(format!("mounting on {}: {e}", cfg.mountpoint.display())),
+                ready,
+            )
+        }
+    };
+    ready(Ok(()));
+    let mnt = cfg.mountpoint.clone();
+    let _ = std::thread::Builder::new()
+        .name("rxfs-signals".into())
+        .spawn(move || loop {
+            sys::sigwait(&sigset);
+            lazy_unmount(&mnt);
+        });
+    let r = session.run();
+    // Dropping the session drops the filesystem (the image is closed once
+    // the pool has drained); the pidfile lock lasts until process exit.
+    drop(session);
+    pid.release_at_exit();
+    r.map_err(|e| CliError::new(format!("FUSE session: {e}")))
+}

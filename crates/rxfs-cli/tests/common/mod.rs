@@ -1,0 +1,387 @@
+//! Helpers for the CLI's end-to-end tests: images made by mkfs.xfs and
+//! populated through the kernel's XFS (the oracle), the built `rxfs`
+//! binary, and the project's manifest walker (tests/manifest.py) over any
+//! mounted tree.
+//!
+//! These tests need root, mkfs.xfs, loop mounts and FUSE. They fail (never
+//! skip) when those are missing, unless RXFS_SKIP_KERNEL_TESTS=1 is set.
+
+#![allow(dead_code)]
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+pub const RXFS: &str = env!("CARGO_BIN_EXE_rxfs");
+
+/// Whether kernel tests were explicitly disabled.
+pub fn skip() -> bool {
+    std::env::var("RXFS_SKIP_KERNEL_TESTS").as_deref() == Ok("1")
+}
+
+pub fn require_root() {
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "these tests need root (set RXFS_SKIP_KERNEL_TESTS=1 to disable them)"
+    );
+}
+
+pub fn run(cmd: &str, args: &[&OsStr]) -> Output {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (is it installed?)"));
+    assert!(
+        out.status.success(),
+        "{cmd} {args:?} failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// Run `rxfs` with arguments; returns the output whatever the status.
+pub fn rxfs<S: AsRef<OsStr>>(args: &[S]) -> Output {
+    Command::new(RXFS)
+        .args(args)
+        .output()
+        .expect("cannot run the rxfs binary")
+}
+
+/// Run `rxfs`, expecting success; returns stdout.
+pub fn rxfs_ok<S: AsRef<OsStr>>(args: &[S]) -> Vec<u8> {
+    let out = rxfs(args);
+    let shown: Vec<_> = args.iter().map(|a| a.as_ref().to_owned()).collect();
+    assert!(
+        out.status.success(),
+        "rxfs {shown:?} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+/// A scratch directory, removed on drop.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        let p = std::env::temp_dir().join(format!("rxfs-cli-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir_all(&p).unwrap();
+        Scratch(p)
+    }
+    pub fn path(&self, f: &str) -> PathBuf {
+        self.0.join(f)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+pub fn mkfs(img: &Path, size: u64, opts: &[&str]) {
+    let f = std::fs::File::create(img).unwrap();
+    f.set_len(size).unwrap();
+    drop(f);
+    let mut args: Vec<&OsStr> = vec![OsStr::new("-f"), OsStr::new("-q")];
+    args.extend(opts.iter().map(OsStr::new));
+    args.push(img.as_os_str());
+    run("mkfs.xfs", &args);
+}
+
+/// A mount (kernel loop or FUSE), unmounted on drop.
+pub struct Mounted {
+    pub dir: PathBuf,
+    mounted: bool,
+}
+
+impl Mounted {
+    pub fn kernel(img: &Path, dir: &Path, opts: &str) -> Self {
+        require_root();
+        std::fs::create_dir_all(dir).unwrap();
+        let o = if opts.is_empty() {
+            "loop".to_string()
+        } else {
+            format!("loop,{opts}")
+        };
+        run(
+            "mount",
+            &[
+                OsStr::new("-o"),
+                OsStr::new(&o),
+                img.as_os_str(),
+                dir.as_os_str(),
+            ],
+        );
+        Mounted {
+            dir: dir.to_path_buf(),
+            mounted: true,
+        }
+    }
+
+    /// Take responsibility for a mount made some other way.
+    pub fn adopt(dir: &Path) -> Self {
+        Mounted {
+            dir: dir.to_path_buf(),
+            mounted: true,
+        }
+    }
+
+    pub fn umount(mut self) {
+        self.mounted = false;
+        umount_retry(&self.dir);
+    }
+
+    /// Forget the mount (someone else unmounted it).
+    pub fn disarm(mut self) {
+        self.mounted = false;
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if self.mounted {
+            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+        }
+    }
+}
+
+/// umount, retrying briefly on EBUSY (udev or a slow daemon may hold it).
+pub fn umount_retry(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let out = Command::new("umount").arg(dir).output().unwrap();
+        if out.status.success() {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "umount {} failed: {}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn is_mounted(dir: &Path) -> bool {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    let want = dir.canonicalize().unwrap_or(dir.to_path_buf());
+    mounts
+        .lines()
+        .any(|l| l.split(' ').nth(1) == Some(want.to_str().unwrap()))
+}
+
+/// The /proc/mounts line of a mount point.
+pub fn mount_line(dir: &Path) -> Option<String> {
+    let mounts = std::fs::read_to_string("/proc/self/mounts").unwrap();
+    mounts
+        .lines()
+        .find(|l| l.split(' ').nth(1) == Some(dir.to_str().unwrap()))
+        .map(str::to_string)
+}
+
+/// A process is gone (or a zombie nobody reaped yet: it has closed
+/// everything).
+pub fn process_gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(s) => {
+            s.rsplit(')')
+                .next()
+                .and_then(|r| r.split_whitespace().next())
+                == Some("Z")
+        }
+    }
+}
+
+pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + timeout;
+    while Instant::now() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn cstr(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+pub fn set_xattr(p: &Path, name: &str, value: &[u8]) {
+    let n = CString::new(name).unwrap();
+    let r = unsafe {
+        libc::lsetxattr(
+            cstr(p).as_ptr(),
+            n.as_ptr(),
+            value.as_ptr() as *const libc::c_void,
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "setxattr {name} on {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// A POSIX ACL xattr value (Linux format: version 2, then (tag, perm, id)
+/// entries, little-endian).
+pub fn acl(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+pub fn set_times(p: &Path, atime: (i64, i64), mtime: (i64, i64)) {
+    let ts = [
+        libc::timespec {
+            tv_sec: atime.0,
+            tv_nsec: atime.1,
+        },
+        libc::timespec {
+            tv_sec: mtime.0,
+            tv_nsec: mtime.1,
+        },
+    ];
+    let r = unsafe {
+        libc::utimensat(
+            libc::AT_FDCWD,
+            cstr(p).as_ptr(),
+            ts.as_ptr(),
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    assert_eq!(r, 0, "utimensat {}", p.display());
+}
+
+pub fn mknod(p: &Path, mode: u32, major: u32, minor: u32) {
+    let r = unsafe { libc::mknod(cstr(p).as_ptr(), mode, libc::makedev(major, minor)) };
+    assert_eq!(r, 0, "mknod {}", p.display());
+}
+
+/// Fill a fresh kernel mount with every kind of thing the CLI must carry.
+pub fn populate(root: &Path) {
+    use std::io::{Seek, SeekFrom, Write};
+    use std::os::unix::fs::{symlink, PermissionsExt};
+    let d = root.join("dir");
+    std::fs::create_dir(&d).unwrap();
+    std::fs::create_dir(d.join("sub")).unwrap();
+    std::fs::write(d.join("file"), b"hello\n").unwrap();
+    std::fs::write(d.join("sub/deep.txt"), b"deep").unwrap();
+    std::fs::write(root.join("empty"), b"").unwrap();
+    std::fs::write(root.join("big"), pattern(1, 3 << 20)).unwrap();
+    // Sparse: data, a 10 MiB hole, data, then a hole to the end.
+    let mut f = std::fs::File::create(root.join("sparse")).unwrap();
+    f.write_all(&pattern(2, 8192)).unwrap();
+    f.seek(SeekFrom::Start(10 << 20)).unwrap();
+    f.write_all(&pattern(3, 4096)).unwrap();
+    f.set_len(20 << 20).unwrap();
+    drop(f);
+    // Many entries: a node-form directory (leafn blocks and a free index).
+    let many = root.join("many");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..1000 {
+        std::fs::write(many.join(format!("entry-{i:04}")), i.to_string()).unwrap();
+    }
+    symlink("dir/file", root.join("sym")).unwrap();
+    symlink("x".repeat(900), root.join("longsym")).unwrap();
+    std::fs::write(root.join("hard1"), b"linked").unwrap();
+    std::fs::hard_link(root.join("hard1"), d.join("hard2")).unwrap();
+    mknod(&root.join("chr"), libc::S_IFCHR | 0o640, 4, 5);
+    mknod(&root.join("blk"), libc::S_IFBLK | 0o600, 259, 70000);
+    mknod(&root.join("fifo"), libc::S_IFIFO | 0o644, 0, 0);
+    drop(std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap());
+    let owned = root.join("owned");
+    std::fs::write(&owned, b"owned").unwrap();
+    std::os::unix::fs::chown(&owned, Some(1234), Some(5678)).unwrap();
+    std::fs::set_permissions(&owned, std::fs::Permissions::from_mode(0o4755)).unwrap();
+    let xf = root.join("xattrs");
+    std::fs::write(&xf, b"x").unwrap();
+    set_xattr(&xf, "user.small", b"value");
+    set_xattr(&xf, "user.binary", &[0, 1, 2, 255]);
+    set_xattr(&xf, "user.big", &pattern(4, 3000));
+    set_xattr(&xf, "trusted.t", b"trusted");
+    // ACLs: user_obj rw, user 1000 rwx, group_obj r, mask rwx, other r.
+    let a = acl(&[
+        (0x01, 6, u32::MAX),
+        (0x02, 7, 1000),
+        (0x04, 4, u32::MAX),
+        (0x10, 7, u32::MAX),
+        (0x20, 4, u32::MAX),
+    ]);
+    set_xattr(&xf, "system.posix_acl_access", &a);
+    let da = acl(&[
+        (0x01, 7, u32::MAX),
+        (0x04, 5, u32::MAX),
+        (0x08, 5, 4242),
+        (0x10, 5, u32::MAX),
+        (0x20, 0, u32::MAX),
+    ]);
+    set_xattr(&d, "system.posix_acl_default", &da);
+    set_xattr(&root.join("sym"), "trusted.onlink", b"l");
+    std::fs::write(root.join(OsStr::from_bytes(b"bad\xffname")), b"latin").unwrap();
+    std::fs::write(root.join("ünïcode"), b"utf8").unwrap();
+    // Times with nanoseconds, one before 1970.
+    let old = root.join("old");
+    std::fs::write(&old, b"old").unwrap();
+    set_times(&old, (-100, 123), (-1_500_000_000, 999_999_999));
+    set_times(&d.join("file"), (1_600_000_000, 1), (1_600_000_001, 2));
+}
+
+/// Make a populated image: mkfs, kernel mount, populate, unmount.
+pub fn populated_image(s: &Scratch) -> PathBuf {
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let m = Mounted::kernel(&img, &s.path("populate"), "");
+    populate(&m.dir);
+    m.umount();
+    img
+}
+
+/// The manifest of a mounted tree through the project's oracle walker,
+/// tests/manifest.py (the format's spec), one line per path.
+pub fn walk_manifest(root: &Path) -> Vec<String> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/manifest.py");
+    let out = run("python3", &[script.as_os_str(), root.as_os_str()]);
+    String::from_utf8(out.stdout)
+        .expect("manifest.py prints ASCII")
+        .lines()
+        .map(String::from)
+        .collect()
+}
+
+/// Compare two manifests line by line, with a readable failure.
+pub fn assert_same_manifest(what: &str, want: &[String], got: &[String]) {
+    for (i, (w, g)) in want.iter().zip(got.iter()).enumerate() {
+        assert_eq!(w, g, "{what}: line {i} differs");
+    }
+    assert_eq!(want.len(), got.len(), "{what}: line counts differ");
+}

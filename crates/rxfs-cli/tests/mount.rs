@@ -1,0 +1,413 @@
+//! End-to-end tests of the FUSE driver: the mount lifecycle (daemon,
+//! readiness, `rxfs umount` waiting for the daemon, plain `fusermount3 -u`
+//! and `umount` ending it too, signals in the foreground), attributes and
+//! contents equal to the kernel's view, read-only behaviour, xattr size
+//! probing, statfs, SEEK_DATA/SEEK_HOLE, the mount(8) helper forms, and
+//! mount errors.
+
+mod common;
+
+use std::ffi::{CString, OsStr};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+/// The pid of the daemon serving `mnt` (its command line names `mnt`).
+fn daemon_pid(mnt: &Path) -> u32 {
+    let want = mnt.as_os_str().as_bytes();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if process_gone(pid) {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if cmd.split(|&b| b == 0).any(|a| a == want) {
+            found.push(pid);
+        }
+    }
+    assert_eq!(found.len(), 1, "daemons for {}: {found:?}", mnt.display());
+    found[0]
+}
+
+fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> Mounted {
+    std::fs::create_dir_all(mnt).unwrap();
+    rxfs_ok(&[
+        OsStr::new("mount"),
+        img.as_os_str(),
+        mnt.as_os_str(),
+        OsStr::new("-o"),
+        OsStr::new(opts),
+    ]);
+    Mounted::adopt(mnt)
+}
+
+fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
+    r.err().and_then(|e| e.raw_os_error())
+}
+
+#[test]
+fn fuse_view_equals_kernel_view() {
+    if skip() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("fuseview");
+    let img = populated_image(&s);
+    let k = Mounted::kernel(&img, &s.path("k"), "ro");
+    let kernel = walk_manifest(&k.dir);
+    let kblk = std::fs::metadata(k.dir.join("big")).unwrap().blksize();
+    let kst = statvfs(&k.dir);
+    k.umount();
+
+    let mnt = s.path("m");
+    let m = rxfs_mount(&img, &mnt, "ro");
+    let line = mount_line(&mnt).expect("mounted");
+    assert!(line.contains(" fuse.rxfs ro,"), "{line}");
+    assert!(line.starts_with(img.to_str().unwrap()), "{line}");
+    let fuse = walk_manifest(&mnt);
+    assert_same_manifest("FUSE vs kernel", &kernel, &fuse);
+    // rxfs debug manifest says the same.
+    let ours = rxfs_ok(&[OsStr::new("debug"), OsStr::new("manifest"), img.as_os_str()]);
+    let ours: Vec<String> = String::from_utf8(ours)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_same_manifest("manifest vs kernel", &kernel, &ours);
+
+    assert_eq!(std::fs::metadata(mnt.join("big")).unwrap().blksize(), kblk);
+    let st = statvfs(&mnt);
+    assert_eq!(
+        (
+            st.f_blocks,
+            st.f_bfree,
+            st.f_bavail,
+            st.f_files,
+            st.f_ffree,
+            st.f_bsize,
+            st.f_namemax
+        ),
+        (
+            kst.f_blocks,
+            kst.f_bfree,
+            kst.f_bavail,
+            kst.f_files,
+            kst.f_ffree,
+            kst.f_bsize,
+            kst.f_namemax
+        )
+    );
+
+    // Missing names (negative entries are cached; ask twice).
+    for _ in 0..2 {
+        assert_eq!(
+            errno_of(std::fs::metadata(mnt.join("nope"))),
+            Some(libc::ENOENT)
+        );
+    }
+    assert_eq!(
+        errno_of(std::fs::metadata(mnt.join("empty/x"))),
+        Some(libc::ENOTDIR)
+    );
+    // Read-only: every kind of write is EROFS.
+    assert_eq!(
+        errno_of(std::fs::write(mnt.join("new"), b"x")),
+        Some(libc::EROFS)
+    );
+    assert_eq!(
+        errno_of(
+            std::fs::OpenOptions::new()
+                .write(true)
+                .open(mnt.join("big"))
+        ),
+        Some(libc::EROFS)
+    );
+    assert_eq!(
+        errno_of(std::fs::create_dir(mnt.join("d2"))),
+        Some(libc::EROFS)
+    );
+    assert_eq!(
+        errno_of(std::fs::remove_file(mnt.join("empty"))),
+        Some(libc::EROFS)
+    );
+    assert_eq!(
+        errno_of(std::fs::rename(mnt.join("empty"), mnt.join("e2"))),
+        Some(libc::EROFS)
+    );
+
+    // xattr size probing and ERANGE.
+    let p = CString::new(mnt.join("xattrs").as_os_str().as_bytes()).unwrap();
+    let n = CString::new("user.small").unwrap();
+    let len = unsafe { libc::lgetxattr(p.as_ptr(), n.as_ptr(), std::ptr::null_mut(), 0) };
+    assert_eq!(len, 5);
+    let mut small = [0u8; 2];
+    let r = unsafe {
+        libc::lgetxattr(
+            p.as_ptr(),
+            n.as_ptr(),
+            small.as_mut_ptr() as *mut libc::c_void,
+            2,
+        )
+    };
+    assert_eq!(
+        (r, std::io::Error::last_os_error().raw_os_error()),
+        (-1, Some(libc::ERANGE))
+    );
+    let missing = CString::new("user.missing").unwrap();
+    let r = unsafe { libc::lgetxattr(p.as_ptr(), missing.as_ptr(), std::ptr::null_mut(), 0) };
+    assert_eq!(
+        (r, std::io::Error::last_os_error().raw_os_error()),
+        (-1, Some(libc::ENODATA))
+    );
+    let r = unsafe { libc::llistxattr(p.as_ptr(), small.as_mut_ptr() as *mut libc::c_char, 2) };
+    assert_eq!(
+        (r, std::io::Error::last_os_error().raw_os_error()),
+        (-1, Some(libc::ERANGE))
+    );
+
+    // SEEK_DATA / SEEK_HOLE follow the extent map.
+    let f = std::fs::File::open(mnt.join("sparse")).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+    assert_eq!(unsafe { libc::lseek(fd, 0, libc::SEEK_HOLE) }, 8192);
+    assert_eq!(unsafe { libc::lseek(fd, 8192, libc::SEEK_DATA) }, 10 << 20);
+    assert_eq!(
+        unsafe { libc::lseek(fd, (10 << 20) + 4096, libc::SEEK_DATA) },
+        -1
+    );
+    drop(f);
+
+    // Concurrent readers and lookups.
+    let threads: Vec<_> = (0..4)
+        .map(|i| {
+            let mnt = mnt.clone();
+            std::thread::spawn(move || {
+                for _ in 0..3 {
+                    assert_eq!(std::fs::read(mnt.join("big")).unwrap(), pattern(1, 3 << 20));
+                    let n = format!("many/entry-{:04}", i * 7);
+                    assert_eq!(
+                        std::fs::read_to_string(mnt.join(n)).unwrap(),
+                        (i * 7).to_string()
+                    );
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+
+    let pid = daemon_pid(&mnt);
+    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
+    m.disarm();
+    assert!(!is_mounted(&mnt));
+    // `rxfs umount` returns only after the daemon is done with the image.
+    assert!(
+        process_gone(pid),
+        "daemon {pid} still running after rxfs umount"
+    );
+}
+
+fn statvfs(p: &Path) -> libc::statvfs {
+    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::statvfs(c.as_ptr(), &mut st) },
+        0,
+        "statvfs {}",
+        p.display()
+    );
+    st
+}
+
+#[test]
+fn plain_unmounts_end_the_daemon() {
+    if skip() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("plainumount");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    for how in ["fusermount3", "umount"] {
+        let mnt = s.path(how);
+        let m = rxfs_mount(&img, &mnt, "ro,norecovery");
+        std::fs::read_dir(&mnt).unwrap().for_each(drop);
+        let pid = daemon_pid(&mnt);
+        if how == "umount" {
+            // A second mount on the same mount point is refused.
+            let out = rxfs(&[OsStr::new("mount"), img.as_os_str(), mnt.as_os_str()]);
+            assert!(!out.status.success());
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(err.contains("already an rxfs mount point"), "{err}");
+        }
+        let args: Vec<&OsStr> = match how {
+            "fusermount3" => vec![OsStr::new("-u"), mnt.as_os_str()],
+            _ => vec![mnt.as_os_str()],
+        };
+        run(how, &args);
+        m.disarm();
+        assert!(
+            wait_until(Duration::from_secs(10), || process_gone(pid)),
+            "daemon {pid} survived {how}"
+        );
+        assert!(!is_mounted(&mnt));
+    }
+}
+
+#[test]
+fn foreground_mount_ends_on_sigterm() {
+    if skip() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("fg");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let mut child = Command::new(RXFS)
+        .args([
+            OsStr::new("mount"),
+            OsStr::new("-f"),
+            img.as_os_str(),
+            mnt.as_os_str(),
+        ])
+        .spawn()
+        .unwrap();
+    let _guard = Mounted::adopt(&mnt);
+    assert!(wait_until(Duration::from_secs(10), || is_mounted(&mnt)));
+    assert!(std::fs::metadata(&mnt).unwrap().is_dir());
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+    assert!(!is_mounted(&mnt));
+    _guard.disarm();
+}
+
+#[test]
+fn mount_helper_forms() {
+    if skip() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("helper");
+    let img = populated_image(&s);
+    // The form Debian's mount.fuse3 uses: `rxfs SOURCE MNT -o OPTS`.
+    let mnt = s.path("direct");
+    std::fs::create_dir(&mnt).unwrap();
+    rxfs_ok(&[
+        img.as_os_str(),
+        mnt.as_os_str(),
+        OsStr::new("-o"),
+        OsStr::new("ro,dev,suid"),
+    ]);
+    let m = Mounted::adopt(&mnt);
+    assert_eq!(std::fs::read(mnt.join("dir/file")).unwrap(), b"hello\n");
+    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
+    m.disarm();
+
+    // mount(8) with the helper installed.
+    let helper = PathBuf::from("/sbin/mount.fuse.rxfs");
+    let preexisting = helper.symlink_metadata().is_ok();
+    if !preexisting {
+        rxfs_ok(&[OsStr::new("install-helper")]);
+    }
+    let mnt = s.path("viamount");
+    std::fs::create_dir(&mnt).unwrap();
+    let out = Command::new("mount")
+        .args([
+            OsStr::new("-t"),
+            OsStr::new("fuse.rxfs"),
+            img.as_os_str(),
+            mnt.as_os_str(),
+        ])
+        .args(["-o", "ro"])
+        .output()
+        .unwrap();
+    let m = Mounted::adopt(&mnt);
+    let ok = out.status.success();
+    let listing = ok.then(|| std::fs::read_dir(&mnt).map(|d| d.count()));
+    if ok {
+        rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
+    }
+    m.disarm();
+    if !preexisting {
+        rxfs_ok(&[OsStr::new("install-helper"), OsStr::new("--remove")]);
+    }
+    assert!(
+        ok,
+        "mount -t fuse.rxfs failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(listing.unwrap().unwrap(), 17);
+}
+
+#[test]
+fn mount_errors_reach_the_caller() {
+    if skip() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("mounterr");
+    let mnt = s.path("m");
+    std::fs::create_dir(&mnt).unwrap();
+    let junk = s.path("junk");
+    std::fs::write(&junk, vec![0u8; 1 << 20]).unwrap();
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let (missing, nomnt) = (s.path("missing"), s.path("nomnt"));
+    let cases: Vec<(Vec<&OsStr>, &str)> = vec![
+        (
+            vec![missing.as_os_str(), mnt.as_os_str()],
+            "No such file or directory",
+        ),
+        (
+            vec![junk.as_os_str(), mnt.as_os_str()],
+            "not an XFS filesystem",
+        ),
+        (
+            vec![img.as_os_str(), nomnt.as_os_str()],
+            "No such file or directory",
+        ),
+        (vec![img.as_os_str(), junk.as_os_str()], "not a directory"),
+        (
+            vec![
+                img.as_os_str(),
+                mnt.as_os_str(),
+                OsStr::new("-o"),
+                OsStr::new("rw"),
+            ],
+            "read-only",
+        ),
+        (
+            vec![
+                img.as_os_str(),
+                mnt.as_os_str(),
+                OsStr::new("-o"),
+                OsStr::new("frob"),
+            ],
+            "unknown mount option",
+        ),
+    ];
+    for (args, msg) in cases {
+        let mut a = vec![OsStr::new("mount")];
+        a.extend(args.iter());
+        let out = rxfs(&a);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?} succeeded");
+        assert!(err.contains(msg), "{args:?}: {err}");
+        assert!(!is_mounted(&mnt), "{args:?} left a mount");
+    }
+    // Unmounting something that is not mounted fails.
+    let out = rxfs(&[OsStr::new("umount"), mnt.as_os_str()]);
+    assert!(!out.status.success());
+}
