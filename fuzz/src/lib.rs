@@ -88,7 +88,7 @@ fn superblock() -> Vec<u8> {
     put_be64(&mut s, 56, INO);
     put_be64(&mut s, 64, u64::MAX); // rbmino: none
     put_be64(&mut s, 72, u64::MAX);
-    put_be32(&mut s, 80, 1); // rextsize
+    put_be32(&mut s, 80, 4); // rextsize: 4 KiB, the smallest XFS allows
     put_be32(&mut s, 84, DBLOCKS as u32); // agblocks
     put_be32(&mut s, 88, 1); // agcount
     put_be32(&mut s, 96, LOG_BLOCKS);
