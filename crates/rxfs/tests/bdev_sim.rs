@@ -64,8 +64,10 @@ fn crash_and_fault_devices_around_a_kernel_image() {
     drop(fs);
 
     // Unflushed damage to the superblock: lost in a Lost crash, present in
-    // an All crash; a flushed write survives every crash.
-    crash.write_at(&[0xee; 512], 4096 * 100).unwrap();
+    // an All crash; a flushed write (to the last block, free space of the
+    // last AG) survives every crash.
+    let free = crash.size() - 4096;
+    crash.write_at(&[0xee; 512], free).unwrap();
     crash.flush().unwrap();
     crash.write_at(&[0u8; 512], 0).unwrap();
     let end = crash.event_count();
@@ -73,7 +75,7 @@ fn crash_and_fault_devices_around_a_kernel_image() {
     let n = for_each_crash_image(&crash, &[end], &CrashMode::EVERY, 42, |img| {
         let dev = img.device();
         let mut b = [0u8; 512];
-        dev.read_at(&mut b, 4096 * 100).unwrap();
+        dev.read_at(&mut b, free).unwrap();
         assert_eq!(b, [0xee; 512], "{img}: durable write lost");
         let r = Filesystem::open(dev, None, RO);
         opened.push((img.mode, r.is_ok()));
@@ -85,6 +87,15 @@ fn crash_and_fault_devices_around_a_kernel_image() {
     assert_eq!(n, 4);
     assert!(opened.contains(&(CrashMode::Lost, true)));
     assert!(opened.contains(&(CrashMode::All, false)));
+    // The same crash image as a file, for the kernel's tools: the Lost image
+    // is a clean filesystem to xfs_repair.
+    for_each_crash_image(&crash, &[end], &[CrashMode::Lost], 42, |img| {
+        let f = scratch.path("crash.img");
+        img.device().write_image(&f).unwrap();
+        run("xfs_repair", &["-n", f.to_str().unwrap()]);
+        std::fs::remove_file(&f).unwrap();
+    })
+    .unwrap();
     let lost = crash.crash_image(end, CrashMode::Lost, 0).unwrap();
     let fs = Filesystem::open(Arc::new(MemDevice::new(lost)), None, RO).unwrap();
     assert_eq!(read_whole(&fs, &[b"d", b"f7"]).unwrap(), b"file 7\n");

@@ -161,6 +161,22 @@ mod tests {
         assert_eq!(d.to_vec()[995..], [9; 5]);
     }
 
+    #[test]
+    fn write_image_matches_to_vec() {
+        let d = CowDevice::new(Arc::new((0..3000).map(|i| i as u8).collect()));
+        d.write_at(&[7; 700], 1000).unwrap();
+        d.write_at(&[8; 10], 2995).unwrap_err();
+        d.write_at(&[8; 5], 2995).unwrap();
+        let dir = std::env::temp_dir().join(format!("rxfs-cow-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("img");
+        d.write_image(&f).unwrap();
+        let got = std::fs::read(&f).unwrap();
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(got, d.to_vec());
+        assert_eq!(got[1000..1700], [7; 700]);
+    }
+
     proptest! {
         /// The device behaves exactly like a plain vector.
         #[test]

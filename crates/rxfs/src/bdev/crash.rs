@@ -49,7 +49,8 @@
 //!
 //! # Memory
 //!
-//! The device keeps the base image, the live image, and every write's bytes
+//! The device keeps the base image, the live image as an overlay of the
+//! sectors written so far, and every write's bytes
 //! (capped by `max_recorded_bytes`: a write or flush that would pass the cap
 //! fails with `Error::Io` (`ENOBUFS`) and is not applied, so a runaway test
 //! fails instead of eating the machine; [`CrashDevice::rebase`] folds the
@@ -103,7 +104,9 @@ pub struct Piece {
 
 struct State {
     base: Arc<Vec<u8>>,
-    live: Vec<u8>,
+    /// What reads see: the base plus every recorded write, as an overlay
+    /// of changed sectors (lock order: `state`, then the overlay's lock).
+    live: CowDevice,
     events: Vec<Event>,
     recorded_bytes: usize,
 }
@@ -121,10 +124,11 @@ impl CrashDevice {
     /// A device whose contents start as `base`. At most `max_recorded_bytes`
     /// of write data (plus a small per-event overhead) are recorded.
     pub fn new(base: Vec<u8>, max_recorded_bytes: usize) -> Self {
+        let base = Arc::new(base);
         CrashDevice {
             state: RwLock::new(State {
-                live: base.clone(),
-                base: Arc::new(base),
+                live: CowDevice::new(base.clone()),
+                base,
                 events: Vec::new(),
                 recorded_bytes: 0,
             }),
@@ -157,7 +161,7 @@ impl CrashDevice {
 
     /// The current contents (what reads see), copied.
     pub fn live_image(&self) -> Vec<u8> {
-        self.read_state().live.clone()
+        self.read_state().live.to_vec()
     }
 
     /// Fold the durable prefix at the current point into the base and drop
@@ -167,12 +171,22 @@ impl CrashDevice {
         let mut st = self.write_state();
         let end = st.events.len();
         let keep_from = durable_end(&st.events, end);
-        let mut base = Arc::new(Vec::new());
-        std::mem::swap(&mut base, &mut st.base);
+        // Drop the live overlay's reference first so the base is usually
+        // not shared and is updated in place.
+        st.live = CowDevice::new(Arc::new(Vec::new()));
+        let base = std::mem::take(&mut st.base);
         let mut base = Arc::try_unwrap(base).unwrap_or_else(|a| (*a).clone());
         apply_writes(&mut base, &st.events[..keep_from]);
         st.base = Arc::new(base);
         st.events.drain(..keep_from);
+        st.live = CowDevice::new(st.base.clone());
+        for e in &st.events {
+            if let Event::Write { offset, data } = e {
+                // In range: it was checked when the write was recorded.
+                let r = st.live.write_at(data, *offset);
+                debug_assert!(r.is_ok());
+            }
+        }
         st.recorded_bytes = st.events.iter().map(event_cost).sum();
     }
 
@@ -327,28 +341,21 @@ fn plan(events: &[Event], point: usize, mode: CrashMode, seed: u64) -> Vec<Piece
 
 impl BlockDevice for CrashDevice {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()> {
-        let st = self.read_state();
-        let end = offset
-            .checked_add(buf.len() as u64)
-            .filter(|&e| e <= st.live.len() as u64)
-            .ok_or_else(|| err("read", offset, buf.len(), libc::EIO))?;
-        buf.copy_from_slice(&st.live[offset as usize..end as usize]);
-        Ok(())
+        self.read_state().live.read_at(buf, offset)
     }
 
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()> {
         let mut st = self.write_state();
-        let end = offset
+        offset
             .checked_add(buf.len() as u64)
-            .filter(|&e| e <= st.live.len() as u64)
+            .filter(|&e| e <= st.live.size())
             .ok_or_else(|| err("write", offset, buf.len(), libc::EIO))?;
         let ev = Event::Write {
             offset,
             data: Arc::from(buf),
         };
         self.record(&mut st, ev, "write", offset)?;
-        st.live[offset as usize..end as usize].copy_from_slice(buf);
-        Ok(())
+        st.live.write_at(buf, offset)
     }
 
     fn flush(&self) -> Result<()> {
@@ -357,7 +364,7 @@ impl BlockDevice for CrashDevice {
     }
 
     fn size(&self) -> u64 {
-        self.read_state().live.len() as u64
+        self.read_state().live.size()
     }
 
     fn read_only(&self) -> bool {
