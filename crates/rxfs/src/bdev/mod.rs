@@ -13,6 +13,7 @@ mod crash;
 mod fault;
 mod file;
 mod mem;
+mod record;
 mod simrng;
 
 pub use cow::{CowDevice, SECTOR_SIZE};
@@ -23,6 +24,7 @@ pub use crash::{
 pub use fault::{Fault, FaultDevice, FaultStats, Ops};
 pub use file::FileDevice;
 pub use mem::MemDevice;
+pub use record::{ReadRecord, RecordingDevice};
 
 use crate::error::Result;
 
