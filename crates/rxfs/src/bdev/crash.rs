@@ -31,7 +31,10 @@
 //! - `Torn`: like `Subset`, but some writes are applied only in part: a
 //!   prefix of their sectors, or a random subset of them. Sectors (512 bytes,
 //!   at absolute 512-byte boundaries of the device) are atomic; anything
-//!   larger is not.
+//!   larger is not. On a disk with 4 KiB physical sectors this tears more
+//!   finely than the disk would: a conservative choice (whatever survives
+//!   512-byte tearing survives 4 KiB tearing; XFS stamps its log per 512-byte
+//!   basic block for this reason).
 //!
 //! What the simulator guarantees: each crash image holds every durable write;
 //! every 512-byte sector holds either its durable contents or the contents

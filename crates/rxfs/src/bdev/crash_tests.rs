@@ -286,3 +286,39 @@ fn iteration_shares_the_durable_image() {
     assert_eq!(s.len(), 10);
     assert!(s.windows(2).all(|w| w[0] < w[1]));
 }
+
+#[test]
+fn many_threads_record_one_consistent_stream() {
+    let dev = Arc::new(CrashDevice::new(vec![0u8; 1 << 16], 1 << 20));
+    let threads: Vec<_> = (0..4u8)
+        .map(|t| {
+            let dev = dev.clone();
+            std::thread::spawn(move || {
+                for i in 0..50u64 {
+                    let off = (t as u64 * 50 + i) % 128 * 512;
+                    dev.write_at(&[t + 1; 512], off).unwrap();
+                    if i % 10 == 9 {
+                        dev.flush().unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(dev.event_count(), 4 * 55);
+    let end = dev.event_count();
+    assert_eq!(
+        dev.crash_image(end, CrashMode::All, 0).unwrap(),
+        dev.live_image()
+    );
+    // The last flush covers everything before it, whichever thread wrote it.
+    let last_flush = dev.events().iter().rposition(|e| matches!(e, Event::Flush));
+    assert_eq!(
+        dev.crash_image(last_flush.unwrap() + 1, CrashMode::Lost, 0)
+            .unwrap(),
+        dev.crash_image(last_flush.unwrap() + 1, CrashMode::All, 0)
+            .unwrap()
+    );
+}

@@ -435,6 +435,24 @@ mod tests {
     }
 
     #[test]
+    fn stacked_on_a_crash_device_failed_io_is_not_recorded() {
+        use crate::bdev::{CrashDevice, CrashMode};
+        let crash = Arc::new(CrashDevice::new(vec![0u8; 4096], 1 << 16));
+        let d = FaultDevice::new(crash.clone(), 3);
+        d.arm("w2", Fault::writes().nth(2));
+        d.arm("f", Fault::flushes().nth(1));
+        d.write_at(&[1; 512], 0).unwrap();
+        assert!(d.write_at(&[2; 512], 512).is_err());
+        assert!(d.flush().is_err());
+        d.flush().unwrap();
+        // One write and one flush reached the device.
+        assert_eq!(crash.event_count(), 2);
+        let img = crash.crash_image(2, CrashMode::Lost, 0).unwrap();
+        assert_eq!(img[..512], [1; 512]);
+        assert_eq!(img[512..1024], [0; 512]);
+    }
+
+    #[test]
     fn rearming_resets_counts() {
         let d = dev(0);
         d.arm("x", Fault::reads().nth(1));
