@@ -150,12 +150,7 @@ fn manifest_matches_kernel() {
     }
     let s = Scratch::new("manifest");
     let img = populated_image(&s);
-    let ours = rxfs_ok(&[OsStr::new("debug"), OsStr::new("manifest"), img.as_os_str()]);
-    let ours: Vec<String> = String::from_utf8(ours)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let ours = rxfs_manifest(&img);
     let m = KernelMount::new(&img, &s.path("k"), "ro");
     let kernel = walk_manifest(&m.dir);
     m.umount();

@@ -233,8 +233,19 @@ pub fn populated_image(s: &Scratch) -> PathBuf {
 pub fn walk_manifest(root: &Path) -> Vec<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/manifest.py");
     let out = run_output("python3", &[script.as_os_str(), root.as_os_str()]);
-    String::from_utf8(out.stdout)
-        .expect("manifest.py prints ASCII")
+    manifest_lines("manifest.py", out.stdout)
+}
+
+/// `rxfs debug manifest IMG` (the same format from the image), one line
+/// per path.
+pub fn rxfs_manifest(img: &Path) -> Vec<String> {
+    let out = rxfs_ok(&[OsStr::new("debug"), OsStr::new("manifest"), img.as_os_str()]);
+    manifest_lines("rxfs debug manifest", out)
+}
+
+fn manifest_lines(who: &str, out: Vec<u8>) -> Vec<String> {
+    String::from_utf8(out)
+        .unwrap_or_else(|e| panic!("{who} printed non-UTF-8: {e}"))
         .lines()
         .map(String::from)
         .collect()
