@@ -411,13 +411,21 @@ impl Shared {
         }
         let (lsn, idx) = last;
         if c.iclogs[idx].need_flush && c.iclogs[idx].is_open() && c.iclogs[idx].lsn == lsn {
-            if c.oldest == c.cur {
-                self.switch_out(&mut c, idx)?;
-            } else {
-                c.iclogs[idx].push_when_idle = true;
-            }
+            self.push_or_defer(&mut c, idx)?;
         }
         Ok(lsn)
+    }
+
+    /// Push the current buffer out now if no write is in flight; else leave
+    /// it ACTIVE, marked to go out when the in-flight writes complete, so
+    /// commits and forces arriving meanwhile share it (seed 002's batching).
+    fn push_or_defer(&self, c: &mut Core, idx: usize) -> Result<()> {
+        if c.oldest == c.cur {
+            self.switch_out(c, idx)
+        } else {
+            c.iclogs[idx].push_when_idle = true;
+            Ok(())
+        }
     }
 
     /// Wait until the current buffer is ACTIVE; open it (LSN = the head,
@@ -522,7 +530,7 @@ impl Shared {
                     return Err(Error::Invalid(format!("no log record at {l}")));
                 };
                 if c.iclogs[idx].is_open() {
-                    self.switch_out(&mut c, idx)?;
+                    self.push_or_defer(&mut c, idx)?;
                 } else {
                     Counters::add(&self.stats.force_piggybacks, 1);
                 }
@@ -532,7 +540,7 @@ impl Shared {
                 let cur = c.cur;
                 if c.iclogs[cur].is_open() {
                     let l = c.iclogs[cur].lsn;
-                    self.switch_out(&mut c, cur)?;
+                    self.push_or_defer(&mut c, cur)?;
                     l
                 } else if c.oldest != cur {
                     Counters::add(&self.stats.force_piggybacks, 1);
