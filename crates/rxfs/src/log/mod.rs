@@ -74,7 +74,7 @@ pub mod writer;
 
 pub use grant::{GrantHeads, GrantStats, NoPusher, TailPusher, Ticket};
 pub use iclog::IclogState;
-pub use writer::{LogConfig, LogOp, LogWriter};
+pub use writer::{CheckpointLsns, LogConfig, LogOp, LogWriter};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
