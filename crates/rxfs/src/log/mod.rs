@@ -68,6 +68,7 @@
 //! - `last_sync_lsn` only grows, and every record at or before it is on
 //!   disk (flushed if it held a commit).
 
+mod force;
 pub mod grant;
 pub mod iclog;
 pub mod writer;

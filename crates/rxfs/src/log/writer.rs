@@ -9,7 +9,7 @@ use std::thread::JoinHandle;
 
 use super::grant::{GrantHeads, TailPusher, Ticket};
 use super::iclog::{check_buffers, header_bbs, is_full, padded_len, payload_capacity};
-use super::iclog::{record_pieces, Iclog, IclogState, IoJob, StableCallback};
+use super::iclog::{Iclog, IclogState, IoJob, StableCallback};
 use super::{Counters, LogStats};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Result};
@@ -80,42 +80,42 @@ pub struct CheckpointLsns {
     pub commit: Lsn,
 }
 
-struct Core {
-    iclogs: Vec<Iclog>,
+pub(super) struct Core {
+    pub(super) iclogs: Vec<Iclog>,
     /// Ring index of the buffer taking ops.
-    cur: usize,
+    pub(super) cur: usize,
     /// Ring index of the oldest switched-out buffer not yet completed
     /// (`== cur` when no write is in flight).
-    oldest: usize,
-    curr_cycle: u32,
-    curr_block: u32,
-    prev_block: u32,
-    next_seq: u64,
+    pub(super) oldest: usize,
+    pub(super) curr_cycle: u32,
+    pub(super) curr_block: u32,
+    pub(super) prev_block: u32,
+    pub(super) next_seq: u64,
     /// Every write with a smaller sequence number has finished.
-    io_done_below: u64,
-    io_done: BTreeSet<u64>,
-    completing: bool,
-    last_sync: Lsn,
-    error: Option<String>,
-    exit: bool,
+    pub(super) io_done_below: u64,
+    pub(super) io_done: BTreeSet<u64>,
+    pub(super) completing: bool,
+    pub(super) last_sync: Lsn,
+    pub(super) error: Option<String>,
+    pub(super) exit: bool,
 }
 
-struct Shared {
-    cfg: LogConfig,
-    dev: Arc<dyn BlockDevice>,
-    grant: GrantHeads,
-    hdr_bbs: u32,
-    capacity: usize,
-    core: Mutex<Core>,
+pub(super) struct Shared {
+    pub(super) cfg: LogConfig,
+    pub(super) dev: Arc<dyn BlockDevice>,
+    pub(super) grant: GrantHeads,
+    pub(super) hdr_bbs: u32,
+    pub(super) capacity: usize,
+    pub(super) core: Mutex<Core>,
     /// Writers waiting for the current buffer to come back to ACTIVE.
-    space_cv: Condvar,
+    pub(super) space_cv: Condvar,
     /// Forces waiting for `last_sync` to pass their LSN.
-    done_cv: Condvar,
+    pub(super) done_cv: Condvar,
     /// Commit writes waiting for earlier writes to finish.
-    order_cv: Condvar,
-    io_cvs: Vec<Condvar>,
-    stats: Counters,
-    next_tid: AtomicU32,
+    pub(super) order_cv: Condvar,
+    pub(super) io_cvs: Vec<Condvar>,
+    pub(super) stats: Counters,
+    pub(super) next_tid: AtomicU32,
 }
 
 /// The log writer of one filesystem (see the module doc of [`crate::log`]).
@@ -356,18 +356,18 @@ impl Drop for LogWriter {
 }
 
 impl Shared {
-    fn lock(&self) -> MutexGuard<'_, Core> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn shut_err(c: &Core) -> Result<()> {
+    pub(super) fn shut_err(c: &Core) -> Result<()> {
         match &c.error {
             Some(_) => Err(Error::Shutdown),
             None => Ok(()),
         }
     }
 
-    fn fail(&self, why: String) {
+    pub(super) fn fail(&self, why: String) {
         let mut c = self.lock();
         if c.error.is_none() {
             tracing::error!("log shut down: {why}");
@@ -419,7 +419,7 @@ impl Shared {
     /// Push the current buffer out now if no write is in flight; else leave
     /// it ACTIVE, marked to go out when the in-flight writes complete, so
     /// commits and forces arriving meanwhile share it (seed 002's batching).
-    fn push_or_defer(&self, c: &mut Core, idx: usize) -> Result<()> {
+    pub(super) fn push_or_defer(&self, c: &mut Core, idx: usize) -> Result<()> {
         if c.oldest == c.cur {
             self.switch_out(c, idx)
         } else {
@@ -457,7 +457,7 @@ impl Shared {
 
     /// Switch buffer `idx` (the current one, ACTIVE with ops) out: build
     /// its record header, move the head past it, hand it to its I/O thread.
-    fn switch_out(&self, c: &mut Core, idx: usize) -> Result<()> {
+    pub(super) fn switch_out(&self, c: &mut Core, idx: usize) -> Result<()> {
         debug_assert_eq!(idx, c.cur);
         debug_assert!(c.iclogs[idx].is_open());
         let bbs = self.cfg.size_bbs;
@@ -516,178 +516,6 @@ impl Shared {
         Counters::add(&self.stats.records, 1);
         self.io_cvs[idx].notify_one();
         Ok(())
-    }
-
-    fn force(&self, lsn: Option<Lsn>) -> Result<Lsn> {
-        Counters::add(&self.stats.forces, 1);
-        let mut c = self.lock();
-        Self::shut_err(&c)?;
-        let n = c.iclogs.len();
-        let target = match lsn {
-            Some(l) if l <= c.last_sync => return Ok(l),
-            Some(l) => {
-                let Some(idx) = (0..n).find(|&i| c.iclogs[i].lsn == l) else {
-                    return Err(Error::Invalid(format!("no log record at {l}")));
-                };
-                if c.iclogs[idx].is_open() {
-                    self.push_or_defer(&mut c, idx)?;
-                } else {
-                    Counters::add(&self.stats.force_piggybacks, 1);
-                }
-                l
-            }
-            None => {
-                let cur = c.cur;
-                if c.iclogs[cur].is_open() {
-                    let l = c.iclogs[cur].lsn;
-                    self.push_or_defer(&mut c, cur)?;
-                    l
-                } else if c.oldest != cur {
-                    Counters::add(&self.stats.force_piggybacks, 1);
-                    c.iclogs[(cur + n - 1) % n].lsn
-                } else {
-                    return Ok(c.last_sync);
-                }
-            }
-        };
-        while c.last_sync < target {
-            Self::shut_err(&c)?;
-            c = self.done_cv.wait(c).unwrap_or_else(|e| e.into_inner());
-        }
-        Ok(target)
-    }
-
-    fn io_thread(&self, idx: usize) {
-        loop {
-            let job = {
-                let mut c = self.lock();
-                loop {
-                    if let Some(j) = c.iclogs[idx].job.take() {
-                        break j;
-                    }
-                    if c.exit {
-                        return;
-                    }
-                    c = self.io_cvs[idx].wait(c).unwrap_or_else(|e| e.into_inner());
-                }
-            };
-            let seq = job.seq;
-            let (res, spare) = self.do_io(job);
-            let mut c = self.lock();
-            c.io_done.insert(seq);
-            while {
-                let next = c.io_done_below;
-                c.io_done.remove(&next)
-            } {
-                c.io_done_below += 1;
-            }
-            let ic = &mut c.iclogs[idx];
-            ic.data = spare;
-            ic.state = IclogState::DoneSync;
-            if let Err(e) = &res {
-                ic.io_error = Some(e.to_string());
-            }
-            self.order_cv.notify_all();
-            drop(c);
-            if let Err(e) = res {
-                self.fail(format!("log write failed: {e}"));
-            }
-            self.complete();
-        }
-    }
-
-    /// Write one record (with flush semantics if it holds a commit).
-    fn do_io(&self, job: IoJob) -> (Result<()>, Vec<u8>) {
-        let (seq, flush) = (job.seq, job.need_flush);
-        if flush {
-            let mut c = self.lock();
-            while c.io_done_below < seq && c.error.is_none() {
-                c = self.order_cv.wait(c).unwrap_or_else(|e| e.into_inner());
-            }
-            if c.error.is_some() {
-                drop(c);
-                return (Err(Error::Shutdown), job.payload);
-            }
-        }
-        let (pieces, spare) = record_pieces(job, self.cfg.size_bbs);
-        let r = (|| {
-            if flush {
-                self.dev.flush()?;
-                Counters::add(&self.stats.flushes, 1);
-            }
-            for (blk, raw) in &pieces {
-                let off = Daddr(self.cfg.start.0 + *blk as u64).bytes();
-                self.dev.write_at(raw, off)?;
-                Counters::add(&self.stats.writes, 1);
-                Counters::add(&self.stats.bytes, raw.len() as u64);
-            }
-            if flush {
-                self.dev.flush()?;
-                Counters::add(&self.stats.flushes, 1);
-            }
-            Ok(())
-        })();
-        (r, spare)
-    }
-
-    /// Complete finished buffers in ring order, a batch per pass; only one
-    /// thread runs passes at a time (others leave their buffer to it).
-    fn complete(&self) {
-        let mut c = self.lock();
-        if c.completing {
-            return;
-        }
-        c.completing = true;
-        let n = c.iclogs.len();
-        loop {
-            let mut batch = Vec::new();
-            let mut idx = c.oldest;
-            while batch.len() < n && c.iclogs[idx].state == IclogState::DoneSync {
-                batch.push(idx);
-                idx = (idx + 1) % n;
-            }
-            if batch.is_empty() {
-                break;
-            }
-            let failed = c.error.is_some();
-            let mut cbs = Vec::new();
-            for &b in &batch {
-                let ic = &mut c.iclogs[b];
-                ic.state = IclogState::Callback;
-                let lsn = ic.lsn;
-                cbs.extend(ic.callbacks.drain(..).map(|cb| (lsn, cb)));
-            }
-            let last = c.iclogs[*batch.last().expect("non-empty")].lsn;
-            c.oldest = idx;
-            drop(c);
-            if !failed {
-                self.grant.log_synced(last);
-            }
-            for (lsn, cb) in cbs {
-                cb(if failed {
-                    Err(Error::Shutdown)
-                } else {
-                    Ok(lsn)
-                });
-            }
-            c = self.lock();
-            if !failed && last > c.last_sync {
-                c.last_sync = last;
-            }
-            for &b in &batch {
-                let buf = std::mem::take(&mut c.iclogs[b].data);
-                c.iclogs[b].reset(buf);
-            }
-            Counters::add(&self.stats.completion_batches, 1);
-            Counters::add(&self.stats.completed_records, batch.len() as u64);
-            let cur = c.cur;
-            if c.oldest == cur && c.iclogs[cur].is_open() && c.iclogs[cur].push_when_idle {
-                let _ = self.switch_out(&mut c, cur);
-            }
-            self.done_cv.notify_all();
-            self.space_cv.notify_all();
-        }
-        c.completing = false;
     }
 }
 
