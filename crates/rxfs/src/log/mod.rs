@@ -49,6 +49,25 @@
 //! - A force of an LSN whose buffer is already SYNCING only waits
 //!   (piggybacks; counted in [`LogStats::force_piggybacks`]).
 //!
+//! ## What the layers above must do
+//! - Reserve before writing: a ticket's unit covers its ops, op headers,
+//!   one record header per buffer it may open and a BB of padding
+//!   ([`LogWriter::unit_bytes_for`]); the heads then never let the log head
+//!   reach the tail.
+//! - The AIL ([`TailPusher`]) moves the tail only to LSNs of records (the
+//!   oldest logged item's LSN), never past `last_sync_lsn`; when its push
+//!   target needs items that are still pinned by an unwritten checkpoint it
+//!   must force the log (as the kernel's xfsaild does), else waiters wait.
+//!
+//! ## Not done yet
+//! - Log stripe unit (`sb_logsunit` > 1 BB): records are padded to a BB, not
+//!   to the stripe unit the kernel pads to (not tried on a striped log).
+//! - External log devices; a log on the data device only.
+//! - The "wait for the previous buffer before pushing" heuristic is the
+//!   deferral above; there is no timed background push (the kernel's log
+//!   worker): a commit in an ACTIVE buffer with nothing in flight goes out at
+//!   once, one with I/O in flight goes out when that I/O completes.
+//!
 //! ## Lock order (outermost first)
 //! 1. the writer's core lock (`icloglock`: ring states, head position);
 //! 2. the grant heads' lock (a leaf).
