@@ -293,6 +293,11 @@ impl LogWriter {
             return cb(Ok(lsn));
         }
         match c.iclogs.iter_mut().find(|ic| ic.lsn == lsn) {
+            // Its completion pass already took the callbacks: it is stable.
+            Some(ic) if ic.state == IclogState::Callback => {
+                drop(c);
+                cb(Ok(lsn))
+            }
             Some(ic) => ic.callbacks.push(cb),
             None => {
                 drop(c);
@@ -373,7 +378,18 @@ impl Shared {
             tracing::error!("log shut down: {why}");
             c.error = Some(why);
         }
+        // Buffers that will never be written fail their callbacks now;
+        // those in flight fail theirs in their completion pass.
+        let dead: Vec<_> = c
+            .iclogs
+            .iter_mut()
+            .filter(|ic| ic.state == IclogState::Active)
+            .flat_map(|ic| ic.callbacks.drain(..))
+            .collect();
         drop(c);
+        for cb in dead {
+            cb(Err(Error::Shutdown));
+        }
         self.grant.shutdown();
         self.space_cv.notify_all();
         self.done_cv.notify_all();

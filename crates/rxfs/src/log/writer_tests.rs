@@ -501,6 +501,22 @@ fn write_error_shuts_the_log_down() {
     .unwrap();
     let l = checkpoint(&lw, &[item(1, &[100])]);
     lw.force(l.commit).unwrap();
+    // A callback on a buffer that is still ACTIVE fails at shutdown.
+    let mut t0 = lw.reserve(4096, 1, false).unwrap();
+    let tid = t0.tid;
+    let open = lw
+        .write(
+            &mut t0,
+            &[LogOp {
+                tid,
+                clientid: CLIENT_TRANSACTION,
+                flags: OP_START,
+                data: &[],
+            }],
+        )
+        .unwrap();
+    let (tx0, rx0) = std::sync::mpsc::channel();
+    lw.on_stable(open, Box::new(move |r| tx0.send(r.is_err()).unwrap()));
     d.fail.store(true, Ordering::Relaxed);
     let lens = [100usize, 24, 0, 16, 0];
     let mut t = lw.reserve(lw.unit_bytes_for(&lens), 1, false).unwrap();
@@ -516,5 +532,7 @@ fn write_error_shuts_the_log_down() {
         Box::new(move |r| tx.send(r.is_err()).unwrap()),
     );
     assert!(rx.recv().unwrap());
+    assert!(rx0.recv().unwrap(), "the pending callback failed");
+    lw.grant().ungrant(t0);
     drop(lw); // must not hang
 }
