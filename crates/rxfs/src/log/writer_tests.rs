@@ -536,3 +536,52 @@ fn write_error_shuts_the_log_down() {
     lw.grant().ungrant(t0);
     drop(lw); // must not hang
 }
+
+#[test]
+fn rolling_tickets_regrant_through_a_small_log() {
+    let bbs = 400;
+    let d = dev(bbs, 20);
+    let ail = Arc::new(TailMover {
+        target: Mutex::new(None),
+        cv: Condvar::new(),
+    });
+    let lw = LogWriter::new(d.clone(), cfg(bbs, 2, 16384, Lsn::new(1, 0)), ail.clone()).unwrap();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        ail_thread(s, &ail, &lw, &stop);
+        let hs: Vec<_> = (0..3u8)
+            .map(|w| {
+                let lw = &lw;
+                s.spawn(move || {
+                    let items = vec![item(w, &[3000])];
+                    let lens: Vec<usize> = items
+                        .iter()
+                        .flatten()
+                        .map(Vec::len)
+                        .chain([0, 16, 0])
+                        .collect();
+                    // A rolling ticket of 2 units, rolled 40 times: 120 KB
+                    // through a 200 KB log, with the other writers.
+                    let mut t = lw.reserve(lw.unit_bytes_for(&lens), 2, true).unwrap();
+                    for _ in 0..40 {
+                        let l = lw.write_checkpoint(&mut t, &items).unwrap();
+                        assert_eq!(t.overrun_bytes, 0);
+                        lw.force(l.commit).unwrap();
+                        lw.grant().roll(&mut t).unwrap();
+                    }
+                    lw.grant().ungrant(t);
+                })
+            })
+            .collect();
+        for h in hs {
+            h.join().unwrap();
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    let s = lw.stats();
+    eprintln!("rolling: head {} {s:?}", lw.head());
+    assert!(lw.head().cycle() >= 2, "the log wrapped");
+    assert_eq!(s.grant_waits, s.grant_wakeups);
+    lw.close().unwrap();
+    read_back(&d, bbs);
+}
