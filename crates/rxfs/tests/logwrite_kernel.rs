@@ -210,29 +210,39 @@ fn kernel_replays_our_checkpoint() {
     if !enabled() {
         return;
     }
-    let s = Scratch::new("logwrite-replay");
+    // 32 KiB buffers (one header BB), and 256 KiB buffers (extended
+    // headers) with a checkpoint big enough to need them.
+    for (logbsize, copies) in [(32768, 1), (262144, 300)] {
+        replay_case(logbsize, copies);
+    }
+}
+
+fn replay_case(logbsize: u32, agf_copies: usize) {
+    let s = Scratch::new(&format!("logwrite-replay-{logbsize}"));
     let img = prepare(&s);
     assert_eq!(label(&img), "fname = \"before\"");
-    let (lw, dev, sect) = writer(&img, 32768);
+    let (lw, dev, sect) = writer(&img, logbsize);
     let start_head = lw.head();
-    let it = items(dev.as_ref(), sect, "rxfslog1");
+    let mut it = items(dev.as_ref(), sect, "rxfslog1");
+    let agf = it[1].clone();
+    it.extend(std::iter::repeat_n(agf, agf_copies - 1));
     let l = checkpoint(&lw, &it);
     assert!(l.start >= start_head, "our LSNs are past every LSN in use");
     lw.force(l.commit).unwrap();
     let stats = lw.stats();
     lw.close().unwrap();
     drop(dev);
-    eprintln!("replay: {stats:?}");
+    eprintln!("replay ({logbsize}): {stats:?}");
     // rxfs reads back what it wrote.
     {
-        let (st, _, _) = state_norecovery(&img);
+        let (st, uuid, _) = state_norecovery(&img);
         let dev = FileDevice::open(&img, true, false).unwrap();
-        let log = Log::from_parts(&dev, st.start, st.size_bbs, state_norecovery(&img).1).unwrap();
+        let log = Log::from_parts(&dev, st.start, st.size_bbs, uuid).unwrap();
         let c = log.contents(&st).unwrap();
         assert!(c
             .transactions
             .iter()
-            .any(|t| t.items.len() == 2 && t.commit_lsn == l.commit));
+            .any(|t| t.items.len() == it.len() && t.commit_lsn == l.commit));
     }
     let lp = logprint(&img);
     replay_and_check(&s, &img, "rxfslog1", &lp);
