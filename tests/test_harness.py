@@ -97,10 +97,13 @@ def test_sparse_inode_records_exist():
 
 def test_realtime_files_are_realtime():
     meta = harness.fixture_meta("realtime")
-    for name in ("/rt/holes", "/rt/big"):
+    assert len(meta["rtfiles"]) >= 5, meta["rtfiles"]
+    for name, rt in meta["rtfiles"].items():
         info = xfsdb.inode(meta["image_path"], name)
-        assert info.core["core.realtime"] == "1"
-        assert info.data, f"{name} has no extents"
+        assert info.core["core.realtime"] == "1", name
+        assert info.core["core.size"] == str(rt["size"]), name
+        assert len(info.data) == rt["nextents"], f"{name}: extents {info.data}"
+    assert sum(rt["nextents"] > 0 for rt in meta["rtfiles"].values()) >= 5
 
 
 @pytest.mark.parametrize("name", [f.name for f in harness.build.FIXTURES if f.kind != "realtime"])

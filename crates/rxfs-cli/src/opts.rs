@@ -8,9 +8,11 @@
 //! options, see [`FuseOpts`].
 
 use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rxfs::fs::Inode;
 use rxfs::{Filesystem, MountOptions};
 
 use crate::{CliError, CliResult};
@@ -144,6 +146,27 @@ impl ImageArgs {
         }
         Ok(o)
     }
+
+    /// Open `image` with these options (image options only: not for mount).
+    pub fn open(&self, image: &Path) -> CliResult<Arc<Filesystem>> {
+        open_image(image, &self.parse(false)?)
+    }
+
+    /// Open `image` and load the inode at `path` inside it (see [`resolve`]).
+    pub fn open_path(&self, image: &Path, path: &Path) -> CliResult<(Arc<Filesystem>, Arc<Inode>)> {
+        let fs = self.open(image)?;
+        let ip = resolve(&fs, path)?;
+        Ok((fs, ip))
+    }
+}
+
+/// Resolve a path inside the image (lstat semantics) and load its inode.
+pub fn resolve(fs: &Filesystem, path: &Path) -> CliResult<Arc<Inode>> {
+    let shown = path.display();
+    let ino = fs
+        .resolve(path.as_os_str().as_bytes())
+        .map_err(|e| CliError::fs(&shown, &e))?;
+    fs.iget(ino).map_err(|e| CliError::fs(&shown, &e))
 }
 
 /// Open an image read-only with `opts`, with messages that name the file:

@@ -11,7 +11,7 @@ use common::*;
 
 #[test]
 fn info_reports_geometry_features_and_log() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     let s = Scratch::new("info");
@@ -32,7 +32,7 @@ fn info_reports_geometry_features_and_log() {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
     // The xfs_info lines match xfs_db's own report line by line.
-    let db = run(
+    let db = run_output(
         "xfs_db",
         &[
             OsStr::new("-r"),
@@ -49,7 +49,7 @@ fn info_reports_geometry_features_and_log() {
 
 #[test]
 fn ls_cat_stat() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     let s = Scratch::new("lscat");
@@ -112,7 +112,7 @@ fn ls_cat_stat() {
     );
 
     // stat agrees with the kernel.
-    let m = Mounted::kernel(&img, &s.path("k"), "ro");
+    let m = KernelMount::new(&img, &s.path("k"), "ro");
     let kst = std::fs::symlink_metadata(m.dir.join("chr")).unwrap();
     let st = String::from_utf8(rxfs_ok(&[OsStr::new("stat"), i, OsStr::new("/chr")])).unwrap();
     assert!(
@@ -145,18 +145,13 @@ fn ls_cat_stat() {
 
 #[test]
 fn manifest_matches_kernel() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     let s = Scratch::new("manifest");
     let img = populated_image(&s);
-    let ours = rxfs_ok(&[OsStr::new("debug"), OsStr::new("manifest"), img.as_os_str()]);
-    let ours: Vec<String> = String::from_utf8(ours)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
-    let m = Mounted::kernel(&img, &s.path("k"), "ro");
+    let ours = rxfs_manifest(&img);
+    let m = KernelMount::new(&img, &s.path("k"), "ro");
     let kernel = walk_manifest(&m.dir);
     m.umount();
     assert_same_manifest("rxfs debug manifest vs kernel", &kernel, &ours);
@@ -172,7 +167,7 @@ fn manifest_matches_kernel() {
 
 #[test]
 fn get_copies_tree_like_the_kernel_shows_it() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     let s = Scratch::new("get");
@@ -181,7 +176,7 @@ fn get_copies_tree_like_the_kernel_shows_it() {
     // copy does not change what we compare).
     let dimg = s.path("dimg");
     mkfs(&dimg, 512 << 20, &[]);
-    let dm = Mounted::kernel(&dimg, &s.path("d"), "noatime");
+    let dm = KernelMount::new(&dimg, &s.path("d"), "noatime");
     let dest = dm.dir.join("out");
     rxfs_ok(&[
         OsStr::new("get"),
@@ -189,7 +184,7 @@ fn get_copies_tree_like_the_kernel_shows_it() {
         OsStr::new("/"),
         dest.as_os_str(),
     ]);
-    let m = Mounted::kernel(&img, &s.path("k"), "ro");
+    let m = KernelMount::new(&img, &s.path("k"), "ro");
     // A copy gets new inode numbers, ctimes and (for directories) sizes
     // and blocks; everything else must be what the kernel shows.
     let strip = |l: &String| -> String {
@@ -235,7 +230,7 @@ fn get_copies_tree_like_the_kernel_shows_it() {
 
 #[test]
 fn errors_have_messages_and_exit_codes() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     let s = Scratch::new("errors");
@@ -307,6 +302,7 @@ fn every_subcommand_has_help() {
         &["mount"],
         &["umount"],
         &["install-helper"],
+        &["recover"],
         &["debug", "manifest"],
     ] {
         let mut args: Vec<&str> = sub.to_vec();
@@ -320,22 +316,17 @@ fn every_subcommand_has_help() {
 
 #[test]
 fn dirty_log_recovered_in_memory_or_norecovery() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     let s = Scratch::new("dirty");
     let img = s.path("img");
     mkfs(&img, 512 << 20, &[]);
-    let m = Mounted::kernel(&img, &s.path("k"), "");
+    let m = KernelMount::new(&img, &s.path("k"), "");
     std::fs::write(m.dir.join("f"), b"data").unwrap();
     run(
         "xfs_io",
-        &[
-            OsStr::new("-x"),
-            OsStr::new("-c"),
-            OsStr::new("shutdown -f"),
-            m.dir.as_os_str(),
-        ],
+        &["-x", "-c", "shutdown -f", m.dir.to_str().unwrap()],
     );
     m.umount();
     let info = String::from_utf8(rxfs_ok(&[OsStr::new("info"), img.as_os_str()])).unwrap();
@@ -359,5 +350,5 @@ fn dirty_log_recovered_in_memory_or_norecovery() {
     rxfs_ok(&[OsStr::new("recover"), img.as_os_str()]);
     let info = String::from_utf8(rxfs_ok(&[OsStr::new("info"), img.as_os_str()])).unwrap();
     assert!(info.contains("log state=clean"), "{info}");
-    run("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
+    run("xfs_repair", &["-n", img.to_str().unwrap()]);
 }

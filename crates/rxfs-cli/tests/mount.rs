@@ -38,7 +38,7 @@ fn daemon_pid(mnt: &Path) -> u32 {
     found[0]
 }
 
-fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> Mounted {
+fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
     std::fs::create_dir_all(mnt).unwrap();
     rxfs_ok(&[
         OsStr::new("mount"),
@@ -47,7 +47,7 @@ fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> Mounted {
         OsStr::new("-o"),
         OsStr::new(opts),
     ]);
-    Mounted::adopt(mnt)
+    KernelMount::adopt(mnt)
 }
 
 fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
@@ -56,13 +56,13 @@ fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
 
 #[test]
 fn fuse_view_equals_kernel_view() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     require_root();
     let s = Scratch::new("fuseview");
     let img = populated_image(&s);
-    let k = Mounted::kernel(&img, &s.path("k"), "ro");
+    let k = KernelMount::new(&img, &s.path("k"), "ro");
     let kernel = walk_manifest(&k.dir);
     let kblk = std::fs::metadata(k.dir.join("big")).unwrap().blksize();
     let kst = statvfs(&k.dir);
@@ -76,12 +76,7 @@ fn fuse_view_equals_kernel_view() {
     let fuse = walk_manifest(&mnt);
     assert_same_manifest("FUSE vs kernel", &kernel, &fuse);
     // rxfs debug manifest says the same.
-    let ours = rxfs_ok(&[OsStr::new("debug"), OsStr::new("manifest"), img.as_os_str()]);
-    let ours: Vec<String> = String::from_utf8(ours)
-        .unwrap()
-        .lines()
-        .map(String::from)
-        .collect();
+    let ours = rxfs_manifest(&img);
     assert_same_manifest("manifest vs kernel", &kernel, &ours);
 
     assert_eq!(std::fs::metadata(mnt.join("big")).unwrap().blksize(), kblk);
@@ -216,21 +211,9 @@ fn fuse_view_equals_kernel_view() {
     );
 }
 
-fn statvfs(p: &Path) -> libc::statvfs {
-    let c = CString::new(p.as_os_str().as_bytes()).unwrap();
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    assert_eq!(
-        unsafe { libc::statvfs(c.as_ptr(), &mut st) },
-        0,
-        "statvfs {}",
-        p.display()
-    );
-    st
-}
-
 #[test]
 fn plain_unmounts_end_the_daemon() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     require_root();
@@ -253,7 +236,7 @@ fn plain_unmounts_end_the_daemon() {
             "fusermount3" => vec![OsStr::new("-u"), mnt.as_os_str()],
             _ => vec![mnt.as_os_str()],
         };
-        run(how, &args);
+        run_output(how, &args);
         m.disarm();
         assert!(
             wait_until(Duration::from_secs(10), || process_gone(pid)),
@@ -265,7 +248,7 @@ fn plain_unmounts_end_the_daemon() {
 
 #[test]
 fn foreground_mount_ends_on_sigterm() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     require_root();
@@ -283,7 +266,7 @@ fn foreground_mount_ends_on_sigterm() {
         ])
         .spawn()
         .unwrap();
-    let _guard = Mounted::adopt(&mnt);
+    let _guard = KernelMount::adopt(&mnt);
     assert!(wait_until(Duration::from_secs(10), || is_mounted(&mnt)));
     assert!(std::fs::metadata(&mnt).unwrap().is_dir());
     unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
@@ -295,7 +278,7 @@ fn foreground_mount_ends_on_sigterm() {
 
 #[test]
 fn mount_helper_forms() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     require_root();
@@ -310,7 +293,7 @@ fn mount_helper_forms() {
         OsStr::new("-o"),
         OsStr::new("ro,dev,suid"),
     ]);
-    let m = Mounted::adopt(&mnt);
+    let m = KernelMount::adopt(&mnt);
     assert_eq!(std::fs::read(mnt.join("dir/file")).unwrap(), b"hello\n");
     rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
     m.disarm();
@@ -333,7 +316,7 @@ fn mount_helper_forms() {
         .args(["-o", "ro"])
         .output()
         .unwrap();
-    let m = Mounted::adopt(&mnt);
+    let m = KernelMount::adopt(&mnt);
     let ok = out.status.success();
     let listing = ok.then(|| std::fs::read_dir(&mnt).map(|d| d.count()));
     if ok {
@@ -353,7 +336,7 @@ fn mount_helper_forms() {
 
 #[test]
 fn mount_errors_reach_the_caller() {
-    if skip() {
+    if kernel_tests_disabled() {
         return;
     }
     require_root();

@@ -4,6 +4,7 @@
 //! - [`bdev`]: every byte of I/O goes through the [`bdev::BlockDevice`] trait.
 //! - [`format`]: the on-disk format, pure (no I/O): layouts, decoders, verifiers.
 //! - [`geometry`]: sizes and address-space conversions from the superblock.
+//! - [`log`]: the log writer's lower half: grant heads, log buffers, forces.
 //! - [`fs`]: a mounted filesystem: metadata reads through verifiers, inodes,
 //!   fork mapping, directories, attributes, symlinks, the log state.
 //!
@@ -15,6 +16,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod geometry;
+pub mod log;
 pub mod types;
 
 pub use error::{Error, Result};

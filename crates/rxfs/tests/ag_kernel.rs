@@ -72,13 +72,6 @@ fn kernel_inodes(root: &Path, out: &mut BTreeSet<u64>) {
     }
 }
 
-fn kernel_statvfs(dir: &Path) -> libc::statvfs {
-    let c = std::ffi::CString::new(dir.to_str().unwrap()).unwrap();
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
-    st
-}
-
 /// What one AG's trees say, checked against its headers.
 #[derive(Default)]
 struct AgSeen {
@@ -209,7 +202,7 @@ fn check_ag(fs: &Filesystem, agno: AgNumber, allocated: &mut BTreeSet<u64>, seen
 /// a chunk-sized hole every two chunks and create inodes until ENOSPC after
 /// each punch. Free space is then too fragmented for whole chunks.
 fn populate_sparse(root: &Path, punches: usize) {
-    let st = kernel_statvfs(root);
+    let st = statvfs(root);
     let avail = st.f_bavail * st.f_bsize;
     let size = ((avail >> 20) - 1) << 20;
     let spc = std::fs::File::create(root.join("spc")).unwrap();
@@ -345,7 +338,7 @@ fn check_variant_then(v: Variant, then: impl FnOnce(&Path)) -> AgSeen {
 
     // The kernel's view from a read-only mount of the clean image.
     let m = KernelMount::new(&img, &s.path("mnt"), "ro");
-    let kst = kernel_statvfs(&m.dir);
+    let kst = statvfs(&m.dir);
     let mut kernel_set = BTreeSet::new();
     kernel_inodes(&m.dir, &mut kernel_set);
     m.umount();
@@ -530,49 +523,6 @@ fn ag_sparse_inodes() {
     assert!(seen.holemasks > 0, "no sparse inode chunk was made");
 }
 
-/// A loop device attached read-write (log recovery on a read-only mount
-/// still writes to the device), mounted read-only; both undone on drop.
-struct RwLoopRoMount {
-    dev: String,
-    dir: std::path::PathBuf,
-    mounted: bool,
-}
-
-impl RwLoopRoMount {
-    fn new(img: &Path, dir: &Path, opts: &str) -> Self {
-        std::fs::create_dir_all(dir).unwrap();
-        let out = std::process::Command::new("losetup")
-            .args(["-f", "--show", img.to_str().unwrap()])
-            .output()
-            .expect("losetup");
-        assert!(
-            out.status.success(),
-            "losetup: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
-        let mut m = RwLoopRoMount {
-            dev,
-            dir: dir.to_path_buf(),
-            mounted: false,
-        };
-        run("mount", &["-o", opts, &m.dev, dir.to_str().unwrap()]);
-        m.mounted = true;
-        m
-    }
-}
-
-impl Drop for RwLoopRoMount {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = std::process::Command::new("umount").arg(&self.dir).status();
-        }
-        let _ = std::process::Command::new("losetup")
-            .args(["-d", &self.dev])
-            .status();
-    }
-}
-
 /// After a crash the kernel recomputes its counters from the AG headers,
 /// which reads every AGF: the free-space btree blocks leave statfs even
 /// on a filesystem without per-AG reservations.
@@ -620,8 +570,8 @@ fn ag_dirty_log_statfs() {
     assert_eq!(clean.bfree, dirty.bfree + sum.allocbt_blocks);
 
     let kernel = |opts: &str| {
-        let m = RwLoopRoMount::new(&img, &s.path("mnt"), opts);
-        let k = kernel_statvfs(&m.dir);
+        let m = KernelMount::on_rw_loop(&img, &s.path("mnt"), opts);
+        let k = statvfs(&m.dir);
         (k.f_blocks, k.f_bfree, k.f_bavail, k.f_files, k.f_ffree)
     };
     let got = (

@@ -4,134 +4,38 @@
 //! Needs root, mkfs.xfs, xfs_io, xfs_logprint and loop mounts. Missing
 //! tools fail the tests, unless RXFS_SKIP_KERNEL_TESTS=1 (then they skip).
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::sync::Arc;
 
+use common::*;
 use rxfs::format::log_items::{item_type_name, ItemFormat};
 use rxfs::format::log_record::CrcCheck;
 use rxfs::fs::log::{LogContents, LogState};
 use rxfs::{Error, Filesystem, MountOptions};
 
 fn kernel_tests_enabled() -> bool {
-    if std::env::var("RXFS_SKIP_KERNEL_TESTS").as_deref() == Ok("1") {
+    if kernel_tests_disabled() {
         eprintln!("RXFS_SKIP_KERNEL_TESTS=1: skipping kernel test");
         return false;
     }
-    // SAFETY: geteuid has no preconditions.
-    assert_eq!(
-        unsafe { libc::geteuid() },
-        0,
-        "kernel tests need root (or RXFS_SKIP_KERNEL_TESTS=1)"
-    );
-    for tool in ["mkfs.xfs", "xfs_io", "xfs_logprint", "mount", "umount"] {
-        let ok = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        assert!(ok, "{tool} is missing (or set RXFS_SKIP_KERNEL_TESTS=1)");
-    }
+    require_root();
+    require_tools(&["mkfs.xfs", "xfs_io", "xfs_logprint", "mount", "umount"]);
     true
 }
 
-/// A scratch directory removed (with anything mounted on it unmounted
-/// first) when dropped.
-struct Scratch {
-    dir: PathBuf,
+/// mkfs `img` of the scratch directory as a sparse image of `size` bytes;
+/// `extra` are more mkfs options. The fstests variables let mkfs make small
+/// logs on small filesystems.
+fn mkfs_img(s: &Scratch, size: u64, extra: &[&str]) {
+    mkfs_with(&s.path("img"), size, extra, FSTESTS_ENV);
 }
 
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!("rxfs-log-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("mnt")).unwrap();
-        Scratch { dir }
-    }
-    fn img(&self) -> PathBuf {
-        self.dir.join("img")
-    }
-    fn mnt(&self) -> PathBuf {
-        self.dir.join("mnt")
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.mnt()).output();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Unmounts on drop (also when a test fails half-way).
-struct Mounted {
-    mnt: PathBuf,
-    done: bool,
-}
-
-impl Mounted {
-    fn umount(mut self) {
-        run("umount", &[self.mnt.to_str().unwrap()]);
-        self.done = true;
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if !self.done {
-            let _ = Command::new("umount").arg(&self.mnt).output();
-        }
-    }
-}
-
-fn run(cmd: &str, args: &[&str]) -> String {
-    let out = Command::new(cmd)
-        .args(args)
-        .env("TEST_DIR", "/tmp")
-        .env("TEST_DEV", "/dev/null")
-        .env("QA_CHECK_FS", "xfs")
-        .output()
-        .unwrap_or_else(|e| panic!("{cmd}: {e}"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// mkfs a sparse image; `extra` are more mkfs options. The fstests
-/// variables let mkfs make small logs on small filesystems.
-fn mkfs(s: &Scratch, size: &str, extra: &[&str]) {
-    let img = s.img();
-    let img = img.to_str().unwrap();
-    run("truncate", &["-s", size, img]);
-    let mut args = vec!["-q", "-f"];
-    args.extend_from_slice(extra);
-    args.push(img);
-    run("mkfs.xfs", &args);
-}
-
-fn mount(s: &Scratch, opts: &str) -> Mounted {
-    let mut o = "loop".to_string();
-    if !opts.is_empty() {
-        o = format!("{o},{opts}");
-    }
-    run(
-        "mount",
-        &[
-            "-o",
-            &o,
-            s.img().to_str().unwrap(),
-            s.mnt().to_str().unwrap(),
-        ],
-    );
-    Mounted {
-        mnt: s.mnt(),
-        done: false,
-    }
+/// Loop-mount the scratch image on its `mnt`.
+fn mount(s: &Scratch, opts: &str) -> KernelMount {
+    KernelMount::new(&s.path("img"), &s.path("mnt"), opts)
 }
 
 fn sh(script: &str) {
@@ -225,7 +129,8 @@ fn our_key(f: &ItemFormat) -> String {
 }
 
 fn logprint(img: &Path) -> (LpSummary, Vec<LpTrans>) {
-    let out = run("xfs_logprint", &["-t", img.to_str().unwrap()]);
+    let out = run_output("xfs_logprint", &["-t", img.to_str().unwrap()]);
+    let out = String::from_utf8_lossy(&out.stdout);
     let mut sum = None;
     let mut trans: Vec<LpTrans> = Vec::new();
     let mut want_key = false;
@@ -376,9 +281,9 @@ fn fresh_mkfs_log_is_clean() {
     if !kernel_tests_enabled() {
         return;
     }
-    let s = Scratch::new("fresh");
-    mkfs(&s, "1G", &[]);
-    let st = check_clean(&s.img());
+    let s = Scratch::new("log-fresh");
+    mkfs_img(&s, 1 << 30, &[]);
+    let st = check_clean(&s.path("img"));
     assert_eq!((st.head.cycle(), st.head.block()), (1, 2), "{st}");
     let r = st.last_record.as_ref().unwrap();
     assert!(r.unmount && r.block == 0);
@@ -391,21 +296,26 @@ fn xfs_db_logformat_cycle() {
     }
     // `logformat -c 5` writes an unmount record of cycle 5 at block 0 and
     // fills the rest of the log with cycle-4 records (zero CRCs).
-    let s = Scratch::new("logformat");
-    mkfs(&s, "1G", &[]);
+    let s = Scratch::new("log-logformat");
+    mkfs_img(&s, 1 << 30, &[]);
     run(
         "xfs_db",
-        &["-x", "-c", "logformat -c 5", s.img().to_str().unwrap()],
+        &[
+            "-x",
+            "-c",
+            "logformat -c 5",
+            s.path("img").to_str().unwrap(),
+        ],
     );
-    let st = check_clean(&s.img());
+    let st = check_clean(&s.path("img"));
     assert_eq!(st.head, rxfs::types::Lsn::new(5, 2), "{st}");
     let m = mount(&s, "");
-    let mnt = s.mnt();
+    let mnt = s.path("mnt");
     let mnt = mnt.to_str().unwrap();
     workload(mnt, 200);
     sh(&format!("sync && xfs_io -x -c 'shutdown -f' {mnt}"));
     m.umount();
-    let (st, _) = check_dirty(&s.img());
+    let (st, _) = check_dirty(&s.path("img"));
     assert_eq!(st.head.cycle(), 5, "{st}");
 }
 
@@ -424,17 +334,17 @@ fn mkfs_variants_clean_and_dirty() {
         &["-b", "size=1024"],
         &["-s", "size=4096", "-l", "su=64k"],
     ] {
-        let s = Scratch::new("variants");
-        mkfs(&s, "1G", opts);
-        let st = check_clean(&s.img());
+        let s = Scratch::new("log-variants");
+        mkfs_img(&s, 1 << 30, opts);
+        let st = check_clean(&s.path("img"));
         eprintln!("{opts:?}: fresh {st}");
         let m = mount(&s, "");
-        let mnt = s.mnt();
+        let mnt = s.path("mnt");
         let mnt = mnt.to_str().unwrap();
         workload(mnt, 300);
         sh(&format!("sync && xfs_io -x -c 'shutdown -f' {mnt}"));
         m.umount();
-        let (st, _) = check_dirty(&s.img());
+        let (st, _) = check_dirty(&s.path("img"));
         if let Some(su) = opts.iter().find_map(|o| o.strip_prefix("su=")) {
             let su_bbs: u32 = su.trim_end_matches('k').parse::<u32>().unwrap() * 2;
             let r = st.last_record.as_ref().unwrap();
@@ -448,7 +358,7 @@ fn mkfs_variants_clean_and_dirty() {
         }
         let m = mount(&s, "");
         m.umount();
-        check_clean(&s.img());
+        check_clean(&s.path("img"));
     }
 }
 
@@ -457,16 +367,16 @@ fn kernel_umount_leaves_clean_log() {
     if !kernel_tests_enabled() {
         return;
     }
-    let s = Scratch::new("umount");
-    mkfs(&s, "1G", &[]);
+    let s = Scratch::new("log-umount");
+    mkfs_img(&s, 1 << 30, &[]);
     let m = mount(&s, "");
-    let mnt = s.mnt();
+    let mnt = s.path("mnt");
     let mnt = mnt.to_str().unwrap();
     sh(&format!(
         "mkdir {mnt}/d && for i in $(seq 1 300); do echo $i > {mnt}/d/f$i; done"
     ));
     m.umount();
-    let st = check_clean(&s.img());
+    let st = check_clean(&s.path("img"));
     assert!(st.head.block() > 2, "the kernel wrote records: {st}");
 }
 
@@ -486,15 +396,15 @@ fn shutdown_leaves_dirty_log() {
     if !kernel_tests_enabled() {
         return;
     }
-    let s = Scratch::new("dirty");
-    mkfs(&s, "1G", &[]);
+    let s = Scratch::new("log-dirty");
+    mkfs_img(&s, 1 << 30, &[]);
     let m = mount(&s, "");
-    let mnt = s.mnt();
+    let mnt = s.path("mnt");
     let mnt = mnt.to_str().unwrap();
     workload(mnt, 2000);
     sh(&format!("sync && xfs_io -x -c 'shutdown -f' {mnt}"));
     m.umount();
-    let (st, c) = check_dirty(&s.img());
+    let (st, c) = check_dirty(&s.path("img"));
     let items: usize = c.transactions.iter().map(|t| t.items.len()).sum();
     assert!(
         items > 500,
@@ -505,7 +415,7 @@ fn shutdown_leaves_dirty_log() {
     // The kernel replays it; then the log is clean.
     let m = mount(&s, "");
     m.umount();
-    check_clean(&s.img());
+    check_clean(&s.path("img"));
 }
 
 #[test]
@@ -513,10 +423,10 @@ fn wrapped_small_log_dirty() {
     if !kernel_tests_enabled() {
         return;
     }
-    let s = Scratch::new("wrap");
-    mkfs(&s, "320M", &["-l", "size=8m"]);
+    let s = Scratch::new("log-wrap");
+    mkfs_img(&s, 320 << 20, &["-l", "size=8m"]);
     let m = mount(&s, "");
-    let mnt = s.mnt();
+    let mnt = s.path("mnt");
     let mnt = mnt.to_str().unwrap();
     sh(&format!(
         "mkdir {mnt}/t && cd {mnt}/t && for i in $(seq 1 200); do : > f$i; done"
@@ -527,7 +437,7 @@ fn wrapped_small_log_dirty() {
     let mut straddles = false;
     for _ in 0..3000 {
         sh(&format!("cd {mnt}/t && touch f* && xfs_io -c fsync f1"));
-        let Ok(fs) = open(&s.img(), true) else {
+        let Ok(fs) = open(&s.path("img"), true) else {
             continue;
         };
         if let Some(st) = fs.log_state() {
@@ -540,7 +450,7 @@ fn wrapped_small_log_dirty() {
     assert!(straddles, "the live log never crossed the end of the log");
     sh(&format!("xfs_io -x -c 'shutdown -f' {mnt}"));
     m.umount();
-    let (st, c) = check_dirty(&s.img());
+    let (st, c) = check_dirty(&s.path("img"));
     assert!(st.head.cycle() >= 3, "the log wrapped: {st}");
     assert!(
         st.head.block() < st.tail.block(),
@@ -558,10 +468,10 @@ fn interrupted_remove_leaves_intents() {
     // freeing extents through EFI/EFD pairs; a shutdown in the middle leaves
     // intents in the log.
     for delay in ["0.02", "0.01", "0.005", "0.05", "0.002"] {
-        let s = Scratch::new("intents");
-        mkfs(&s, "1G", &[]);
+        let s = Scratch::new("log-intents");
+        mkfs_img(&s, 1 << 30, &[]);
         let m = mount(&s, "");
-        let mnt = s.mnt();
+        let mnt = s.path("mnt");
         let mnt = mnt.to_str().unwrap();
         let cmds: Vec<String> = (0..12800u64)
             .map(|i| format!("falloc {} 4k", i * 8192))
@@ -578,7 +488,7 @@ fn interrupted_remove_leaves_intents() {
             "rm {mnt}/frag & sleep {delay}; xfs_io -x -c 'shutdown -f' {mnt}; wait; true"
         ));
         m.umount();
-        let (_, c) = check_dirty(&s.img());
+        let (_, c) = check_dirty(&s.path("img"));
         let order = c.order.unwrap();
         let efis = c
             .transactions
@@ -600,16 +510,16 @@ fn big_log_buffers_extended_headers() {
     if !kernel_tests_enabled() {
         return;
     }
-    let s = Scratch::new("logbsize");
-    mkfs(&s, "1G", &[]);
+    let s = Scratch::new("log-logbsize");
+    mkfs_img(&s, 1 << 30, &[]);
     let m = mount(&s, "logbsize=256k");
-    let mnt = s.mnt();
+    let mnt = s.path("mnt");
     let mnt = mnt.to_str().unwrap();
     workload(mnt, 3000);
     sh(&format!("sync && xfs_io -x -c 'shutdown -f' {mnt}"));
     m.umount();
-    let (st, c) = check_dirty(&s.img());
-    let fs = open(&s.img(), true).unwrap();
+    let (st, c) = check_dirty(&s.path("img"));
+    let fs = open(&s.path("img"), true).unwrap();
     let log = fs.log().unwrap();
     let mut big = 0;
     log.for_each_record(st.tail.block(), st.head.block(), |r| {
@@ -630,5 +540,5 @@ fn big_log_buffers_extended_headers() {
     let m = mount(&s, "logbsize=256k");
     sh(&format!("touch {mnt}/after"));
     m.umount();
-    check_clean(&s.img());
+    check_clean(&s.path("img"));
 }

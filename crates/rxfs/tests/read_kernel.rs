@@ -15,18 +15,6 @@ use rxfs::types::Ino;
 use rxfs::{Filesystem, MountOptions};
 use sha2::{Digest, Sha256};
 
-fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
 /// The byte ranges compared: whole files up to 64 MiB; for larger (sparse)
 /// files, windows around every place data was written plus hole samples.
 fn windows(len: u64) -> Vec<(u64, u64)> {

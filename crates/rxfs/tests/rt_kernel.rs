@@ -102,16 +102,22 @@ impl Fixture {
 
 fn make_fixture(name: &str, extsize: &str, blocksize: &str) -> Fixture {
     let s = Scratch::new(&format!("rt-{name}"));
-    let out = Command::new("bash")
-        .arg(script())
-        .args([s.path("data.img"), s.path("rt.img"), s.path("src")])
-        .args([extsize, blocksize])
-        .output()
-        .expect("cannot run bash");
-    assert!(
-        out.status.success(),
-        "make_rt_fixture.sh failed (are mkfs.xfs, xfs_db, xfs_repair installed?):\n{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (script, data, rt, src) = (
+        script(),
+        s.path("data.img"),
+        s.path("rt.img"),
+        s.path("src"),
+    );
+    let out = run_output(
+        "bash",
+        &[
+            script.as_os_str(),
+            data.as_os_str(),
+            rt.as_os_str(),
+            src.as_os_str(),
+            extsize.as_ref(),
+            blocksize.as_ref(),
+        ],
     );
     let layout = parse_layout(&String::from_utf8(out.stdout).unwrap());
     Fixture { s, layout }
@@ -119,13 +125,12 @@ fn make_fixture(name: &str, extsize: &str, blocksize: &str) -> Fixture {
 
 /// `xfs_db -r -c CMD... IMG` output as name -> value.
 fn xfs_db(img: &Path, cmds: &[&str]) -> BTreeMap<String, String> {
-    let mut c = Command::new("xfs_db");
-    c.arg("-r");
+    let mut args = vec!["-r"];
     for x in cmds {
-        c.args(["-c", x]);
+        args.extend(["-c", x]);
     }
-    let out = c.arg(img).output().expect("cannot run xfs_db");
-    assert!(out.status.success(), "xfs_db {cmds:?} failed");
+    args.push(img.to_str().unwrap());
+    let out = run_output("xfs_db", &args);
     String::from_utf8_lossy(&out.stdout)
         .lines()
         .filter_map(|l| l.split_once(" = "))

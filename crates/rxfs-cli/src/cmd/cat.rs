@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::opts::{open_image, ImageArgs};
+use crate::opts::ImageArgs;
 use crate::{CliError, CliResult};
 
 /// Bytes read per call.
@@ -23,9 +23,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let opts = a.img.parse(false)?;
-    let fs = open_image(&a.image, &opts)?;
-    let ip = super::resolve(&fs, &a.path)?;
+    let (fs, ip) = a.img.open_path(&a.image, &a.path)?;
     let shown = a.path.display();
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::opts::{open_image, ImageArgs};
+use crate::opts::ImageArgs;
 use crate::{CliError, CliResult};
 
 /// Developer and test tools.
@@ -32,8 +32,7 @@ pub fn run(cmd: DebugCmd) -> CliResult<()> {
 }
 
 fn manifest(a: ManifestArgs) -> CliResult<()> {
-    let opts = a.img.parse(false)?;
-    let fs = open_image(&a.image, &opts)?;
+    let fs = a.img.open(&a.image)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     crate::manifest::write_manifest(&fs, &mut out).map_err(CliError::new)?;

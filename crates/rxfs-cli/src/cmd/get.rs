@@ -27,7 +27,7 @@ use rxfs::types::{FileBlock, FileType};
 use rxfs::Filesystem;
 
 use crate::cli_error::io_message;
-use crate::opts::{open_image, ImageArgs};
+use crate::opts::ImageArgs;
 use crate::sys;
 use crate::{CliError, CliResult};
 
@@ -57,9 +57,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let opts = a.img.parse(false)?;
-    let fs = open_image(&a.image, &opts)?;
-    let ip = super::resolve(&fs, &a.path)?;
+    let (fs, ip) = a.img.open_path(&a.image, &a.path)?;
     let is_root = ip.ino == fs.root_ino();
     let dest = match std::fs::symlink_metadata(&a.dest) {
         Ok(m) if m.is_dir() => {

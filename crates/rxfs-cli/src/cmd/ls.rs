@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use rxfs::fs::Inode;
 use rxfs::types::FileType;
 
-use crate::opts::{open_image, ImageArgs};
+use crate::opts::ImageArgs;
 use crate::text::{format_time_short, mode_string};
 use crate::{CliError, CliResult};
 
@@ -33,9 +33,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let opts = a.img.parse(false)?;
-    let fs = open_image(&a.image, &opts)?;
-    let ip = super::resolve(&fs, &a.path)?;
+    let (fs, ip) = a.img.open_path(&a.image, &a.path)?;
     let shown = a.path.display().to_string();
     let mut entries: Vec<(Vec<u8>, u64)> = Vec::new();
     if ip.is_dir() {

@@ -12,23 +12,7 @@ pub mod recover;
 pub mod stat;
 pub mod umount;
 
-use std::os::unix::ffi::OsStrExt;
-use std::path::Path;
-use std::sync::Arc;
-
-use rxfs::fs::Inode;
-use rxfs::Filesystem;
-
 use crate::{CliError, CliResult};
-
-/// Resolve a path inside the image (lstat semantics) and load its inode.
-pub fn resolve(fs: &Filesystem, path: &Path) -> CliResult<Arc<Inode>> {
-    let shown = path.display();
-    let ino = fs
-        .resolve(path.as_os_str().as_bytes())
-        .map_err(|e| CliError::fs(&shown, &e))?;
-    fs.iget(ino).map_err(|e| CliError::fs(&shown, &e))
-}
 
 /// Write to stdout; a closed pipe (`rxfs cat | head`) ends quietly.
 pub fn write_stdout(out: &mut impl std::io::Write, buf: &[u8]) -> CliResult<()> {

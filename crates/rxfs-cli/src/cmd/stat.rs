@@ -6,7 +6,7 @@ use rxfs::fs::{Fork, Inode};
 use rxfs::types::FileType;
 use rxfs::Filesystem;
 
-use crate::opts::{open_image, ImageArgs};
+use crate::opts::ImageArgs;
 use crate::text::{decode_name, format_time, mode_string, type_long_name};
 use crate::{CliError, CliResult};
 
@@ -27,9 +27,7 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let opts = a.img.parse(false)?;
-    let fs = open_image(&a.image, &opts)?;
-    let ip = super::resolve(&fs, &a.path)?;
+    let (fs, ip) = a.img.open_path(&a.image, &a.path)?;
     let text = render(&fs, &a.path.display().to_string(), &ip)
         .map_err(|e| CliError::fs(a.path.display(), &e))?;
     print!("{text}");

@@ -69,6 +69,19 @@ fn bytes(s: &OsStr) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
+/// `fuser::Filesystem` methods that only answer: each listed method (its
+/// parameters after the request, and its reply type) becomes
+/// `fn name(&mut self, _req, params..., reply) { reply.answer(args) }`.
+macro_rules! answer {
+    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $reply:ty: $answer:ident($($val:expr)?);)*) => {
+        $(
+            fn $name(&mut self, _req: &Request<'_>, $($arg: $ty,)* reply: $reply) {
+                reply.$answer($($val)?);
+            }
+        )*
+    };
+}
+
 impl fuser::Filesystem for RxFuse {
     fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
         let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
@@ -183,190 +196,44 @@ impl fuser::Filesystem for RxFuse {
         self.spawn(move |c| c.lseek(ino, offset, whence, reply));
     }
 
-    // Everything below would modify the filesystem.
-
-    fn setattr(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _mode: Option<u32>,
-        _uid: Option<u32>,
-        _gid: Option<u32>,
-        _size: Option<u64>,
-        _atime: Option<TimeOrNow>,
-        _mtime: Option<TimeOrNow>,
-        _ctime: Option<SystemTime>,
-        _fh: Option<u64>,
-        _crtime: Option<SystemTime>,
-        _chgtime: Option<SystemTime>,
-        _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
-        reply: ReplyAttr,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn mknod(
-        &mut self,
-        _req: &Request<'_>,
-        _parent: u64,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _rdev: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn mkdir(
-        &mut self,
-        _req: &Request<'_>,
-        _parent: u64,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        reply: ReplyEntry,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn unlink(&mut self, _req: &Request<'_>, _parent: u64, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(libc::EROFS);
-    }
-
-    fn rmdir(&mut self, _req: &Request<'_>, _parent: u64, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(libc::EROFS);
-    }
-
-    fn symlink(
-        &mut self,
-        _req: &Request<'_>,
-        _parent: u64,
-        _link_name: &OsStr,
-        _target: &Path,
-        reply: ReplyEntry,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn rename(
-        &mut self,
-        _req: &Request<'_>,
-        _parent: u64,
-        _name: &OsStr,
-        _newparent: u64,
-        _newname: &OsStr,
-        _flags: u32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn link(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _newparent: u64,
-        _newname: &OsStr,
-        reply: ReplyEntry,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn write(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _fh: u64,
-        _offset: i64,
-        _data: &[u8],
-        _write_flags: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
-        reply: ReplyWrite,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn setxattr(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
-        _position: u32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn removexattr(&mut self, _req: &Request<'_>, _ino: u64, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(libc::EROFS);
-    }
-
-    fn create(
-        &mut self,
-        _req: &Request<'_>,
-        _parent: u64,
-        _name: &OsStr,
-        _mode: u32,
-        _umask: u32,
-        _flags: i32,
-        reply: ReplyCreate,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn fallocate(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _fh: u64,
-        _offset: i64,
-        _length: i64,
-        _mode: i32,
-        reply: ReplyEmpty,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn copy_file_range(
-        &mut self,
-        _req: &Request<'_>,
-        _ino_in: u64,
-        _fh_in: u64,
-        _offset_in: i64,
-        _ino_out: u64,
-        _fh_out: u64,
-        _offset_out: i64,
-        _len: u64,
-        _flags: u32,
-        reply: ReplyWrite,
-    ) {
-        reply.error(libc::EROFS);
-    }
-
-    fn fsync(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _fh: u64,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok();
-    }
-
-    fn fsyncdir(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        _fh: u64,
-        _datasync: bool,
-        reply: ReplyEmpty,
-    ) {
-        reply.ok();
+    // Everything below would modify the filesystem: EROFS. fsync has
+    // nothing to write back.
+    answer! {
+        fn setattr(
+            _ino: u64, _mode: Option<u32>, _uid: Option<u32>, _gid: Option<u32>,
+            _size: Option<u64>, _atime: Option<TimeOrNow>, _mtime: Option<TimeOrNow>,
+            _ctime: Option<SystemTime>, _fh: Option<u64>, _crtime: Option<SystemTime>,
+            _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>, _flags: Option<u32>,
+        ) -> ReplyAttr: error(libc::EROFS);
+        fn mknod(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32)
+            -> ReplyEntry: error(libc::EROFS);
+        fn mkdir(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32)
+            -> ReplyEntry: error(libc::EROFS);
+        fn unlink(_parent: u64, _name: &OsStr) -> ReplyEmpty: error(libc::EROFS);
+        fn rmdir(_parent: u64, _name: &OsStr) -> ReplyEmpty: error(libc::EROFS);
+        fn symlink(_parent: u64, _link_name: &OsStr, _target: &Path)
+            -> ReplyEntry: error(libc::EROFS);
+        fn rename(
+            _parent: u64, _name: &OsStr, _newparent: u64, _newname: &OsStr, _flags: u32,
+        ) -> ReplyEmpty: error(libc::EROFS);
+        fn link(_ino: u64, _newparent: u64, _newname: &OsStr) -> ReplyEntry: error(libc::EROFS);
+        fn write(
+            _ino: u64, _fh: u64, _offset: i64, _data: &[u8], _write_flags: u32, _flags: i32,
+            _lock_owner: Option<u64>,
+        ) -> ReplyWrite: error(libc::EROFS);
+        fn setxattr(
+            _ino: u64, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32,
+        ) -> ReplyEmpty: error(libc::EROFS);
+        fn removexattr(_ino: u64, _name: &OsStr) -> ReplyEmpty: error(libc::EROFS);
+        fn create(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32)
+            -> ReplyCreate: error(libc::EROFS);
+        fn fallocate(_ino: u64, _fh: u64, _offset: i64, _length: i64, _mode: i32)
+            -> ReplyEmpty: error(libc::EROFS);
+        fn copy_file_range(
+            _ino_in: u64, _fh_in: u64, _offset_in: i64, _ino_out: u64, _fh_out: u64,
+            _offset_out: i64, _len: u64, _flags: u32,
+        ) -> ReplyWrite: error(libc::EROFS);
+        fn fsync(_ino: u64, _fh: u64, _datasync: bool) -> ReplyEmpty: ok();
+        fn fsyncdir(_ino: u64, _fh: u64, _datasync: bool) -> ReplyEmpty: ok();
     }
 }

@@ -14,33 +14,14 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
+/// The library's kernel-test helpers: Scratch, mkfs, KernelMount (also
+/// taking over FUSE mounts), run/run_output, require_root, pattern,
+/// statvfs...
+#[path = "../../../rxfs/tests/common/mod.rs"]
+mod kcommon;
+pub use kcommon::*;
+
 pub const RXFS: &str = env!("CARGO_BIN_EXE_rxfs");
-
-/// Whether kernel tests were explicitly disabled.
-pub fn skip() -> bool {
-    std::env::var("RXFS_SKIP_KERNEL_TESTS").as_deref() == Ok("1")
-}
-
-pub fn require_root() {
-    assert!(
-        unsafe { libc::geteuid() } == 0,
-        "these tests need root (set RXFS_SKIP_KERNEL_TESTS=1 to disable them)"
-    );
-}
-
-pub fn run(cmd: &str, args: &[&OsStr]) -> Output {
-    let out = Command::new(cmd)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (is it installed?)"));
-    assert!(
-        out.status.success(),
-        "{cmd} {args:?} failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
 
 /// Run `rxfs` with arguments; returns the output whatever the status.
 pub fn rxfs<S: AsRef<OsStr>>(args: &[S]) -> Output {
@@ -61,113 +42,6 @@ pub fn rxfs_ok<S: AsRef<OsStr>>(args: &[S]) -> Vec<u8> {
         String::from_utf8_lossy(&out.stderr)
     );
     out.stdout
-}
-
-/// A scratch directory, removed on drop.
-pub struct Scratch(pub PathBuf);
-
-impl Scratch {
-    pub fn new(name: &str) -> Self {
-        let p = std::env::temp_dir().join(format!("rxfs-cli-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&p);
-        std::fs::create_dir_all(&p).unwrap();
-        Scratch(p)
-    }
-    pub fn path(&self, f: &str) -> PathBuf {
-        self.0.join(f)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-pub fn mkfs(img: &Path, size: u64, opts: &[&str]) {
-    let f = std::fs::File::create(img).unwrap();
-    f.set_len(size).unwrap();
-    drop(f);
-    let mut args: Vec<&OsStr> = vec![OsStr::new("-f"), OsStr::new("-q")];
-    args.extend(opts.iter().map(OsStr::new));
-    args.push(img.as_os_str());
-    run("mkfs.xfs", &args);
-}
-
-/// A mount (kernel loop or FUSE), unmounted on drop.
-pub struct Mounted {
-    pub dir: PathBuf,
-    mounted: bool,
-}
-
-impl Mounted {
-    pub fn kernel(img: &Path, dir: &Path, opts: &str) -> Self {
-        require_root();
-        std::fs::create_dir_all(dir).unwrap();
-        let o = if opts.is_empty() {
-            "loop".to_string()
-        } else {
-            format!("loop,{opts}")
-        };
-        run(
-            "mount",
-            &[
-                OsStr::new("-o"),
-                OsStr::new(&o),
-                img.as_os_str(),
-                dir.as_os_str(),
-            ],
-        );
-        Mounted {
-            dir: dir.to_path_buf(),
-            mounted: true,
-        }
-    }
-
-    /// Take responsibility for a mount made some other way.
-    pub fn adopt(dir: &Path) -> Self {
-        Mounted {
-            dir: dir.to_path_buf(),
-            mounted: true,
-        }
-    }
-
-    pub fn umount(mut self) {
-        self.mounted = false;
-        umount_retry(&self.dir);
-    }
-
-    /// Forget the mount (someone else unmounted it).
-    pub fn disarm(mut self) {
-        self.mounted = false;
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        if self.mounted {
-            let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
-        }
-    }
-}
-
-/// umount, retrying briefly on EBUSY (udev or a slow daemon may hold it).
-pub fn umount_retry(dir: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let out = Command::new("umount").arg(dir).output().unwrap();
-        if out.status.success() {
-            return;
-        }
-        if Instant::now() > deadline {
-            panic!(
-                "umount {} failed: {}",
-                dir.display(),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 pub fn is_mounted(dir: &Path) -> bool {
@@ -210,18 +84,6 @@ pub fn wait_until(timeout: Duration, mut f: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(50));
     }
     f()
-}
-
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
 }
 
 fn cstr(p: &Path) -> CString {
@@ -360,7 +222,7 @@ pub fn populate(root: &Path) {
 pub fn populated_image(s: &Scratch) -> PathBuf {
     let img = s.path("img");
     mkfs(&img, 512 << 20, &[]);
-    let m = Mounted::kernel(&img, &s.path("populate"), "");
+    let m = KernelMount::new(&img, &s.path("populate"), "");
     populate(&m.dir);
     m.umount();
     img
@@ -370,9 +232,20 @@ pub fn populated_image(s: &Scratch) -> PathBuf {
 /// tests/manifest.py (the format's spec), one line per path.
 pub fn walk_manifest(root: &Path) -> Vec<String> {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/manifest.py");
-    let out = run("python3", &[script.as_os_str(), root.as_os_str()]);
-    String::from_utf8(out.stdout)
-        .expect("manifest.py prints ASCII")
+    let out = run_output("python3", &[script.as_os_str(), root.as_os_str()]);
+    manifest_lines("manifest.py", out.stdout)
+}
+
+/// `rxfs debug manifest IMG` (the same format from the image), one line
+/// per path.
+pub fn rxfs_manifest(img: &Path) -> Vec<String> {
+    let out = rxfs_ok(&[OsStr::new("debug"), OsStr::new("manifest"), img.as_os_str()]);
+    manifest_lines("rxfs debug manifest", out)
+}
+
+fn manifest_lines(who: &str, out: Vec<u8>) -> Vec<String> {
+    String::from_utf8(out)
+        .unwrap_or_else(|e| panic!("{who} printed non-UTF-8: {e}"))
         .lines()
         .map(String::from)
         .collect()

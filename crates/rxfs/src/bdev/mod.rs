@@ -8,13 +8,25 @@
 //! device is an error (never a short read silently padded); implementations
 //! are `Send + Sync` and may be called from many threads at once.
 
+mod cow;
+mod crash;
+mod fault;
 mod file;
 mod mem;
 pub mod overlay;
+mod record;
+mod simrng;
 
+pub use cow::{CowDevice, SECTOR_SIZE};
+pub use crash::{
+    case_seed, for_each_crash_image, sample_points, CrashDevice, CrashImage, CrashMode, Event,
+    Piece,
+};
+pub use fault::{Fault, FaultDevice, FaultStats, Ops};
 pub use file::FileDevice;
 pub use mem::MemDevice;
 pub use overlay::{Overlay, OverlayDevice};
+pub use record::{ReadRecord, RecordingDevice};
 
 use crate::error::Result;
 

@@ -173,15 +173,14 @@ impl BtreeKind {
     /// The low key of a record (`rec.len() == rec_size()`).
     pub fn rec_key(self, rec: &[u8]) -> BtreeKey {
         match self {
-            BtreeKind::Bno | BtreeKind::Ino | BtreeKind::Fino | BtreeKind::Refcount => {
-                BtreeKey(be32(rec, 0) as u64, 0, 0)
-            }
-            BtreeKind::Cnt => BtreeKey(be32(rec, 4) as u64, be32(rec, 0) as u64, 0),
+            // An rmap record has its block count between start and owner.
             BtreeKind::Rmap => BtreeKey(
                 be32(rec, 0) as u64,
                 be64(rec, 8),
                 be64(rec, 16) & !RMAP_OFF_UNWRITTEN,
             ),
+            // The others begin with their key fields, laid out as in a key.
+            _ => self.decode_key(rec),
         }
     }
 

@@ -369,3 +369,28 @@ fn sizes_and_heights() {
     assert_eq!(space_to_height(10, 4), 2);
     assert_eq!(NULL_AGINO, u32::MAX);
 }
+
+#[test]
+fn record_keys() {
+    // Free-space records: start block 5, 7 blocks.
+    let alloc = [0, 0, 0, 5, 0, 0, 0, 7];
+    assert_eq!(BtreeKind::Bno.rec_key(&alloc), BtreeKey(5, 0, 0));
+    assert_eq!(BtreeKind::Cnt.rec_key(&alloc), BtreeKey(7, 5, 0));
+    let mut ino = [0u8; 16];
+    ino[..4].copy_from_slice(&64u32.to_be_bytes());
+    ino[4..8].copy_from_slice(&3u32.to_be_bytes());
+    assert_eq!(BtreeKind::Ino.rec_key(&ino), BtreeKey(64, 0, 0));
+    assert_eq!(BtreeKind::Fino.rec_key(&ino), BtreeKey(64, 0, 0));
+    let mut refc = [0u8; 12];
+    refc[..4].copy_from_slice(&9u32.to_be_bytes());
+    refc[4..8].copy_from_slice(&2u32.to_be_bytes());
+    assert_eq!(BtreeKind::Refcount.rec_key(&refc), BtreeKey(9, 0, 0));
+    // rmap: start 100, 4 blocks, owner 131, offset 8 unwritten.
+    let mut rmap = [0u8; 24];
+    rmap[..4].copy_from_slice(&100u32.to_be_bytes());
+    rmap[4..8].copy_from_slice(&4u32.to_be_bytes());
+    rmap[8..16].copy_from_slice(&131u64.to_be_bytes());
+    rmap[16..24].copy_from_slice(&(8 | RMAP_OFF_UNWRITTEN).to_be_bytes());
+    assert_eq!(BtreeKind::Rmap.rec_key(&rmap), BtreeKey(100, 131, 8));
+    assert_eq!(BtreeKind::Rmap.rec_high_key(&rmap), BtreeKey(103, 131, 11));
+}

@@ -255,6 +255,10 @@ impl<'a> DataBlock<'a> {
             }
             return Ok(Err(len));
         }
+        // A live entry needs at least its inode number and name length.
+        if off + 9 > self.end {
+            return Err(self.bad(format!("entry at {off:#x} runs past the data region")));
+        }
         let namelen = b[off + 8] as usize;
         let size = self.geo.data_entsize(namelen);
         if off + size > self.end {

@@ -180,6 +180,22 @@ fn bad_slots_are_corruption() {
 }
 
 #[test]
+fn entry_at_the_end_of_the_block_is_corruption() {
+    // A leaf address can name any 8-byte slot; the last one of a data
+    // block has no room for an entry header (this used to index past the
+    // buffer).
+    let v = vector("holes.xdd3");
+    let b = DataBlock::data(&v.buf, &geo(), v.daddr, v.owner, &v.uuid).unwrap();
+    let end = b.end();
+    for off in [end - 8, end - 16, end, end + 8] {
+        if let Err(e) = b.entry_at(off) {
+            assert!(e.is_corrupt(), "{off:#x}: {e}");
+        }
+    }
+    assert!(b.entry_at(end - 8).is_err());
+}
+
+#[test]
 fn random_mutations_never_panic() {
     let g = geo();
     let mut x = 0x9e37_79b9u32;

@@ -288,6 +288,15 @@ impl Superblock {
             return Err(bad(format!("bad magic {magic:#x}")));
         }
         let version = sb.versionnum & VERSION_NUMBITS;
+        // Versions 1-4 are older XFS formats (never with the CRC feature
+        // bit); anything else is a damaged version number.
+        let crc_bit = sb.versionnum & VERSION_MOREBITS != 0 && sb.features2 & FEAT2_CRC != 0;
+        if version != VERSION_5 && (version == 0 || version > VERSION_5 || crc_bit) {
+            return Err(bad(format!(
+                "bad version number {:#x} (features2 {:#x})",
+                sb.versionnum, sb.features2
+            )));
+        }
         if version != VERSION_5 {
             return Err(Error::NotSupported(format!(
                 "superblock version {version}: rxfs reads only v5 (crc=1) filesystems"
@@ -493,5 +502,56 @@ impl Superblock {
         buf[..SB_SIZE].copy_from_slice(d.as_bytes());
         let ss = self.sectsize as usize;
         crc::update(&mut buf[..ss], SB_CRC_OFF);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{put_be16, put_be32, put_be64};
+
+    /// A minimal valid v5 superblock sector: 1 AG of 64 1 KiB blocks.
+    fn sector() -> Vec<u8> {
+        let mut s = vec![0u8; 512];
+        s[0..4].copy_from_slice(b"XFSB");
+        put_be32(&mut s, 4, 1024);
+        put_be64(&mut s, 8, 64);
+        put_be64(&mut s, 48, 48);
+        put_be32(&mut s, 80, 1);
+        put_be32(&mut s, 84, 64);
+        put_be32(&mut s, 88, 1);
+        put_be32(&mut s, 96, 8);
+        put_be16(&mut s, 100, 0xb4a5);
+        put_be16(&mut s, 102, 512);
+        put_be16(&mut s, 104, 512);
+        put_be16(&mut s, 106, 2);
+        s[120..125].copy_from_slice(&[10, 9, 9, 1, 6]);
+        put_be32(&mut s, 200, 0x18a);
+        crc::update(&mut s, SB_CRC_OFF);
+        s
+    }
+
+    #[test]
+    fn version_numbers() {
+        assert!(Superblock::decode(&sector(), 0).is_ok());
+        // A damaged version number is corruption, even with a stale CRC;
+        // an older format (no CRC feature bit) is "not supported".
+        for (vn, f2, corrupt) in [
+            (0xb4a8u16, 0x18au32, true),
+            (0xb4a0, 0x18a, true),
+            (0xb4a4, 0x18a, true),
+            (0xb4a1, 0x18a, true),
+            (0xb4a4, 0x08a, false),
+            (0x0004, 0x000, false),
+        ] {
+            let mut s = sector();
+            put_be16(&mut s, 100, vn);
+            put_be32(&mut s, 200, f2);
+            let e = Superblock::decode(&s, 0).unwrap_err();
+            assert_eq!(e.is_corrupt(), corrupt, "{vn:#x} {f2:#x}: {e}");
+            if !corrupt {
+                assert!(matches!(e, Error::NotSupported(_)), "{e}");
+            }
+        }
     }
 }

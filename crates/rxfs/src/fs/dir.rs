@@ -413,7 +413,22 @@ impl Filesystem {
         let hash = hashname(name);
         let mut dablk = dg.leaf_dablk();
         let (mut daddr, mut buf) = self.read_leaf_seg(dir, dablk)?;
-        if crate::format::be16(&buf, 8) == LEAF1_MAGIC {
+        // Leaf form: the leaf1 block is the fork's last block. Node form
+        // has a free index past it, and leafn/DA node blocks: a leaf1 magic
+        // there (or any other magic in leaf form) is corruption.
+        let leaf_form = dir
+            .data
+            .extents()
+            .last()
+            .is_some_and(|e| e.end() == dablk + dg.fsbs() as u64);
+        if crate::format::be16(&buf, 8) == LEAF1_MAGIC && !leaf_form {
+            return Err(Error::corrupt(
+                "directory leaf1 block",
+                Location::Daddr(daddr.0),
+                "leaf1 index block in a node-form directory",
+            ));
+        }
+        if leaf_form {
             let leaf = decode_leaf(&buf, LEAF1_MAGIC, daddr, dir.ino, &uuid)?;
             let r = hash_range(&leaf.entries, hash);
             return self.match_leaf_entries(dir, &leaf.entries[r], name, &mut None);

@@ -5,13 +5,42 @@
 
 #![allow(dead_code)]
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Output};
 
 /// Whether kernel tests were explicitly disabled.
 pub fn kernel_tests_disabled() -> bool {
     std::env::var("RXFS_SKIP_KERNEL_TESTS").as_deref() == Ok("1")
 }
+
+/// Fail unless running as root (loop and FUSE mounts need it).
+pub fn require_root() {
+    assert!(
+        unsafe { libc::geteuid() } == 0,
+        "these tests need root (set RXFS_SKIP_KERNEL_TESTS=1 to disable them)"
+    );
+}
+
+/// Fail unless every tool is on PATH.
+pub fn require_tools(tools: &[&str]) {
+    for tool in tools {
+        let ok = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        assert!(ok, "{tool} is missing (or set RXFS_SKIP_KERNEL_TESTS=1)");
+    }
+}
+
+/// Environment under which mkfs.xfs accepts filesystems (and logs) smaller
+/// than it otherwise supports: the variables fstests sets.
+pub const FSTESTS_ENV: &[(&str, &str)] = &[
+    ("TEST_DIR", "/tmp"),
+    ("TEST_DEV", "/dev/null"),
+    ("QA_CHECK_FS", "xfs"),
+];
 
 pub fn run(cmd: &str, args: &[&str]) {
     run_retry(cmd, args, 1);
@@ -20,17 +49,36 @@ pub fn run(cmd: &str, args: &[&str]) {
 /// Run a command, retrying transient failures (loop device allocation races
 /// between parallel tests, a briefly busy mount point).
 pub fn run_retry(cmd: &str, args: &[&str], tries: u32) {
+    run_with(cmd, args, &[], tries);
+}
+
+/// Run a command once; returns its output (stdout for parsing).
+pub fn run_output<S: AsRef<OsStr>>(cmd: &str, args: &[S]) -> Output {
+    run_with(cmd, args, &[], 1)
+}
+
+/// Run a command with `env` added to its environment, up to `tries` times
+/// (200 ms more pause before each retry); returns the output of the run
+/// that succeeded, panics with the last failure's output.
+pub fn run_with<S: AsRef<OsStr>>(
+    cmd: &str,
+    args: &[S],
+    env: &[(&str, &str)],
+    tries: u32,
+) -> Output {
+    let args: Vec<&OsStr> = args.iter().map(AsRef::as_ref).collect();
     let mut last = String::new();
     for attempt in 0..tries {
         if attempt > 0 {
             std::thread::sleep(std::time::Duration::from_millis(200 * attempt as u64));
         }
         let out = Command::new(cmd)
-            .args(args)
+            .args(&args)
+            .envs(env.iter().copied())
             .output()
             .unwrap_or_else(|e| panic!("cannot run {cmd}: {e} (is it installed?)"));
         if out.status.success() {
-            return;
+            return out;
         }
         last = format!(
             "{}{}",
@@ -64,27 +112,34 @@ impl Drop for Scratch {
 
 /// Make an image with mkfs.xfs.
 pub fn mkfs(img: &Path, size: u64, opts: &[&str]) {
+    mkfs_with(img, size, opts, &[]);
+}
+
+/// [`mkfs`] with `env` added to mkfs.xfs's environment (e.g.
+/// [`FSTESTS_ENV`] for small logs on small filesystems).
+pub fn mkfs_with(img: &Path, size: u64, opts: &[&str], env: &[(&str, &str)]) {
     let f = std::fs::File::create(img).unwrap();
     f.set_len(size).unwrap();
     drop(f);
     let mut args: Vec<&str> = vec!["-f", "-q"];
     args.extend_from_slice(opts);
     args.push(img.to_str().unwrap());
-    run("mkfs.xfs", &args);
+    run_with("mkfs.xfs", &args, env, 1);
 }
 
-/// A kernel loop mount, unmounted on drop.
+/// A mount (a kernel loop mount, or any mount taken over with
+/// [`KernelMount::adopt`]), unmounted on drop: plainly, else lazily.
 pub struct KernelMount {
     pub dir: PathBuf,
     mounted: bool,
+    /// The loop device [`KernelMount::on_rw_loop`] attached: detached on
+    /// drop, after the unmount.
+    loopdev: Option<String>,
 }
 
 impl KernelMount {
     pub fn new(img: &Path, dir: &Path, opts: &str) -> Self {
-        assert!(
-            unsafe { libc::geteuid() } == 0,
-            "kernel oracle tests need root (set RXFS_SKIP_KERNEL_TESTS=1 to disable them)"
-        );
+        require_root();
         std::fs::create_dir_all(dir).unwrap();
         let o = if opts.is_empty() {
             "loop".to_string()
@@ -95,20 +150,53 @@ impl KernelMount {
             "mount",
             &["-o", &o, img.to_str().unwrap(), dir.to_str().unwrap()],
         );
+        KernelMount::adopt(dir)
+    }
+
+    /// Mount `img` with `opts` (read-only ones) through a loop device
+    /// attached read-write: log recovery on a read-only mount still writes
+    /// to the device, which the read-only loop of `mount -o loop,ro`
+    /// refuses.
+    pub fn on_rw_loop(img: &Path, dir: &Path, opts: &str) -> Self {
+        require_root();
+        std::fs::create_dir_all(dir).unwrap();
+        let out = run_output("losetup", &["-f", "--show", img.to_str().unwrap()]);
+        let dev = String::from_utf8(out.stdout).unwrap().trim().to_string();
+        let mut m = KernelMount {
+            dir: dir.to_path_buf(),
+            mounted: false,
+            loopdev: Some(dev),
+        };
+        let dev = m.loopdev.as_deref().unwrap();
+        run("mount", &["-o", opts, dev, dir.to_str().unwrap()]);
+        m.mounted = true;
+        m
+    }
+
+    /// Take responsibility for a mount made some other way (e.g. FUSE).
+    pub fn adopt(dir: &Path) -> Self {
         KernelMount {
             dir: dir.to_path_buf(),
             mounted: true,
+            loopdev: None,
         }
     }
 
+    /// Unmount, retrying for about 9 s while it is busy (udev, a slow
+    /// daemon).
     pub fn umount(mut self) {
         self.do_umount();
+    }
+
+    /// Forget the mount (someone else unmounted it).
+    pub fn disarm(mut self) {
+        self.mounted = false;
     }
 
     fn do_umount(&mut self) {
         if self.mounted {
             self.mounted = false;
-            run_retry("umount", &[self.dir.to_str().unwrap()], 5);
+            run_retry("umount", &[self.dir.to_str().unwrap()], 10);
         }
     }
 }
@@ -117,9 +205,42 @@ impl Drop for KernelMount {
     fn drop(&mut self) {
         if self.mounted {
             self.mounted = false;
-            let _ = Command::new("umount").arg(&self.dir).status();
+            let plain = Command::new("umount").arg(&self.dir).output();
+            if !plain.is_ok_and(|o| o.status.success()) {
+                let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+            }
+        }
+        if let Some(dev) = self.loopdev.take() {
+            let _ = Command::new("losetup").args(["-d", &dev]).status();
         }
     }
+}
+
+/// statvfs(2) of a path (on a mount point: the kernel's counters).
+pub fn statvfs(p: &Path) -> libc::statvfs {
+    use std::os::unix::ffi::OsStrExt;
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::statvfs(c.as_ptr(), &mut st) },
+        0,
+        "statvfs {}",
+        p.display()
+    );
+    st
+}
+
+/// Deterministic pseudo-random bytes (xorshift64) for file contents.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
 }
 
 /// Open an image read-only through rxfs.
