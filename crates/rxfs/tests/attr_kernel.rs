@@ -18,29 +18,6 @@ use common::*;
 use rxfs::types::Ino;
 use rxfs::{Error, Filesystem, MountOptions};
 
-fn cpath(p: &Path) -> CString {
-    CString::new(p.as_os_str().as_bytes()).unwrap()
-}
-
-fn setx(p: &Path, name: &str, value: &[u8]) {
-    let n = CString::new(name).unwrap();
-    let rc = unsafe {
-        libc::lsetxattr(
-            cpath(p).as_ptr(),
-            n.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "setxattr {p:?} {name}: {}",
-        std::io::Error::last_os_error()
-    );
-}
-
 fn removex(p: &Path, name: &str) {
     let n = CString::new(name).unwrap();
     let rc = unsafe { libc::lremovexattr(cpath(p).as_ptr(), n.as_ptr()) };
@@ -110,16 +87,16 @@ const ABSENT: &[&[u8]] = &[
 
 fn populate(root: &Path, blocksize: usize) {
     touch(root, "noattr");
-    setx(&touch(root, "small"), "user.a", b"hello");
-    setx(&touch(root, "empty_value"), "user.e", b"");
+    set_xattr(&touch(root, "small"), "user.a", b"hello");
+    set_xattr(&touch(root, "empty_value"), "user.e", b"");
     let p = touch(root, "namespaces");
     for (ns, v) in [("user", "u"), ("trusted", "t"), ("security", "s")] {
-        setx(&p, &format!("{ns}.same"), v.as_bytes());
-        setx(&p, &format!("{ns}.{ns}_only"), b"x");
+        set_xattr(&p, &format!("{ns}.same"), v.as_bytes());
+        set_xattr(&p, &format!("{ns}.{ns}_only"), b"x");
     }
     let p = touch(root, "longname");
-    setx(&p, &format!("user.{}", "n".repeat(250)), b"long name");
-    setx(
+    set_xattr(&p, &format!("user.{}", "n".repeat(250)), b"long name");
+    set_xattr(
         &p,
         &format!("trusted.{}", "t".repeat(247)),
         b"long trusted name",
@@ -127,12 +104,12 @@ fn populate(root: &Path, blocksize: usize) {
     // One leaf block.
     let p = touch(root, "leaf30");
     for i in 0..30 {
-        setx(&p, &format!("user.attr{i}"), format!("{i:0100}").as_bytes());
+        set_xattr(&p, &format!("user.attr{i}"), format!("{i:0100}").as_bytes());
     }
     // Leaf with holes: remove every third.
     let p = touch(root, "leaf_holes");
     for i in 0..40 {
-        setx(&p, &format!("user.h{i}"), &pattern(i, 90));
+        set_xattr(&p, &format!("user.h{i}"), &pattern(i, 90));
     }
     for i in (0..40).step_by(3) {
         removex(&p, &format!("user.h{i}"));
@@ -140,7 +117,7 @@ fn populate(root: &Path, blocksize: usize) {
     // Back to shortform after growing.
     let p = touch(root, "shrunk");
     for i in 0..30 {
-        setx(&p, &format!("user.s{i}"), &pattern(i, 100));
+        set_xattr(&p, &format!("user.s{i}"), &pattern(i, 100));
     }
     for i in 1..30 {
         removex(&p, &format!("user.s{i}"));
@@ -148,29 +125,29 @@ fn populate(root: &Path, blocksize: usize) {
     // DA node (two levels with 1 KiB blocks).
     let p = touch(root, "node2000");
     for i in 0..2000 {
-        setx(&p, &format!("user.n{i}"), format!("{i:0100}").as_bytes());
+        set_xattr(&p, &format!("user.n{i}"), format!("{i:0100}").as_bytes());
     }
     // Remote values, the largest allowed, one just over the local limit.
     let p = touch(root, "remote");
-    setx(&p, "user.big", &pattern(1, 20000));
-    setx(&p, "user.max", &pattern(2, 65536));
-    setx(&p, "trusted.rem", &pattern(3, 5000));
-    setx(&p, "user.one", b"1");
-    setx(&p, "user.edge", &pattern(4, blocksize * 3 / 4));
-    setx(&p, "user.edge1", &pattern(5, blocksize * 3 / 4 + 1));
+    set_xattr(&p, "user.big", &pattern(1, 20000));
+    set_xattr(&p, "user.max", &pattern(2, 65536));
+    set_xattr(&p, "trusted.rem", &pattern(3, 5000));
+    set_xattr(&p, "user.one", b"1");
+    set_xattr(&p, "user.edge", &pattern(4, blocksize * 3 / 4));
+    set_xattr(&p, "user.edge1", &pattern(5, blocksize * 3 / 4 + 1));
     // Remote values inside a node-format fork.
     let p = touch(root, "node_remote");
     for i in 0..300 {
         let len = if i % 10 == 0 { 3000 + i as usize } else { 60 };
-        setx(&p, &format!("user.r{i}"), &pattern(i, len));
+        set_xattr(&p, &format!("user.r{i}"), &pattern(i, len));
     }
     // A node-format fork that shrank: freed leaf blocks leave holes in the
     // attr fork address space, with remote values beyond them.
     let p = touch(root, "node_holes");
     for i in 0..1000 {
-        setx(&p, &format!("user.k{i}"), &pattern(i, 100));
+        set_xattr(&p, &format!("user.k{i}"), &pattern(i, 100));
         if i % 100 == 0 {
-            setx(&p, &format!("user.big{i}"), &pattern(i, 5000));
+            set_xattr(&p, &format!("user.big{i}"), &pattern(i, 5000));
         }
     }
     for i in (0..1000).filter(|i| i % 10 != 0) {
@@ -180,8 +157,8 @@ fn populate(root: &Path, blocksize: usize) {
     // extents (btree-format attr forks).
     let (a, b) = (touch(root, "frag_a"), touch(root, "frag_b"));
     for i in 0..1500 {
-        setx(&a, &format!("user.f{i}"), &pattern(i, 100));
-        setx(&b, &format!("user.g{i}"), &pattern(i + 1, 100));
+        set_xattr(&a, &format!("user.f{i}"), &pattern(i, 100));
+        set_xattr(&b, &format!("user.g{i}"), &pattern(i + 1, 100));
     }
     // POSIX ACLs.
     let p = touch(root, "acl");
@@ -191,7 +168,7 @@ fn populate(root: &Path, blocksize: usize) {
         .map(|i| format!("u:{}:r,g:{}:w", 2000 + i, 3000 + i))
         .collect();
     sh("setfacl", &["-m", &spec.join(","), p.to_str().unwrap()]);
-    setx(&p, "user.withacl", b"v");
+    set_xattr(&p, "user.withacl", b"v");
     let d = root.join("dacl");
     std::fs::create_dir(&d).unwrap();
     sh("setfacl", &["-d", "-m", "u:1234:rwx", d.to_str().unwrap()]);
@@ -199,7 +176,7 @@ fn populate(root: &Path, blocksize: usize) {
     // Inherits the default ACL.
     std::fs::write(d.join("child"), b"").unwrap();
     std::fs::create_dir(d.join("subdir")).unwrap();
-    setx(&d, "user.dirattr", b"on a directory");
+    set_xattr(&d, "user.dirattr", b"on a directory");
     // Symlinks of every size.
     for len in [1usize, 12, 60, 200, 900, 1000, 1023] {
         let t: String = (0..len)
@@ -215,8 +192,8 @@ fn populate(root: &Path, blocksize: usize) {
     }
     let s = root.join("sym_attr");
     std::os::unix::fs::symlink("target", &s).unwrap();
-    setx(&s, "trusted.on_link", b"link attr");
-    setx(&s, "security.on_link", &pattern(9, 3000));
+    set_xattr(&s, "trusted.on_link", b"link attr");
+    set_xattr(&s, "security.on_link", &pattern(9, 3000));
 }
 
 /// A getxattr answer: the value or the errno.
@@ -465,10 +442,10 @@ fn corrupt_structures() {
     let m = KernelMount::new(&img, &s.path("mnt"), "");
     let node = touch(&m.dir, "node");
     for i in 0..2000 {
-        setx(&node, &format!("user.n{i}"), format!("{i:0100}").as_bytes());
+        set_xattr(&node, &format!("user.n{i}"), format!("{i:0100}").as_bytes());
     }
     let remote = touch(&m.dir, "remote");
-    setx(&remote, "user.big", &pattern(1, 20000));
+    set_xattr(&remote, "user.big", &pattern(1, 20000));
     let link = m.dir.join("link");
     std::os::unix::fs::symlink("l".repeat(900), &link).unwrap();
     let inos: Vec<u64> = [&node, &remote, &link]

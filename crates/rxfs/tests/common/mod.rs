@@ -299,3 +299,44 @@ pub fn assert_corrupt<T>(r: rxfs::Result<T>, what: &str) {
         Ok(_) => panic!("{what}: expected a corruption error, got a result"),
     }
 }
+
+/// A path as a C string, for libc calls.
+pub fn cpath(p: &Path) -> std::ffi::CString {
+    use std::os::unix::ffi::OsStrExt;
+    std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+/// lsetxattr, asserting success.
+pub fn set_xattr(p: &Path, name: &str, value: &[u8]) {
+    let n = std::ffi::CString::new(name).unwrap();
+    // SAFETY: both strings are NUL-terminated and value is a live slice.
+    let rc = unsafe {
+        libc::lsetxattr(
+            cpath(p).as_ptr(),
+            n.as_ptr(),
+            value.as_ptr().cast(),
+            value.len(),
+            0,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "setxattr {name} on {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+}
+
+/// mknod, asserting success.
+pub fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) {
+    // SAFETY: the path is NUL-terminated.
+    let rc = unsafe { libc::mknod(cpath(p).as_ptr(), mode, dev) };
+    assert_eq!(
+        rc,
+        0,
+        "mknod {}: {}",
+        p.display(),
+        std::io::Error::last_os_error()
+    );
+}

@@ -13,61 +13,12 @@
 //! - symlinks with inline and remote (`XSLM`) targets, hard links;
 //! - special files: char and block devices, a FIFO, a socket.
 
-use std::ffi::CString;
 use std::io::{Seek, SeekFrom, Write};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use crate::common::{mkfs, KernelMount, Scratch};
-
-/// Deterministic file contents.
-pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
-    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn cpath(p: &Path) -> CString {
-    CString::new(p.as_os_str().as_bytes()).unwrap()
-}
-
-fn setxattr(p: &Path, name: &str, value: &[u8]) {
-    let n = CString::new(name).unwrap();
-    let rc = unsafe {
-        libc::lsetxattr(
-            cpath(p).as_ptr(),
-            n.as_ptr(),
-            value.as_ptr().cast(),
-            value.len(),
-            0,
-        )
-    };
-    assert_eq!(
-        rc,
-        0,
-        "setxattr {name} on {}: {}",
-        p.display(),
-        std::io::Error::last_os_error()
-    );
-}
-
-fn mknod(p: &Path, mode: libc::mode_t, dev: libc::dev_t) {
-    let rc = unsafe { libc::mknod(cpath(p).as_ptr(), mode, dev) };
-    assert_eq!(
-        rc,
-        0,
-        "mknod {}: {}",
-        p.display(),
-        std::io::Error::last_os_error()
-    );
-}
+pub use crate::common::pattern;
+use crate::common::{mkfs, mknod, set_xattr, KernelMount, Scratch};
 
 fn make_dir(root: &Path, name: &str, entries: usize) {
     let d = root.join(name);
@@ -123,26 +74,26 @@ fn populate(root: &Path) {
     std::fs::create_dir(&xa).unwrap();
     let sf = xa.join("shortform");
     std::fs::write(&sf, b"x").unwrap();
-    setxattr(&sf, "user.one", b"1");
-    setxattr(&sf, "trusted.two", b"22");
+    set_xattr(&sf, "user.one", b"1");
+    set_xattr(&sf, "trusted.two", b"22");
     let leaf = xa.join("leaf");
     std::fs::write(&leaf, b"x").unwrap();
     for i in 0..30 {
-        setxattr(&leaf, &format!("user.a{i:03}"), &pattern(i, 100));
+        set_xattr(&leaf, &format!("user.a{i:03}"), &pattern(i, 100));
     }
     let node = xa.join("node");
     std::fs::write(&node, b"x").unwrap();
     for i in 0..1200 {
-        setxattr(&node, &format!("user.n{i:04}"), &pattern(i, 100));
+        set_xattr(&node, &format!("user.n{i:04}"), &pattern(i, 100));
     }
     let remote = xa.join("remote");
     std::fs::write(&remote, b"x").unwrap();
-    setxattr(&remote, "user.big", &pattern(5, 20_000));
-    setxattr(&remote, "user.small", b"s");
-    setxattr(&remote, "security.sec", b"label");
+    set_xattr(&remote, "user.big", &pattern(5, 20_000));
+    set_xattr(&remote, "user.small", b"s");
+    set_xattr(&remote, "security.sec", b"label");
     // A directory with a leaf-form attr fork.
     for i in 0..30 {
-        setxattr(&xa, &format!("user.d{i:03}"), &pattern(i + 100, 100));
+        set_xattr(&xa, &format!("user.d{i:03}"), &pattern(i + 100, 100));
     }
 
     // Symlinks.
