@@ -35,6 +35,19 @@ use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::types::Daddr;
 
+/// Read and verify the primary superblock (sector 0) of `dev`: one 512-byte
+/// read, then the whole sector when the superblock says sectors are larger.
+pub fn read_primary_sb(dev: &dyn BlockDevice) -> Result<Superblock> {
+    let mut buf = vec![0u8; 512];
+    dev.read_at(&mut buf, 0)?;
+    let sectsize = crate::format::be16(&buf, 102) as usize;
+    if sectsize > 512 && sectsize <= 32768 && sectsize.is_power_of_two() {
+        buf.resize(sectsize, 0);
+        dev.read_at(&mut buf, 0)?;
+    }
+    Superblock::decode(&buf, 0)
+}
+
 /// Options of `rxfs mount` and [`Filesystem::open`], spelled as the kernel does.
 #[derive(Debug, Clone, Default)]
 pub struct MountOptions {
@@ -81,14 +94,7 @@ impl Filesystem {
         rtdev: Option<Arc<dyn BlockDevice>>,
         opts: MountOptions,
     ) -> Result<Arc<Self>> {
-        let mut buf = vec![0u8; 512];
-        dev.read_at(&mut buf, 0)?;
-        let sectsize = crate::format::be16(&buf, 102) as usize;
-        if sectsize > 512 && sectsize <= 32768 && sectsize.is_power_of_two() {
-            buf.resize(sectsize, 0);
-            dev.read_at(&mut buf, 0)?;
-        }
-        let sb = Superblock::decode(&buf, 0)?;
+        let sb = read_primary_sb(&*dev)?;
         let unknown = sb.unknown_incompat();
         if unknown != 0 {
             return Err(Error::UnknownIncompat {
@@ -133,9 +139,7 @@ impl Filesystem {
                 let dev: Arc<dyn BlockDevice> =
                     Arc::new(crate::bdev::OverlayDevice::new(dev, rec.overlay));
                 recovery = Some(rec.stats);
-                let mut sbuf = vec![0u8; buf.len()];
-                dev.read_at(&mut sbuf, 0)?;
-                let sb = Superblock::decode(&sbuf, 0)?;
+                let sb = read_primary_sb(&*dev)?;
                 let geo = Geometry::new(&sb);
                 (dev, sb, geo)
             }

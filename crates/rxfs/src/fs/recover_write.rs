@@ -33,7 +33,6 @@ use crate::format::log::{MAX_ICLOGS, MAX_RECORD_BSIZE};
 use crate::format::log_ops::push_op;
 use crate::format::log_record::{LogRecord, RecordHeader};
 use crate::format::put_be32;
-use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::types::{Daddr, Lsn};
 
@@ -49,14 +48,7 @@ pub fn recover_to_device(dev: &dyn BlockDevice) -> Result<RecoveryStats> {
     if dev.read_only() {
         return Err(Error::ReadOnly("recovery needs a writable device".into()));
     }
-    let mut buf = vec![0u8; 512];
-    dev.read_at(&mut buf, 0)?;
-    let sectsize = crate::format::be16(&buf, 102) as usize;
-    if sectsize > 512 && sectsize <= 32768 && sectsize.is_power_of_two() {
-        buf.resize(sectsize, 0);
-        dev.read_at(&mut buf, 0)?;
-    }
-    let sb = Superblock::decode(&buf, 0)?;
+    let sb = super::read_primary_sb(dev)?;
     let geo = Geometry::new(&sb);
     let log = Log::new(dev, &geo, &sb)?;
     let st = log.find_state()?;
