@@ -17,6 +17,7 @@ use super::writer::Shared;
 use super::Counters;
 use crate::error::{Error, Result};
 use crate::types::{Daddr, Lsn};
+use std::sync::atomic::Ordering;
 
 impl Shared {
     pub(super) fn force(&self, lsn: Option<Lsn>) -> Result<Lsn> {
@@ -51,8 +52,44 @@ impl Shared {
                 }
             }
         };
+        // A deferred buffer is pushed by its forcers once the writes ahead
+        // of it complete, after the forcers that completion released have
+        // had about one write's time to commit into it too (the batching
+        // window); durability is unchanged: every force waits for its LSN.
+        let mut counted = false;
+        let mut deadline = None;
         while c.last_sync < target {
             Self::shut_err(&c)?;
+            if !counted {
+                counted = true;
+                if let Some(i) = (0..n).find(|&i| c.iclogs[i].lsn == target) {
+                    c.iclogs[i].forcers += 1;
+                    self.done_cv.notify_all();
+                }
+            }
+            let cur = c.cur;
+            let (open, joined) = {
+                let ic = &c.iclogs[cur];
+                (ic.is_open() && ic.lsn == target, ic.forcers)
+            };
+            if open && c.oldest == cur {
+                let now = std::time::Instant::now();
+                let window = std::time::Duration::from_nanos(
+                    self.stats.last_io_ns.load(Ordering::Relaxed).min(2_000_000),
+                );
+                let end = *deadline.get_or_insert(now + window);
+                if joined <= c.rejoin && now < end {
+                    c = self
+                        .done_cv
+                        .wait_timeout(c, end - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                    continue;
+                }
+                c.rejoin = 0;
+                self.switch_out(&mut c, cur)?;
+                continue;
+            }
             c = self.done_cv.wait(c).unwrap_or_else(|e| e.into_inner());
         }
         Ok(target)
@@ -111,6 +148,7 @@ impl Shared {
             }
         }
         let (pieces, spare) = record_pieces(job, self.cfg.size_bbs);
+        let t0 = std::time::Instant::now();
         let r = (|| {
             if flush {
                 self.dev.flush()?;
@@ -128,6 +166,8 @@ impl Shared {
             }
             Ok(())
         })();
+        let ns = t0.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        self.stats.last_io_ns.store(ns, Ordering::Relaxed);
         (r, spare)
     }
 
@@ -158,6 +198,7 @@ impl Shared {
                 let lsn = ic.lsn;
                 cbs.extend(ic.callbacks.drain(..).map(|cb| (lsn, cb)));
             }
+            c.rejoin = batch.iter().map(|&b| c.iclogs[b].forcers).sum();
             let last = c.iclogs[*batch.last().expect("non-empty")].lsn;
             c.oldest = idx;
             drop(c);
@@ -182,7 +223,8 @@ impl Shared {
             Counters::add(&self.stats.completion_batches, 1);
             Counters::add(&self.stats.completed_records, batch.len() as u64);
             let cur = c.cur;
-            if c.oldest == cur && c.iclogs[cur].is_open() && c.iclogs[cur].push_when_idle {
+            let ic = &c.iclogs[cur];
+            if c.oldest == cur && ic.is_open() && ic.push_when_idle && ic.forcers == 0 {
                 let _ = self.switch_out(&mut c, cur);
             }
             self.done_cv.notify_all();

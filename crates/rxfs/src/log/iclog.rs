@@ -94,6 +94,9 @@ pub(crate) struct Iclog {
     pub need_flush: bool,
     /// A commit waits in this ACTIVE buffer for the in-flight I/O to end.
     pub push_when_idle: bool,
+    /// Forces sleeping until this (open) buffer is stable: they push it
+    /// themselves when the in-flight writes complete.
+    pub forcers: usize,
     pub job: Option<IoJob>,
     pub callbacks: Vec<StableCallback>,
     /// The write's result, set by the I/O thread.
@@ -110,6 +113,7 @@ impl Iclog {
             num_ops: 0,
             need_flush: false,
             push_when_idle: false,
+            forcers: 0,
             job: None,
             callbacks: Vec::new(),
             io_error: None,
@@ -130,6 +134,7 @@ impl Iclog {
         self.num_ops = 0;
         self.need_flush = false;
         self.push_when_idle = false;
+        self.forcers = 0;
         self.io_error = None;
     }
 

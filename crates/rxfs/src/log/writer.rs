@@ -95,6 +95,9 @@ pub(super) struct Core {
     pub(super) io_done_below: u64,
     pub(super) io_done: BTreeSet<u64>,
     pub(super) completing: bool,
+    /// Forcers released by the last completion pass (they may commit
+    /// again into the deferred buffer).
+    pub(super) rejoin: usize,
     pub(super) last_sync: Lsn,
     pub(super) error: Option<String>,
     pub(super) exit: bool,
@@ -159,6 +162,7 @@ impl LogWriter {
             io_done_below: 0,
             io_done: BTreeSet::new(),
             completing: false,
+            rejoin: 0,
             last_sync: prev_record_lsn(&cfg),
             error: None,
             exit: false,
@@ -436,9 +440,10 @@ impl Shared {
     /// it ACTIVE, marked to go out when the in-flight writes complete, so
     /// commits and forces arriving meanwhile share it (seed 002's batching).
     pub(super) fn push_or_defer(&self, c: &mut Core, idx: usize) -> Result<()> {
-        if c.oldest == c.cur {
+        if c.oldest == c.cur && c.iclogs[idx].forcers == 0 {
             self.switch_out(c, idx)
         } else {
+            // In flight, or forcers are holding it open for a batch.
             c.iclogs[idx].push_when_idle = true;
             Ok(())
         }
