@@ -22,9 +22,13 @@
 //!
 //! The v5 LSN rule: self-describing metadata stores the LSN of the last
 //! checkpoint written to it. If the stored LSN is at or past the LSN of the
-//! transaction being replayed, the block on disk is already newer and the
-//! item is skipped. Replayed blocks get the transaction's LSN stamped in
-//! and their CRC recomputed, as the kernel's write verifiers do.
+//! transaction being replayed (strictly past, for inodes), the block on
+//! disk is already newer and the item is skipped. Replayed blocks get the
+//! transaction's LSN stamped in and their CRC recomputed, as the kernel's
+//! write verifiers do. A transaction's LSN is that of the log record its
+//! checkpoint starts in, so several checkpoints can share one LSN: a stamp
+//! made by this recovery never makes a later item of the same LSN look
+//! stale (see [`buf_is_newer`], [`inode_is_newer`]).
 //!
 //! | magic | lsn at | crc at | blkno at | uuid at |
 //! |---|---|---|---|---|
@@ -143,6 +147,9 @@ pub(super) struct Replay<'a> {
     pub order: HostOrder,
     pub overlay: Overlay,
     pub cancels: HashMap<(u64, u32), u32>,
+    /// The LSN each buffer replay stamped into its block (by daddr): see
+    /// [`buf_is_newer`].
+    pub stamped: HashMap<u64, Lsn>,
     pub stats: RecoveryStats,
 }
 
@@ -323,6 +330,29 @@ fn intent_id(f: &ItemFormat) -> Option<(bool, &'static str, u64)> {
     })
 }
 
+/// The v5 LSN rule for a buffer item of the transaction at `lsn`: skip it
+/// when the block's stored LSN `disk` is at or past `lsn`, unless that LSN
+/// is the one our own replay of an earlier item stamped (`own`).
+///
+/// Several checkpoints can start in the same log record and so share one
+/// LSN. The kernel stamps a replayed buffer's LSN only when it writes the
+/// buffer back, which it does whenever the LSN changes; until then the
+/// buffer keeps the LSN it had before, which was older (it was replayed).
+/// So a stamp from this recovery never makes a later item look stale: a
+/// later checkpoint with the same LSN must replay over it.
+pub(super) fn buf_is_newer(disk: Lsn, own: Option<Lsn>, lsn: Lsn) -> bool {
+    disk >= lsn && own != Some(disk)
+}
+
+/// The v5 LSN rule for an inode item of the transaction at `lsn`: skip it
+/// only when the inode's stored `di_lsn` is strictly past `lsn` (0 and -1
+/// mean "no LSN"). Equal is replayed: a checkpoint sharing the LSN of an
+/// earlier one (same log record) must apply its changes over the earlier
+/// one's, e.g. the inode freed after the checkpoint that unlinked it.
+pub(super) fn inode_is_newer(disk: i64, lsn: Lsn) -> bool {
+    disk != 0 && disk != -1 && Lsn(disk) > lsn
+}
+
 /// Replay order class of an item within its checkpoint.
 fn order_class(f: &ItemFormat) -> u8 {
     match f {
@@ -350,6 +380,7 @@ pub fn recover(
         order,
         overlay: Overlay::new(),
         cancels: HashMap::new(),
+        stamped: HashMap::new(),
         stats: RecoveryStats {
             records: contents.records,
             transactions: contents.transactions.len() as u64,
@@ -503,6 +534,25 @@ mod tests {
         b[..4].copy_from_slice(&[0; 4]);
         b[8..10].copy_from_slice(&0x3bee_u16.to_be_bytes());
         assert_eq!(meta_header(&b).unwrap().lsn_off, 24);
+    }
+
+    #[test]
+    fn same_lsn_checkpoints_replay_over_each_other() {
+        let (x, y) = (Lsn::new(1, 200), Lsn::new(1, 100));
+        // A block written back at or past the transaction is newer.
+        assert!(buf_is_newer(x, None, x));
+        assert!(buf_is_newer(x, None, y));
+        assert!(!buf_is_newer(y, None, x));
+        // Our own stamp of an earlier checkpoint with the same LSN is not.
+        assert!(!buf_is_newer(x, Some(x), x));
+        // A stamp from elsewhere (an inode item) still counts.
+        assert!(buf_is_newer(x, Some(y), x));
+        // Inodes: only strictly newer is skipped; 0 and -1 are no LSN.
+        assert!(!inode_is_newer(x.0, x));
+        assert!(inode_is_newer(x.0, y));
+        assert!(!inode_is_newer(y.0, x));
+        assert!(!inode_is_newer(0, x));
+        assert!(!inode_is_newer(-1, x));
     }
 
     #[test]

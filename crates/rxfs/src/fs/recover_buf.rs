@@ -16,7 +16,7 @@
 //! those 4-byte fields are copied, and the CRC of each changed inode is
 //! recomputed. CANCEL items and cancelled buffers are skipped.
 
-use super::recover::{block_lsn, stamp_and_verify, Replay};
+use super::recover::{block_lsn, buf_is_newer, stamp_and_verify, Replay};
 use crate::error::{Error, Location, Result};
 use crate::format::log_items::{BufFormat, BLF_CHUNK};
 use crate::format::log_ops::LogItem;
@@ -108,7 +108,7 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &BufFormat, item: &LogItem
     let uuid = r.uuid();
     if r.v5() {
         if let Some(disk) = block_lsn(&buf, &uuid) {
-            if disk >= lsn {
+            if buf_is_newer(disk, r.stamped.get(&f.blkno).copied(), lsn) {
                 r.stats.buf_skipped_lsn += 1;
                 return Ok(());
             }
@@ -126,6 +126,7 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &BufFormat, item: &LogItem
         refresh_inode_crcs(r, &mut buf);
     } else if r.v5() {
         stamp_and_verify(&mut buf, f.blkno, lsn, &uuid)?;
+        r.stamped.insert(f.blkno, lsn);
     }
     r.stats.buf_replayed += 1;
     r.write(f.blkno, &buf)

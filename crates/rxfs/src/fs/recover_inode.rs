@@ -16,10 +16,11 @@
 //! inode-buffer items change, and stamping `di_lsn` with the transaction
 //! LSN), copies the logged forks (a btree root is converted from the
 //! in-memory long-format block to the on-disk `bmdr` root), and recomputes
-//! the CRC. v5 rule: an inode whose `di_lsn` is at or past the transaction
-//! LSN is already newer and is skipped.
+//! the CRC. v5 rule: an inode whose `di_lsn` is past the transaction LSN
+//! is already newer and is skipped; an equal `di_lsn` is replayed, since
+//! checkpoints starting in the same log record share one LSN.
 
-use super::recover::Replay;
+use super::recover::{inode_is_newer, Replay};
 use crate::error::{Error, Location, Result};
 use crate::format::log::HostOrder;
 use crate::format::log_items::{InodeFormat, LOG_DINODE_SIZE};
@@ -156,12 +157,9 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &InodeFormat, item: &LogIt
             format!("bad magic {:#x} in the inode being recovered", be16(dip, 0)),
         ));
     }
-    if dip[4] >= 3 {
-        let disk = be64(dip, LSN_OFF) as i64;
-        if disk != 0 && disk != -1 && Lsn(disk) >= lsn {
-            r.stats.inode_skipped_lsn += 1;
-            return Ok(());
-        }
+    if dip[4] >= 3 && inode_is_newer(be64(dip, LSN_OFF) as i64, lsn) {
+        r.stats.inode_skipped_lsn += 1;
+        return Ok(());
     }
     if o.u64(ld, 152) != f.ino {
         return bad(format!("log dinode says inode {}", o.u64(ld, 152)));

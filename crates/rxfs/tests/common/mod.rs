@@ -106,6 +106,11 @@ impl Scratch {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        // RXFS_KEEP_SCRATCH=1 keeps a failing test's images for a post-mortem.
+        if std::thread::panicking() && std::env::var_os("RXFS_KEEP_SCRATCH").is_some() {
+            eprintln!("kept scratch {}", self.0.display());
+            return;
+        }
         let _ = std::fs::remove_dir_all(&self.0);
     }
 }
