@@ -211,7 +211,16 @@ fn run_seeds(
     let mut total = RecoveryStats::default();
     let mut max_cycle = 0;
     let (mut compared, mut refused) = (0u32, 0u32);
-    for seed in seeds {
+    // Whether a crash leaves unfinished intents (refused) depends on kernel
+    // timing, so instead of a fixed seed list, run seeds until two thirds of
+    // the requested count were really compared (at most three times as many
+    // seeds in all).
+    let want = (2 * (seeds.end - seeds.start)).div_ceil(3) as u32;
+    let limit = seeds.start + 3 * (seeds.end - seeds.start);
+    for seed in seeds.start..limit {
+        if compared >= want && seed >= seeds.end {
+            break;
+        }
         let (s, cycle) = recover_seed(
             &scr,
             seed,
@@ -232,8 +241,8 @@ fn run_seeds(
     }
     eprintln!("{name} TOTAL ({compared} seeds compared, {refused} refused for intents): {total}");
     assert!(
-        compared >= 2 * refused,
-        "too few seeds without unfinished intents"
+        compared >= want,
+        "too few seeds without unfinished intents: {compared} compared, {refused} refused"
     );
     assert!(
         total.buf_replayed > 0 && total.inode_replayed > 0,
