@@ -88,6 +88,14 @@ pub enum Error {
     Range,
     #[error("not a symbolic link")]
     NotSymlink,
+    #[error("no space left on device")]
+    NoSpace,
+    #[error("file exists")]
+    Exists,
+    #[error("directory not empty")]
+    NotEmpty,
+    #[error("too many links")]
+    TooManyLinks,
     #[error("filesystem is shut down")]
     Shutdown,
 }
@@ -133,6 +141,10 @@ impl Error {
             Error::Range => libc::ERANGE,
             Error::NotSymlink => libc::EINVAL,
             Error::Shutdown => libc::EIO,
+            Error::NoSpace => libc::ENOSPC,
+            Error::Exists => libc::EEXIST,
+            Error::NotEmpty => libc::ENOTEMPTY,
+            Error::TooManyLinks => libc::EMLINK,
         }
     }
 }

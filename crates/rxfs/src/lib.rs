@@ -18,6 +18,7 @@ pub mod fs;
 pub mod geometry;
 pub mod log;
 pub mod types;
+pub mod xact;
 
 pub use error::{Error, Result};
 pub use fs::{Filesystem, MountOptions};

@@ -12,6 +12,8 @@ pub mod dir;
 pub mod inobt;
 pub mod inode;
 pub mod log;
+pub mod ops_data;
+pub mod ops_ns;
 pub mod path;
 pub mod recover;
 mod recover_buf;
@@ -20,6 +22,7 @@ mod recover_inode;
 pub mod recover_write;
 pub mod rt;
 pub mod statfs;
+pub mod stats;
 pub mod symlink;
 
 pub use dir::DirEntry;
@@ -55,6 +58,14 @@ pub struct MountOptions {
     pub norecovery: bool,
     /// Open devices with O_DIRECT.
     pub direct_io: bool,
+    /// In-core log buffers (`logbufs=N`, 2..=8; default 8).
+    pub logbufs: Option<usize>,
+    /// Size of each log buffer (`logbsize=SIZE`, 16 KiB..256 KiB, a power
+    /// of two; default 32 KiB, or the log stripe unit).
+    pub logbsize: Option<u32>,
+    /// Benchmarks only: push a checkpoint after every transaction (the
+    /// behaviour before delayed logging), to measure what the CIL saves.
+    pub ablate_delaylog: bool,
 }
 
 /// Inodes kept decoded in memory.

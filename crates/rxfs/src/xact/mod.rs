@@ -1,0 +1,147 @@
+//! Transactions: the one way metadata changes.
+//!
+//! Every metadata change is made inside a transaction ([`MetaTx`]): the
+//! algorithm joins the buffers and inodes it changes, changes them, says
+//! which bytes it changed, and the transaction commits all of it atomically
+//! through the log (the CIL aggregates many commits into one checkpoint,
+//! see [`crate::log`]), or cancels and nothing happened.
+//!
+//! Algorithms (allocation, inode allocation, directories, bmap) are written
+//! against the [`MetaTx`] trait only, so they run unchanged on
+//! - the real, logged transaction of a mounted filesystem
+//!   ([`crate::fs::Filesystem`]), and
+//! - [`memtx::MemTx`], an *unlogged* transaction applied straight to a
+//!   device at commit: for algorithm tests only (kernel oracle: apply
+//!   changes to an mkfs image, then `xfs_repair -n`).
+//!
+//! ## Rules for algorithm code
+//! - Read metadata with [`MetaTx::read_buf`]: the buffer is verified (magic,
+//!   CRC, self-describing address) and stays locked to this transaction
+//!   until commit or cancel; reading it again returns the same [`BufId`].
+//! - Change bytes through [`MetaTx::buf_mut`] and cover every changed byte
+//!   with [`MetaTx::log_buf`]. Never change the CRC or LSN fields: the
+//!   write-back path stamps them.
+//! - A block just allocated for metadata is [`MetaTx::new_buf`] (zeroed, not
+//!   read); initialise the whole header and log what you wrote.
+//! - A metadata block being freed is [`MetaTx::stale_buf`]: its buffer is
+//!   cancelled (recovery will not replay older changes into it).
+//! - Inodes: [`MetaTx::ijoin`] (the caller holds the inode lock), then
+//!   [`MetaTx::inode_mut`] for the dinode bytes (on-disk layout, big
+//!   endian, core + forks): the whole inode is logged. Never write di_crc or
+//!   di_lsn.
+//! - Freed extents are busy until the freeing checkpoint is on disk:
+//!   allocators must not hand out busy blocks ([`MetaTx::busy_overlap`]),
+//!   and may call [`MetaTx::force_busy`] to wait them out.
+//! - Superblock counters (free blocks, inodes) are changed with
+//!   [`MetaTx::mod_sb`], never by logging the superblock (lazy counters:
+//!   the AGF/AGI are the truth; the sb is written exactly at unmount).
+//!
+//! ## Lock order (outermost first)
+//! 1. inode locks (`ilock`), several in ascending inode number;
+//! 2. AGI buffers, ascending AG;
+//! 3. AGF buffers, ascending AG (an allocation that must move to another
+//!    AG only moves to a higher one within one transaction, else it
+//!    commits/rolls first);
+//! 4. btree, AGFL, directory and other buffers (guarded by the AG header or
+//!    inode lock above them);
+//! 5. the CIL's internal locks, then the log's (see [`crate::log`]).
+
+pub mod bufkind;
+pub mod memtx;
+
+pub use bufkind::BufKind;
+
+use crate::error::Result;
+use crate::format::sb::Superblock;
+use crate::geometry::Geometry;
+use crate::types::{AgBlock, AgNumber, Daddr, Ino};
+
+/// A buffer joined to a transaction (index into the transaction's list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BufId(pub u32);
+
+/// An inode joined to a transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct InodeId(pub u32);
+
+/// In-core superblock counters changed by transactions (lazy counters).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SbCounter {
+    /// `sb_fdblocks`: free data blocks (btree blocks of the free-space
+    /// btrees and the AGFL count as free, as the kernel counts them).
+    FreeBlocks,
+    /// `sb_icount`: allocated inodes (inodes in allocated chunks).
+    ICount,
+    /// `sb_ifree`: free inodes in allocated chunks.
+    IFree,
+}
+
+/// Space reservations, by operation (sizes decided by the implementation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Resv {
+    Create,
+    Mkdir,
+    Remove,
+    Write,
+    Truncate,
+    SetAttr,
+    /// Small changes (superblock, one inode).
+    Misc,
+}
+
+/// What metadata algorithms need from a transaction. See the module doc
+/// for the rules.
+pub trait MetaTx {
+    fn geo(&self) -> &Geometry;
+    fn sb(&self) -> &Superblock;
+
+    /// Read and verify the metadata buffer of `len` bytes at `daddr` and
+    /// join it to this transaction (locked until commit or cancel). The
+    /// same `(daddr, len)` joined twice gives the same id; a different
+    /// length at the same address is `Err(Invalid)`.
+    fn read_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId>;
+    /// Join a buffer for a block just allocated: zeroed, not read.
+    fn new_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId>;
+    fn buf(&self, b: BufId) -> &[u8];
+    /// The bytes to change; every changed byte must be covered by
+    /// [`MetaTx::log_buf`] before commit.
+    fn buf_mut(&mut self, b: BufId) -> &mut [u8];
+    /// Mark `range` of the buffer as changed (logged at commit).
+    fn log_buf(&mut self, b: BufId, range: std::ops::Range<usize>);
+    /// The block under this buffer was freed: cancel the buffer (not
+    /// written back; recovery skips older logged changes to it).
+    fn stale_buf(&mut self, b: BufId);
+    /// A new inode-chunk buffer, initialised by the caller, covered by an
+    /// ICREATE item ([`MetaTx::log_icreate`]) instead of being logged; it
+    /// is written back before the log tail moves past this transaction.
+    fn ordered_buf(&mut self, b: BufId);
+    /// Log an inode-chunk creation: `count` inodes of `isize` bytes at
+    /// `agbno` in `agno`, `length` blocks, generation `gen`.
+    fn log_icreate(&mut self, agno: AgNumber, agbno: AgBlock, count: u32, length: u32, gen: u32);
+
+    /// Join an allocated inode (the caller holds its inode lock): reads and
+    /// verifies its dinode.
+    fn ijoin(&mut self, ino: Ino) -> Result<InodeId>;
+    /// Join a just-allocated inode with its complete initial dinode bytes
+    /// (`inodesize` bytes, mode != 0; CRC and LSN are set at write-back).
+    fn ijoin_new(&mut self, ino: Ino, dinode: Vec<u8>) -> Result<InodeId>;
+    /// The on-disk bytes of a (free) inode, unverified, as of the last
+    /// commit: for reading the old generation number before reuse.
+    fn read_dinode_raw(&mut self, ino: Ino) -> Result<Vec<u8>>;
+    fn inode(&self, i: InodeId) -> &[u8];
+    /// The dinode bytes to change (the inode is logged whole at commit).
+    fn inode_mut(&mut self, i: InodeId) -> &mut [u8];
+    /// The inode was freed in this transaction (mode 0 written by the
+    /// caller); the implementation drops it from its caches at commit.
+    fn ifree_done(&mut self, i: InodeId);
+
+    /// Change an in-core superblock counter by `delta` at commit.
+    fn mod_sb(&mut self, c: SbCounter, delta: i64);
+    /// `len` blocks at `agbno` were freed: busy until this transaction's
+    /// checkpoint is on disk.
+    fn mark_busy(&mut self, agno: AgNumber, agbno: AgBlock, len: u32);
+    /// The first busy range overlapping `[agbno, agbno + len)`, if any.
+    fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)>;
+    /// Force the log so that every busy extent becomes free to reuse.
+    fn force_busy(&mut self) -> Result<()>;
+}
