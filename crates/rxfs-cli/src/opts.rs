@@ -192,6 +192,7 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
         read_only: true,
         norecovery: opts.norecovery,
         direct_io: opts.direct_io,
+        ..Default::default()
     };
     Filesystem::open_path(image, opts.rtdev.as_deref(), mo).map_err(|e| CliError::fs(&shown, &e))
 }
