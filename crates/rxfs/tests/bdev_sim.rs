@@ -19,6 +19,9 @@ const RO: MountOptions = MountOptions {
     read_only: true,
     norecovery: false,
     direct_io: false,
+    logbufs: None,
+    logbsize: None,
+    ablate_delaylog: false,
 };
 
 /// A kernel-populated image: a directory of 200 small files (several inode

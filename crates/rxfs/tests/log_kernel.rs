@@ -50,6 +50,7 @@ fn open(img: &Path, norecovery: bool) -> rxfs::Result<Arc<Filesystem>> {
             read_only: true,
             norecovery,
             direct_io: false,
+            ..Default::default()
         },
     )
 }

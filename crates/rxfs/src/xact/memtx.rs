@@ -186,7 +186,11 @@ impl MetaTx for MemTx {
         }
         let data = self.read_dinode_raw(ino)?;
         if be16(&data, 0) != dinode::DINODE_MAGIC || !crc::verify(&data, DINODE_CRC_OFF) {
-            return Err(Error::corrupt("inode", Location::Ino(ino.0), "bad magic or CRC"));
+            return Err(Error::corrupt(
+                "inode",
+                Location::Ino(ino.0),
+                "bad magic or CRC",
+            ));
         }
         let id = InodeId(self.inodes.len() as u32);
         self.inodes.push(JInode {
@@ -212,7 +216,10 @@ impl MetaTx for MemTx {
     }
     fn read_dinode_raw(&mut self, ino: Ino) -> Result<Vec<u8>> {
         if !self.geo.ino_valid(ino) {
-            return Err(Error::Invalid(format!("inode number {} out of range", ino.0)));
+            return Err(Error::Invalid(format!(
+                "inode number {} out of range",
+                ino.0
+            )));
         }
         let (daddr, off) = self.geo.ino_location(ino);
         let mut data = vec![0u8; self.geo.inodesize as usize];
