@@ -206,6 +206,6 @@ impl Filesystem {
         self.recovery.as_ref()
     }
     pub fn options(&self) -> &MountOptions {
-        &self.opts..Default::default()
+        &self.opts
     }
 }
