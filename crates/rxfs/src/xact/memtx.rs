@@ -49,6 +49,8 @@ pub struct MemTx {
     /// ICREATE items logged (for tests to inspect).
     pub icreates: Vec<(AgNumber, AgBlock, u32, u32, u32)>,
     busy: Vec<(AgNumber, AgBlock, u32)>,
+    /// Raw items logged (for tests to inspect; MemTx has no log).
+    pub raw_items: Vec<Vec<Vec<u8>>>,
 }
 
 impl MemTx {
@@ -66,6 +68,7 @@ impl MemTx {
             sb_delta: HashMap::new(),
             icreates: Vec::new(),
             busy: Vec::new(),
+            raw_items: Vec::new(),
         })
     }
 
@@ -248,6 +251,9 @@ impl MetaTx for MemTx {
         &mut ip.data
     }
     fn ifree_done(&mut self, _i: InodeId) {}
+    fn log_raw_item(&mut self, regions: Vec<Vec<u8>>) {
+        self.raw_items.push(regions);
+    }
     fn mod_sb(&mut self, c: SbCounter, delta: i64) {
         let name = match c {
             SbCounter::FreeBlocks => "fdblocks",

@@ -135,6 +135,11 @@ pub trait MetaTx {
     /// caller); the implementation drops it from its caches at commit.
     fn ifree_done(&mut self, i: InodeId);
 
+    /// Log a whole item this transaction built itself (intent and done
+    /// items: EFI/EFD...): `regions[0]` is its format header. Logged once,
+    /// in this transaction's checkpoint, after the items joined above.
+    fn log_raw_item(&mut self, regions: Vec<Vec<u8>>);
+
     /// Change an in-core superblock counter by `delta` at commit.
     fn mod_sb(&mut self, c: SbCounter, delta: i64);
     /// `len` blocks at `agbno` were freed: busy until this transaction's
