@@ -12,6 +12,7 @@
 //! lock at a time; the inode cache lock is never held across I/O.
 
 pub mod bdev;
+pub mod bmapop;
 pub mod error;
 pub mod format;
 pub mod fs;
