@@ -17,6 +17,7 @@ pub mod error;
 pub mod format;
 pub mod fs;
 pub mod geometry;
+pub mod ialloc;
 pub mod log;
 pub mod types;
 pub mod xact;
