@@ -11,6 +11,7 @@
 //! Lock order (outermost first): none of the read path holds more than one
 //! lock at a time; the inode cache lock is never held across I/O.
 
+pub mod alloc;
 pub mod bdev;
 pub mod bmapop;
 pub mod error;
