@@ -209,11 +209,9 @@ pub fn fill(
         Err(e) => {
             map.exts = saved;
             for x in &got {
-                // A failing free leaves leaked blocks, not a broken map:
-                // report the first error, the original one wins.
-                if let Err(fe) = space.free(x.start, x.len) {
-                    return Err(fe);
-                }
+                // A failing free leaks blocks but leaves the map sound;
+                // its error is the one reported.
+                space.free(x.start, x.len)?;
             }
             Err(e)
         }

@@ -47,7 +47,7 @@ impl FakeSpace {
     }
     fn fsb(&self, idx: usize) -> u64 {
         let idx = idx as u64;
-        (idx / self.agsize) << self.agblklog | idx % self.agsize
+        ((idx / self.agsize) << self.agblklog) | (idx % self.agsize)
     }
     fn used_count(&self) -> u64 {
         self.used.iter().filter(|u| **u).count() as u64
