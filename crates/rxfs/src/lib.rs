@@ -13,6 +13,7 @@
 
 pub mod alloc;
 pub mod bdev;
+pub mod bmapop;
 pub mod dirop;
 pub mod error;
 pub mod format;
