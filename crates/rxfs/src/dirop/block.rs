@@ -277,6 +277,7 @@ pub fn block_add(
     ftype: u8,
 ) -> Result<()> {
     let len = geo.data_entsize(name.len());
+    let ftype = if geo.ftype { ftype } else { 0 };
     let bf = st.bestfree();
     let mut next = st.clone();
     let slot = if st.stale == 0 {
@@ -364,7 +365,9 @@ pub fn block_add(
 
 /// Index of the stale entry nearest to position `pos`.
 fn nearest_stale(leaf: &[LeafEntry], pos: usize) -> Option<usize> {
-    let below = leaf[..pos.min(leaf.len())].iter().rposition(|l| l.is_stale());
+    let below = leaf[..pos.min(leaf.len())]
+        .iter()
+        .rposition(|l| l.is_stale());
     let above = leaf[pos.min(leaf.len())..]
         .iter()
         .position(|l| l.is_stale())
@@ -399,6 +402,7 @@ pub fn block_from_sf(
     uuid: &Uuid,
 ) -> Result<(Vec<u8>, BlockState)> {
     let n = geo.blksize as usize;
+    let ft = |t: u8| if geo.ftype { t } else { 0 };
     let mut buf = vec![0u8; n];
     buf[0..4].copy_from_slice(&BLOCK_MAGIC.to_be_bytes());
     buf[8..16].copy_from_slice(&daddr.0.to_be_bytes());
@@ -409,20 +413,20 @@ pub fn block_from_sf(
             off: DIR3_HDR_SIZE,
             name: b".".to_vec(),
             ino: dir,
-            ftype: FT_DIR,
+            ftype: ft(FT_DIR),
         },
         BlockEntry {
             off: DIR3_HDR_SIZE + geo.data_entsize(1),
             name: b"..".to_vec(),
             ino: sf.parent,
-            ftype: FT_DIR,
+            ftype: ft(FT_DIR),
         },
     ];
     entries.extend(sf.entries.iter().map(|e: &SfEntry| BlockEntry {
         off: e.offset as usize,
         name: e.name.clone(),
         ino: e.ino,
-        ftype: e.ftype,
+        ftype: ft(e.ftype),
     }));
     let count = entries.len();
     let leaf_start = n

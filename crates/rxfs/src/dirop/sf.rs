@@ -36,8 +36,7 @@ pub fn sf_entsize(geo: &DirGeo, wide: bool, namelen: usize) -> usize {
 /// Encoded size of a shortform directory.
 pub fn sf_size(geo: &DirGeo, sf: &SfDir) -> usize {
     sf_hdr_size(sf.wide)
-        + sf
-            .entries
+        + sf.entries
             .iter()
             .map(|e| sf_entsize(geo, sf.wide, e.name.len()))
             .sum::<usize>()
@@ -68,7 +67,14 @@ pub enum SfAdd {
 
 /// Plan adding `name -> ino` to `sf` whose fork has `fork_size` bytes.
 /// The caller has checked that the name is valid and absent.
-pub fn sf_add(geo: &DirGeo, sf: &SfDir, fork_size: usize, name: &[u8], ino: Ino, ftype: u8) -> SfAdd {
+pub fn sf_add(
+    geo: &DirGeo,
+    sf: &SfDir,
+    fork_size: usize,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) -> SfAdd {
     let widen = ino.0 > MAX_SHORT_INUM && !sf.wide;
     let new_wide = sf.wide || widen;
     let new_size = sf_size(geo, sf)
