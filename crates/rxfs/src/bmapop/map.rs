@@ -151,6 +151,53 @@ impl ExtentMap {
         freed
     }
 
+    /// Mark every unwritten block in `[fb0, fb1)` written, splitting
+    /// extents at the range ends and merging where the rule allows.
+    /// Returns the converted pieces (the caller writes them whole before
+    /// the change commits: they used to read as zeros).
+    pub fn mark_written(&mut self, fb0: u64, fb1: u64) -> Vec<Extent> {
+        let mut out = Vec::new();
+        let mut res = Vec::with_capacity(self.exts.len() + 2);
+        for e in self.exts.drain(..) {
+            if !e.unwritten || e.end() <= fb0 || e.off.0 >= fb1 {
+                res.push(e);
+                continue;
+            }
+            let a = e.off.0.max(fb0);
+            let b = e.end().min(fb1);
+            let piece = |from: u64, to: u64, unwritten: bool| Extent {
+                off: FileBlock(from),
+                start: e.start + (from - e.off.0),
+                len: to - from,
+                unwritten,
+            };
+            if a > e.off.0 {
+                res.push(piece(e.off.0, a, true));
+            }
+            res.push(piece(a, b, false));
+            out.push(piece(a, b, false));
+            if b < e.end() {
+                res.push(piece(b, e.end(), true));
+            }
+        }
+        self.exts = res;
+        self.normalize();
+        out
+    }
+
+    /// Merge every mergeable neighbour pair.
+    fn normalize(&mut self) {
+        let mut i = 0;
+        while i + 1 < self.exts.len() {
+            if self.can_merge(&self.exts[i], &self.exts[i + 1]) {
+                let n = self.exts.remove(i + 1);
+                self.exts[i].len += n.len;
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Where to allocate for a hole starting at file block `fb`: just after
     /// the previous mapping (skipping as many blocks as the hole's distance
     /// from it, so that later fills of the gap can stay contiguous), else
@@ -177,8 +224,8 @@ impl ExtentMap {
     }
 }
 
-/// Fill every hole of `[off, off + count)` from `space`, keeping at most
-/// `max_recs` extents. Returns the new mappings in file order. On any error
+/// Fill every hole of `[off, off + count)` from `space` (as `unwritten`
+/// mappings or written ones), keeping at most `max_recs` extents. Returns the new mappings in file order. On any error
 /// (the space allocator's, or `NotSupported` when the list outgrows
 /// `max_recs`) everything allocated here is given back and `map` is left
 /// as it was.
@@ -188,6 +235,7 @@ pub fn fill(
     count: u64,
     max_recs: usize,
     default_near: Option<u64>,
+    unwritten: bool,
     space: &mut dyn Space,
 ) -> Result<Vec<Extent>> {
     if count == 0 {
@@ -203,7 +251,16 @@ pub fn fill(
     }
     let saved = map.exts.clone();
     let mut got: Vec<Extent> = Vec::new();
-    let res = fill_inner(map, off, count, max_recs, default_near, space, &mut got);
+    let res = fill_inner(
+        map,
+        off,
+        count,
+        max_recs,
+        default_near,
+        unwritten,
+        space,
+        &mut got,
+    );
     match res {
         Ok(()) => Ok(got),
         Err(e) => {
@@ -218,12 +275,14 @@ pub fn fill(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn fill_inner(
     map: &mut ExtentMap,
     off: u64,
     count: u64,
     max_recs: usize,
     default_near: Option<u64>,
+    unwritten: bool,
     space: &mut dyn Space,
     got: &mut Vec<Extent>,
 ) -> Result<()> {
@@ -243,7 +302,7 @@ fn fill_inner(
                 off: FileBlock(pos),
                 start,
                 len,
-                unwritten: false,
+                unwritten,
             };
             got.push(e);
             map.insert(e);

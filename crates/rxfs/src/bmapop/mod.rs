@@ -29,6 +29,7 @@
 //! mapping would need an rmap record), and freeing blocks of inodes flagged
 //! REFLINK (they may be shared: the refcount btree would have to decide).
 
+pub mod data;
 pub mod map;
 #[cfg(test)]
 mod tests;
@@ -59,20 +60,63 @@ pub fn alloc_range(
     off: FileBlock,
     count: u64,
 ) -> Result<Vec<Extent>> {
+    Ok(map_range(tx, ip, ino, off, count, false)?.0)
+}
+
+/// Make `[off, off + count)` ready for a data write: unwritten mappings in
+/// it become written, holes get new blocks. Returns `(new, converted)`:
+/// both lists are blocks that the caller must write whole (data, zeros
+/// elsewhere) before the transaction commits; other blocks of the range
+/// were already written. The extent-count limit is checked before
+/// anything changes when the conversion alone would exceed it.
+pub fn prepare_write(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    ino: Ino,
+    off: FileBlock,
+    count: u64,
+) -> Result<(Vec<Extent>, Vec<Extent>)> {
+    map_range(tx, ip, ino, off, count, true)
+}
+
+fn map_range(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    ino: Ino,
+    off: FileBlock,
+    count: u64,
+    convert: bool,
+) -> Result<(Vec<Extent>, Vec<Extent>)> {
     refuse_rmap(&*tx)?;
     let (mut map, max_recs) = load(&*tx, ip)?;
+    let converted = if convert {
+        map.mark_written(off.0, off.0.saturating_add(count))
+    } else {
+        Vec::new()
+    };
+    if map.exts.len() > max_recs {
+        return Err(Error::NotSupported("btree data forks: issue 4".into()));
+    }
     let geo = tx.geo();
     let home = geo.agb_to_fsb(geo.ino_agno(ino), geo.agino_agbno(geo.ino_agino(ino)));
     let mut space = TxSpace {
         tx: &mut *tx,
         min_agno: 0,
     };
-    let new = map::fill(&mut map, off.0, count, max_recs, Some(home.0), &mut space)?;
-    if !new.is_empty() {
+    let new = map::fill(
+        &mut map,
+        off.0,
+        count,
+        max_recs,
+        Some(home.0),
+        false,
+        &mut space,
+    )?;
+    if !new.is_empty() || !converted.is_empty() {
         let added: u64 = new.iter().map(|e| e.len).sum();
         store(tx, ip, &map, added as i64)?;
     }
-    Ok(new)
+    Ok((new, converted))
 }
 
 /// Remove every mapping at or beyond file block `from` and free its blocks

@@ -96,7 +96,7 @@ impl Space for FakeSpace {
 }
 
 /// Everything a map must satisfy, and agreement with the model.
-fn check(map: &ExtentMap, model: &BTreeMap<u64, u64>, max_recs: usize, space: &FakeSpace) {
+fn check(map: &ExtentMap, model: &BTreeMap<u64, (u64, bool)>, max_recs: usize, space: &FakeSpace) {
     map.check().unwrap();
     assert!(map.exts.len() <= max_recs);
     let mut seen = BTreeMap::new();
@@ -107,12 +107,14 @@ fn check(map: &ExtentMap, model: &BTreeMap<u64, u64>, max_recs: usize, space: &F
             (e.start + e.len - 1) >> map.agblklog
         );
         for k in 0..e.len {
-            seen.insert(e.off.0 + k, e.start + k);
+            seen.insert(e.off.0 + k, (e.start + k, e.unwritten));
             assert!(space.used[space.idx(e.start + k).unwrap()]);
         }
         // Maximal merging: no mergeable neighbours left.
         if let Some(n) = map.exts.get(i + 1) {
-            let mergeable = e.end() == n.off.0
+            let mergeable = !e.unwritten
+                && !n.unwritten
+                && e.end() == n.off.0
                 && e.start + e.len == n.start
                 && e.start >> map.agblklog == n.start >> map.agblklog
                 && e.len + n.len <= MAX_EXTLEN;
@@ -199,10 +201,10 @@ fn target_near_follows_the_previous_extent() {
 fn fill_contiguous_space_gives_one_extent() {
     let mut sp = FakeSpace::new(10, 1000, 2);
     let mut m = ExtentMap::new(vec![], 10);
-    let new = fill(&mut m, 0, 100, 12, Some(50), &mut sp).unwrap();
+    let new = fill(&mut m, 0, 100, 12, Some(50), false, &mut sp).unwrap();
     assert_eq!(new, vec![ext(0, 50, 100)]);
     // Appending continues contiguously and merges.
-    fill(&mut m, 100, 10, 12, None, &mut sp).unwrap();
+    fill(&mut m, 100, 10, 12, None, false, &mut sp).unwrap();
     assert_eq!(m.exts, vec![ext(0, 50, 110)]);
     assert_eq!(sp.used_count(), 110);
 }
@@ -216,12 +218,12 @@ fn fill_overflow_rolls_back() {
     }
     let before = sp.used_count();
     let mut m = ExtentMap::new(vec![ext(0, 1, 1)], 10);
-    let err = fill(&mut m, 1, 12, 12, None, &mut sp).unwrap_err();
+    let err = fill(&mut m, 1, 12, 12, None, false, &mut sp).unwrap_err();
     assert!(matches!(err, Error::NotSupported(_)), "{err}");
     assert_eq!(m.exts, vec![ext(0, 1, 1)]);
     assert_eq!(sp.used_count(), before);
     // 11 more fit exactly.
-    fill(&mut m, 1, 11, 12, None, &mut sp).unwrap();
+    fill(&mut m, 1, 11, 12, None, false, &mut sp).unwrap();
     assert_eq!(m.exts.len(), 12);
 }
 
@@ -229,19 +231,19 @@ fn fill_overflow_rolls_back() {
 fn fill_enospc_rolls_back() {
     let mut sp = FakeSpace::new(4, 16, 1);
     let mut m = ExtentMap::new(vec![], 4);
-    let err = fill(&mut m, 0, 17, 12, None, &mut sp).unwrap_err();
+    let err = fill(&mut m, 0, 17, 12, None, false, &mut sp).unwrap_err();
     assert!(matches!(err, Error::NoSpace));
     assert!(m.exts.is_empty());
     assert_eq!(sp.used_count(), 0);
-    assert!(fill(&mut m, 0, 16, 12, None, &mut sp).is_ok());
+    assert!(fill(&mut m, 0, 16, 12, None, false, &mut sp).is_ok());
 }
 
 #[test]
 fn fill_rejects_offsets_past_the_limit() {
     let mut sp = FakeSpace::new(4, 16, 1);
     let mut m = ExtentMap::new(vec![], 4);
-    assert!(fill(&mut m, MAX_STARTOFF, 2, 12, None, &mut sp).is_err());
-    assert!(fill(&mut m, u64::MAX, 2, 12, None, &mut sp).is_err());
+    assert!(fill(&mut m, MAX_STARTOFF, 2, 12, None, false, &mut sp).is_err());
+    assert!(fill(&mut m, u64::MAX, 2, 12, None, false, &mut sp).is_err());
     assert_eq!(sp.allocs, 0);
 }
 
@@ -257,9 +259,10 @@ fn random_edits_match_the_model() {
         let base = sp.used_count();
         let max_recs = [1usize, 4, 12, 21][(seed % 4) as usize];
         let mut m = ExtentMap::new(vec![], agblklog);
-        let mut model: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut model: BTreeMap<u64, (u64, bool)> = BTreeMap::new();
         for step in 0..200 {
-            if rng.gen_range(0..4) == 0 {
+            let op = rng.gen_range(0..8);
+            if op == 0 {
                 let from = rng.gen_range(0..80);
                 let freed = m.truncate(from);
                 let mut n = 0;
@@ -272,18 +275,42 @@ fn random_edits_match_the_model() {
                 for k in gone {
                     model.remove(&k);
                 }
+            } else if op == 1 {
+                let a = rng.gen_range(0..64);
+                let b = a + rng.gen_range(0..24);
+                let conv = m.mark_written(a, b);
+                for e in &conv {
+                    for k in 0..e.len {
+                        let v = model.get_mut(&(e.off.0 + k)).expect("converted a hole");
+                        assert_eq!(*v, (e.start + k, true), "seed {seed} step {step}");
+                        v.1 = false;
+                    }
+                }
+                let want = model.range(a..b).filter(|(_, v)| v.1).count();
+                assert_eq!(want, 0, "seed {seed} step {step}: unwritten left");
+                if m.exts.len() > max_recs {
+                    // What prepare_write refuses; undo by truncation.
+                    let freed = m.truncate(0);
+                    for (s, l) in freed {
+                        sp.free(s, l).unwrap();
+                    }
+                    model.clear();
+                }
             } else {
                 let off = rng.gen_range(0..64);
                 let count = rng.gen_range(0..24);
+                let unwritten = op == 2;
                 let before = m.clone();
                 let near = Some(rng.gen_range(0..4u64) << agblklog);
-                match fill(&mut m, off, count, max_recs, near, &mut sp) {
+                match fill(&mut m, off, count, max_recs, near, unwritten, &mut sp) {
                     Ok(new) => {
                         for e in &new {
+                            assert_eq!(e.unwritten, unwritten);
                             for k in 0..e.len {
                                 let fb = e.off.0 + k;
                                 assert!((off..off + count).contains(&fb));
-                                assert!(model.insert(fb, e.start + k).is_none());
+                                let v = (e.start + k, unwritten);
+                                assert!(model.insert(fb, v).is_none());
                             }
                         }
                         for fb in off..off + count {
@@ -304,4 +331,25 @@ fn random_edits_match_the_model() {
             );
         }
     }
+}
+
+#[test]
+fn mark_written_splits_and_merges() {
+    let mut u = ext(4, 104, 8);
+    u.unwritten = true;
+    // Written neighbour physically before: the converted head merges.
+    let mut m = ExtentMap::new(vec![ext(0, 100, 4), u], 10);
+    let conv = m.mark_written(4, 6);
+    assert_eq!(conv, vec![ext(4, 104, 2)]);
+    let mut tail = ext(6, 106, 6);
+    tail.unwritten = true;
+    assert_eq!(m.exts, vec![ext(0, 100, 6), tail]);
+    // A middle piece splits one extent into three.
+    let mut m = ExtentMap::new(vec![u], 10);
+    m.mark_written(6, 8);
+    assert_eq!(m.exts.len(), 3);
+    assert_eq!(m.exts[1], ext(6, 106, 2));
+    // Converting the rest merges everything back into one written extent.
+    m.mark_written(0, 100);
+    assert_eq!(m.exts, vec![ext(4, 104, 8)]);
 }
