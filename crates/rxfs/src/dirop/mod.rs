@@ -148,7 +148,12 @@ fn load(tx: &mut dyn MetaTx, dp: InodeId) -> Result<Dir> {
             let daddr = tx.geo().fsb_to_daddr(fsb);
             let buf = tx.read_buf(daddr, geo.blksize as usize, BufKind::DirBlock)?;
             let uuid = tx.sb().metadata_uuid();
-            let st = BlockState::decode(tx.buf(buf), &geo, daddr, ino, &uuid)?;
+            // The transaction verified the block when it joined it; the
+            // CRC of a block changed earlier in this transaction is stamped
+            // only at write-back, so check the structure on a stamped copy.
+            let mut copy = tx.buf(buf).to_vec();
+            crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
+            let st = BlockState::decode(&copy, &geo, daddr, ino, &uuid)?;
             Ok(Dir::Block(BlockDir { buf, st, fsb }))
         }
         FMT_BTREE => Err(Error::NotSupported(

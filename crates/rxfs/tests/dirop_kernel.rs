@@ -1,0 +1,335 @@
+//! Directory edits (`rxfs::dirop`) against the kernel and xfs_repair.
+//!
+//! The kernel builds an image with regular files and directories; through
+//! an unlogged `MemTx` we then add entries (hard links to those files,
+//! their link counts raised) and remove entries (never a file's last link)
+//! in seeded random sequences checked against a model, in shortform and
+//! block directories and across the conversions between them. After every
+//! round: `xfs_repair -n` exits 0, our read path and the kernel (loop
+//! mount, read-only) list exactly the model's names with the model's
+//! inode numbers and link counts. A second group runs the namespace
+//! operations (create/mkdir/unlink/rmdir) the same way.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{DirEntryExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use rxfs::bdev::FileDevice;
+use rxfs::dirop;
+use rxfs::format::dinode_edit as de;
+use rxfs::fs::inode::Fork;
+use rxfs::types::Ino;
+use rxfs::xact::memtx::MemTx;
+use rxfs::xact::MetaTx;
+use rxfs::Filesystem;
+
+fn kernel_ok() -> bool {
+    if kernel_tests_disabled() {
+        return false;
+    }
+    require_root();
+    require_tools(&["mkfs.xfs", "xfs_repair", "mount"]);
+    true
+}
+
+fn memtx(img: &Path) -> MemTx {
+    let dev = Arc::new(FileDevice::open(img, false, false).unwrap());
+    MemTx::new(dev).unwrap()
+}
+
+/// xorshift64.
+struct Rng(u64);
+impl Rng {
+    fn new(seed: u64) -> Self {
+        Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+    fn name(&mut self, min: usize, max: usize) -> Vec<u8> {
+        let len = min + self.below((max - min + 1) as u64) as usize;
+        (0..len)
+            .map(|_| match b'0' + self.below(75) as u8 {
+                b'/' => b'-',
+                c => c,
+            })
+            .collect()
+    }
+}
+
+/// Entries of one directory (name -> inode) and link counts of files.
+type Names = BTreeMap<Vec<u8>, u64>;
+
+/// A kernel-made image: `/files/f0000..` (regular files) and the
+/// directories asked for, each with `n` files the kernel made in it.
+struct Image {
+    _scratch: Scratch,
+    img: PathBuf,
+    mnt: PathBuf,
+    files: Vec<u64>,
+    nlink: BTreeMap<u64, u32>,
+    /// Directory name -> (inode, entries).
+    dirs: BTreeMap<String, (u64, Names)>,
+}
+
+fn build(tag: &str, nfiles: usize, dirs: &[(&str, usize, usize)]) -> Image {
+    let scratch = Scratch::new(&format!("dirop-{tag}"));
+    let img = scratch.path("img");
+    let mnt = scratch.path("mnt");
+    mkfs(&img, 320 << 20, &[]);
+    let m = KernelMount::new(&img, &mnt, "");
+    std::fs::create_dir(mnt.join("files")).unwrap();
+    let mut files = Vec::new();
+    let mut nlink = BTreeMap::new();
+    for i in 0..nfiles {
+        let p = mnt.join(format!("files/f{i:04}"));
+        std::fs::write(&p, format!("file {i}")).unwrap();
+        let ino = std::fs::metadata(&p).unwrap().ino();
+        files.push(ino);
+        nlink.insert(ino, 1);
+    }
+    let mut out = BTreeMap::new();
+    for &(d, n, namelen) in dirs {
+        let dp = mnt.join(d);
+        std::fs::create_dir(&dp).unwrap();
+        let mut names = Names::new();
+        for i in 0..n {
+            let name = format!("k{i:0w$}", w = namelen.saturating_sub(1));
+            let p = dp.join(&name);
+            std::fs::write(&p, b"k").unwrap();
+            let ino = std::fs::metadata(&p).unwrap().ino();
+            nlink.insert(ino, 1);
+            names.insert(name.into_bytes(), ino);
+        }
+        let ino = std::fs::metadata(&dp).unwrap().ino();
+        out.insert(d.to_string(), (ino, names));
+    }
+    m.umount();
+    Image {
+        _scratch: scratch,
+        img,
+        mnt,
+        files,
+        nlink,
+        dirs: out,
+    }
+}
+
+/// The form of a directory as our read path sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Form {
+    Short,
+    Block,
+}
+
+fn form_of(fs: &Filesystem, ino: u64) -> Form {
+    match &fs.iget(Ino(ino)).unwrap().data {
+        Fork::Local(_) => Form::Short,
+        Fork::Extents { list, .. } => {
+            assert_eq!(list.len(), 1, "one extent");
+            Form::Block
+        }
+        Fork::Dev(_) => panic!("device fork on a directory"),
+    }
+}
+
+/// xfs_repair -n must be clean; our read path and the kernel must list
+/// exactly the model. Returns the forms of the directories.
+fn verify(im: &Image) -> BTreeMap<String, Form> {
+    let out = std::process::Command::new("xfs_repair")
+        .args(["-n", im.img.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "xfs_repair -n: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut forms = BTreeMap::new();
+    {
+        let fs = open_ro(&im.img);
+        for (d, (ino, names)) in &im.dirs {
+            let dir = fs.iget(Ino(*ino)).unwrap();
+            let mut got = Names::new();
+            fs.readdir(&dir, 0, &mut |e| {
+                if e.name != b"." && e.name != b".." {
+                    got.insert(e.name.clone(), e.ino.0);
+                }
+                true
+            })
+            .unwrap();
+            assert_eq!(&got, names, "{d}: rxfs readdir");
+            for (n, i) in names {
+                assert_eq!(fs.lookup(&dir, n).unwrap().0, *i, "{d}: lookup");
+            }
+            forms.insert(d.clone(), form_of(&fs, *ino));
+        }
+    }
+    let m = KernelMount::new(&im.img, &im.mnt, "ro");
+    for (d, (_, names)) in &im.dirs {
+        let mut got = Names::new();
+        for e in std::fs::read_dir(im.mnt.join(d)).unwrap() {
+            let e = e.unwrap();
+            got.insert(e.file_name().as_bytes().to_vec(), e.ino());
+        }
+        assert_eq!(&got, names, "{d}: kernel readdir");
+        for (n, i) in names {
+            let p = im.mnt.join(d).join(std::ffi::OsStr::from_bytes(n));
+            let md = std::fs::symlink_metadata(&p).unwrap();
+            assert_eq!(md.ino(), *i, "{d}: kernel lookup");
+            if let Some(&want) = im.nlink.get(i) {
+                assert_eq!(md.nlink() as u32, want, "{d}: nlink of {i}");
+            }
+        }
+    }
+    m.umount();
+    forms
+}
+
+/// Bounds of one round of random edits on a directory.
+#[derive(Clone, Copy)]
+struct Round {
+    seed: u64,
+    ops: usize,
+    /// Keep the entry count in this range.
+    min: usize,
+    max: usize,
+    name_min: usize,
+    name_max: usize,
+    /// Percentage of 255-byte names.
+    long_pct: u64,
+}
+
+/// Run one round of hard-link additions and removals on directory `d`.
+fn edit_round(im: &mut Image, d: &str, r: Round) -> (usize, usize) {
+    let mut rng = Rng::new(r.seed);
+    let mut tx = memtx(&im.img);
+    let (dino, names) = im.dirs.get_mut(d).unwrap();
+    let dp = tx.ijoin(Ino(*dino)).unwrap();
+    let (mut adds, mut removes) = (0, 0);
+    for _ in 0..r.ops {
+        let add = names.len() < r.min || (names.len() < r.max && rng.below(2) == 0);
+        if add {
+            let name = if rng.below(100) < r.long_pct {
+                rng.name(255, 255)
+            } else {
+                rng.name(r.name_min, r.name_max)
+            };
+            if names.contains_key(&name) {
+                assert!(matches!(
+                    dirop::dir_add(&mut tx, dp, &name, Ino(im.files[0]), 1),
+                    Err(rxfs::Error::Exists)
+                ));
+                continue;
+            }
+            let target = im.files[rng.below(im.files.len() as u64) as usize];
+            dirop::dir_add(&mut tx, dp, &name, Ino(target), 1)
+                .unwrap_or_else(|e| panic!("{d}: add {} entries: {e}", names.len()));
+            let ip = tx.ijoin(Ino(target)).unwrap();
+            let n = de::nlink(tx.inode(ip)) + 1;
+            de::set_nlink(tx.inode_mut(ip), n);
+            *im.nlink.get_mut(&target).unwrap() += 1;
+            names.insert(name, target);
+            adds += 1;
+        } else {
+            // Remove an entry whose inode keeps another link.
+            let cands: Vec<_> = names
+                .iter()
+                .filter(|(_, i)| im.nlink[*i] >= 2)
+                .map(|(n, _)| n.clone())
+                .collect();
+            if cands.is_empty() {
+                continue;
+            }
+            let name = &cands[rng.below(cands.len() as u64) as usize];
+            let ino = dirop::dir_remove(&mut tx, dp, name).unwrap();
+            assert_eq!(ino.0, names[name]);
+            assert!(matches!(
+                dirop::dir_remove(&mut tx, dp, name),
+                Err(rxfs::Error::NotFound)
+            ));
+            let ip = tx.ijoin(ino).unwrap();
+            let n = de::nlink(tx.inode(ip)) - 1;
+            de::set_nlink(tx.inode_mut(ip), n);
+            *im.nlink.get_mut(&ino.0).unwrap() -= 1;
+            names.remove(name);
+            removes += 1;
+        }
+    }
+    tx.commit().unwrap();
+    (adds, removes)
+}
+
+/// Shortform only: short names, few entries (never leaves the inode).
+#[test]
+fn dirop_shortform_links_kernel() {
+    if !kernel_ok() {
+        return;
+    }
+    let mut im = build("sf", 12, &[("sf", 0, 4), ("sfk", 3, 6)]);
+    let mut total = (0, 0);
+    for seed in 1..=3 {
+        for d in ["sf", "sfk"] {
+            let (a, r) = edit_round(
+                &mut im,
+                d,
+                Round {
+                    seed: seed * 10 + d.len() as u64,
+                    ops: 40,
+                    min: 0,
+                    max: 8,
+                    name_min: 1,
+                    name_max: 10,
+                    long_pct: 0,
+                },
+            );
+            total = (total.0 + a, total.1 + r);
+        }
+        let forms = verify(&im);
+        assert!(forms.values().all(|f| *f == Form::Short), "{forms:?}");
+    }
+    assert!(total.0 > 30 && total.1 > 20, "{total:?}");
+}
+
+/// Block form only: a kernel-made block directory that stays one (more
+/// entries than the inode holds, fewer than the block holds).
+#[test]
+fn dirop_block_links_kernel() {
+    if !kernel_ok() {
+        return;
+    }
+    let mut im = build("blk", 16, &[("blk", 40, 16)]);
+    {
+        let fs = open_ro(&im.img);
+        assert_eq!(form_of(&fs, im.dirs["blk"].0), Form::Block);
+    }
+    let mut total = (0, 0);
+    for seed in 1..=3 {
+        let (a, r) = edit_round(
+            &mut im,
+            "blk",
+            Round {
+                seed,
+                ops: 120,
+                min: 30,
+                max: 60,
+                name_min: 10,
+                name_max: 24,
+                long_pct: 0,
+            },
+        );
+        total = (total.0 + a, total.1 + r);
+        let forms = verify(&im);
+        assert_eq!(forms["blk"], Form::Block);
+    }
+    assert!(total.0 > 60 && total.1 > 60, "{total:?}");
+}
