@@ -277,6 +277,8 @@ fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) {
         );
         assert_eq!(ip.core.crtime, want.time);
         assert_eq!(ip.core.next_unlinked, de::NULLAGINO);
+        assert_eq!(ip.core.nrext64(), fs.sb().has_nrext64());
+        assert_eq!(ip.core.bigtime(), fs.sb().has_bigtime());
     }
     drop(fs);
     check_with_xfs_db(&img, &after);
@@ -356,6 +358,35 @@ fn ialloc_no_sparse() {
 #[test]
 fn ialloc_no_finobt() {
     scenario("nofinobt", 512 << 20, &["-m", "finobt=0"], 300);
+}
+
+/// Big extent counters and 1 KiB inodes (16-block chunks, 8-block
+/// clusters), no bigtime.
+#[test]
+fn ialloc_nrext64_big_inodes() {
+    scenario(
+        "nrext64",
+        512 << 20,
+        &["-i", "nrext64=1,size=1024", "-m", "bigtime=0"],
+        300,
+    );
+}
+
+/// rmapbt filesystems need rmap records for new chunks: refused.
+#[test]
+fn ialloc_refuses_rmapbt() {
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("ialloc-rmap");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &["-m", "rmapbt=1"]);
+    let mut tx = memtx(&img);
+    let root = Ino(tx.sb().rootino);
+    assert!(matches!(
+        ialloc(&mut tx, root, &new_inode(1)),
+        Err(rxfs::Error::NotSupported(_))
+    ));
 }
 
 /// 1 KiB blocks: 60 inobt records per leaf, so ~80 new chunks split the
