@@ -182,6 +182,14 @@ fn alloc_all(img: &Path, n: usize, per_tx: usize) -> (Vec<(Ino, u32)>, usize) {
         let root = Ino(tx.sb().rootino);
         for _ in 0..per_tx.min(n - i) {
             let (ino, ip) = ialloc(&mut tx, root, &new_inode(i)).unwrap();
+            if new_inode(i).mode & de::S_IFMT == de::S_IFDIR {
+                // An empty shortform directory under the root (what
+                // dirop's dir_init writes): count 0, i8count 0, parent.
+                let d = tx.inode_mut(ip);
+                de::data_fork_mut(d)[..6].copy_from_slice(&[0, 0, 0, 0, 0, root.0 as u8]);
+                de::set_size(d, 6);
+                assert!(root.0 < 256);
+            }
             let d = tx.inode(ip);
             assert_eq!(de::ino(d), ino.0);
             assert_eq!(de::mode(d) as u32, new_inode(i).mode);
@@ -269,23 +277,35 @@ fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) {
         );
         assert_eq!(ip.core.crtime, want.time);
         assert_eq!(ip.core.next_unlinked, de::NULLAGINO);
+        assert_eq!(ip.core.nrext64(), fs.sb().has_nrext64());
+        assert_eq!(ip.core.bigtime(), fs.sb().has_bigtime());
     }
     drop(fs);
     check_with_xfs_db(&img, &after);
-    // Nothing links the new inodes: repair may only complain about that.
+    // Nothing links the new inodes: repair may only complain about that
+    // (and the link counts of the never-linked inodes).
     let (_, text) = repair(&img);
+    let mut disconnected = 0;
     for l in text.lines() {
         let l = l.to_lowercase();
+        if l.contains("would move to lost+found") {
+            disconnected += 1;
+            continue;
+        }
+        let nlink_reset = l.starts_with("would have reset inode") && l.contains("nlinks from");
         assert!(
-            !(l.contains("bad")
-                || l.contains("corrupt")
-                || l.contains("mismatch")
-                || l.contains("would fix")
-                || l.contains("claims")),
+            nlink_reset
+                || !(l.contains("would")
+                    || l.contains("bad")
+                    || l.contains("corrupt")
+                    || l.contains("error")
+                    || l.contains("claims")),
             "{name}: xfs_repair -n after alloc: {l}\n{text}"
         );
     }
+    assert_eq!(disconnected, n, "{name}: disconnected inodes\n{text}");
 
+    eprintln!("{name}: {chunks} new chunks, before {before:?} after {after:?}");
     // ---- free ----
     free_all(&img, &inos, 53);
     assert_repair_clean(&img, &format!("{name}: alloc + free"));
@@ -338,6 +358,35 @@ fn ialloc_no_sparse() {
 #[test]
 fn ialloc_no_finobt() {
     scenario("nofinobt", 512 << 20, &["-m", "finobt=0"], 300);
+}
+
+/// Big extent counters and 1 KiB inodes (16-block chunks, 8-block
+/// clusters), no bigtime.
+#[test]
+fn ialloc_nrext64_big_inodes() {
+    scenario(
+        "nrext64",
+        512 << 20,
+        &["-i", "nrext64=1,size=1024", "-m", "bigtime=0"],
+        300,
+    );
+}
+
+/// rmapbt filesystems need rmap records for new chunks: refused.
+#[test]
+fn ialloc_refuses_rmapbt() {
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("ialloc-rmap");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &["-m", "rmapbt=1"]);
+    let mut tx = memtx(&img);
+    let root = Ino(tx.sb().rootino);
+    assert!(matches!(
+        ialloc(&mut tx, root, &new_inode(1)),
+        Err(rxfs::Error::NotSupported(_))
+    ));
 }
 
 /// 1 KiB blocks: 60 inobt records per leaf, so ~80 new chunks split the

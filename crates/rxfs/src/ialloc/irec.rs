@@ -11,6 +11,7 @@
 use crate::alloc::btree_edit::{self, Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, InobtRec, INODES_PER_CHUNK, INODES_PER_HOLEMASK_BIT};
+use crate::geometry::Geometry;
 use crate::types::{AgIno, AgNumber};
 use crate::xact::MetaTx;
 
@@ -29,27 +30,32 @@ fn corrupt(tx: &dyn MetaTx, tree: Tree, agno: AgNumber, d: String) -> Error {
 
 /// Check a record's internal consistency and its place in the AG.
 pub fn check(tx: &dyn MetaTx, tree: Tree, agno: AgNumber, r: &InobtRec) -> Result<()> {
-    let geo = tx.geo();
+    if rec_ok(tx.geo(), tree, agno, r) {
+        Ok(())
+    } else {
+        Err(corrupt(tx, tree, agno, format!("bad record {r:?}")))
+    }
+}
+
+/// The checks of [`check`]: the chunk lies inside the AG past its headers
+/// and starts on a block (or a 64-inode boundary inside a block); the
+/// hole count agrees with `count`; `freecount` is the number of free
+/// present inodes; finobt records have a free inode.
+pub fn rec_ok(geo: &Geometry, tree: Tree, agno: AgNumber, r: &InobtRec) -> bool {
     let holes = r.holemask.count_ones() * INODES_PER_HOLEMASK_BIT;
     let avail = (r.free & r.present_mask()).count_ones();
     let first_blk = geo.agino_agbno(AgIno(r.startino)).0;
     let last_blk = geo
         .agino_agbno(AgIno(r.startino.saturating_add(INODES_PER_CHUNK - 1)))
         .0;
-    let ok = r
-        .startino
+    r.startino
         .is_multiple_of(INODES_PER_CHUNK.min(geo.inopblock))
+        && r.startino.checked_add(INODES_PER_CHUNK - 1).is_some()
         && first_blk > 0
         && last_blk < geo.ag_size(agno)
         && r.count == INODES_PER_CHUNK - holes
         && r.freecount == avail
-        && r.freecount <= r.count
-        && (tree != Tree::Fino || r.freecount > 0);
-    if ok {
-        Ok(())
-    } else {
-        Err(corrupt(tx, tree, agno, format!("bad record {r:?}")))
-    }
+        && (tree != Tree::Fino || r.freecount > 0)
 }
 
 fn decode(tx: &dyn MetaTx, tree: Tree, agno: AgNumber, bytes: &[u8]) -> Result<InobtRec> {
@@ -133,4 +139,84 @@ pub fn first_with_free(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<Option<Ino
         cur = lookup(tx, Tree::Ino, agno, r.startino, Lookup::Gt)?;
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::sb::Superblock;
+
+    const HDR: &[u8] = include_bytes!("../format/testdata/ag2_hdr.bin");
+
+    fn geo() -> Geometry {
+        Geometry::new(&Superblock::decode_unverified(&HDR[..512]).unwrap())
+    }
+
+    fn full(startino: u32) -> InobtRec {
+        InobtRec {
+            startino,
+            holemask: 0,
+            count: 64,
+            freecount: 64,
+            free: u64::MAX,
+        }
+    }
+
+    #[test]
+    fn good_records() {
+        let g = geo();
+        let start = g.agbno_to_agino(crate::types::AgBlock(64), 0).0;
+        let a = AgNumber(0);
+        assert!(rec_ok(&g, Tree::Ino, a, &full(start)));
+        // Kernel-style sparse record: upper half a hole (free bits set).
+        let sp = InobtRec {
+            holemask: 0xff00,
+            count: 32,
+            freecount: 31,
+            free: !1u64,
+            ..full(start)
+        };
+        assert!(rec_ok(&g, Tree::Fino, a, &sp));
+        let used = InobtRec {
+            freecount: 0,
+            free: 0,
+            ..full(start)
+        };
+        assert!(rec_ok(&g, Tree::Ino, a, &used));
+        assert!(
+            !rec_ok(&g, Tree::Fino, a, &used),
+            "full chunk in the finobt"
+        );
+    }
+
+    #[test]
+    fn bad_records() {
+        let g = geo();
+        let a = AgNumber(0);
+        let start = g.agbno_to_agino(crate::types::AgBlock(64), 0).0;
+        let bad = [
+            InobtRec {
+                freecount: 63,
+                ..full(start)
+            },
+            InobtRec {
+                count: 60,
+                ..full(start)
+            },
+            InobtRec {
+                holemask: 1,
+                ..full(start)
+            },
+            full(0),
+            full(start + 1),
+            full(
+                g.agbno_to_agino(crate::types::AgBlock(g.ag_size(a) - 1), 0)
+                    .0,
+            ),
+            full(u32::MAX - 3),
+        ];
+        for r in bad {
+            assert!(!rec_ok(&g, Tree::Ino, a, &r), "{r:?}");
+        }
+    }
 }
