@@ -116,7 +116,7 @@ pub fn write_step(
     let data = &data[..(step_end - off) as usize];
     let size = di::size(tx.inode(ip));
     if off > size {
-        zero_written(&*tx, dev, &old, size, off)?;
+        zero_written(&*tx, ip, dev, &old, size, off)?;
     }
     let (new, converted) = prepare_write(tx, ip, ino, FileBlock(fb0), cut - fb0)?;
     // Old written mappings: in place, read-modify-write of partial blocks.
@@ -132,6 +132,7 @@ pub fn write_step(
         set_size(tx, ip, step_end);
     }
     set_times(tx, ip, None, Some(now), Some(now));
+    di::bump_changecount(tx.inode_mut(ip), 1);
     Ok(data.len())
 }
 
@@ -184,6 +185,7 @@ fn write_run(
 /// blocks (holes and unwritten extents already read as zeros).
 fn zero_written(
     tx: &dyn MetaTx,
+    ip: InodeId,
     dev: &dyn BlockDevice,
     map: &ExtentMap,
     from: u64,
@@ -194,10 +196,15 @@ fn zero_written(
     if from >= to {
         return Ok(());
     }
-    let zeros = vec![0u8; ZERO_CHUNK_BYTES as usize];
+    let mut zeros = Vec::new();
     for e in overlapping(map, from >> bl, to.div_ceil(geo.blocksize as u64)) {
         if e.unwritten {
             continue;
+        }
+        if zeros.is_empty() {
+            // Shared blocks would need copy-on-write.
+            refuse_reflink(tx, ip)?;
+            zeros = vec![0u8; ZERO_CHUNK_BYTES as usize];
         }
         let mut lo = from.max(e.off.0 << bl);
         let hi = to.min(e.end() << bl);
@@ -211,9 +218,10 @@ fn zero_written(
     Ok(())
 }
 
-/// Change the size of regular file `ip`: down frees the blocks past the
-/// new EOF and zeroes the tail of the new last block; up zeroes whatever
-/// written blocks lie between the old and the new EOF. Times untouched.
+/// Change the size of regular file `ip`: down (or same) frees the blocks
+/// past the new EOF and zeroes the tail of the new last block; up zeroes
+/// whatever written blocks lie between the old and the new EOF. Times
+/// untouched.
 pub fn set_file_size(
     tx: &mut dyn MetaTx,
     dev: &dyn BlockDevice,
@@ -228,14 +236,17 @@ pub fn set_file_size(
     let geo = tx.geo();
     let (bs, agblklog) = (geo.blocksize as u64, geo.agblklog);
     let map = ExtentMap::new(read_map(tx, ip)?, agblklog);
-    if size < old {
-        refuse_reflink(&*tx, ip)?;
-        // Tail of the new last block (if partial), then the blocks past it.
+    if size <= old {
+        // Tail of the new last block (if partial), then every block past
+        // it, including preallocations past the old EOF (as the kernel
+        // does for a truncate to the same or a smaller size).
         let tail_end = size.div_ceil(bs) * bs;
-        zero_written(&*tx, dev, &map, size, tail_end)?;
+        if size < old {
+            zero_written(&*tx, ip, dev, &map, size, tail_end)?;
+        }
         free_range(tx, ip, FileBlock(size.div_ceil(bs)))?;
-    } else if size > old {
-        zero_written(&*tx, dev, &map, old, size)?;
+    } else {
+        zero_written(&*tx, ip, dev, &map, old, size)?;
     }
     set_size(tx, ip, size);
     Ok(())
@@ -275,5 +286,6 @@ pub fn setattr(
         di::set_gid(d, g);
     }
     set_times(tx, ip, attr.atime, mtime, Some(attr.ctime.unwrap_or(now)));
+    di::bump_changecount(tx.inode_mut(ip), 1);
     Ok(())
 }

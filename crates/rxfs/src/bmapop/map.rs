@@ -265,10 +265,11 @@ pub fn fill(
         Ok(()) => Ok(got),
         Err(e) => {
             map.exts = saved;
-            for x in &got {
-                // A failing free leaks blocks but leaves the map sound;
-                // its error is the one reported.
-                space.free(x.start, x.len)?;
+            if matches!(e, Error::NotSupported(_)) {
+                // Our own refusal: the space is consistent, give back.
+                for x in &got {
+                    space.free(x.start, x.len)?;
+                }
             }
             Err(e)
         }

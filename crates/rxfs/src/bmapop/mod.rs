@@ -21,8 +21,10 @@
 //!   (so no EFI is needed: the unmap and the free commit atomically);
 //! - within one call, allocations never move to a lower AG than one
 //!   already used (AGF lock order, see [`crate::xact`]);
-//! - on error nothing in the fork changed and every block allocated by the
-//!   call was freed again.
+//! - on error the fork is unchanged; when the refusal is the extent
+//!   limit (`NotSupported`) every block the call allocated was freed again
+//!   and the transaction may still commit; after any other error (the
+//!   allocator's) the transaction must be cancelled.
 //!
 //! Not handled (refused with `NotSupported`): BTREE-format forks,
 //! realtime files, filesystems with the reverse-mapping btree (every

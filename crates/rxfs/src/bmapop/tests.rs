@@ -233,9 +233,9 @@ fn fill_enospc_rolls_back() {
     let mut m = ExtentMap::new(vec![], 4);
     let err = fill(&mut m, 0, 17, 12, None, false, &mut sp).unwrap_err();
     assert!(matches!(err, Error::NoSpace));
+    // The map is untouched; the space is the cancelled transaction's.
     assert!(m.exts.is_empty());
-    assert_eq!(sp.used_count(), 0);
-    assert!(fill(&mut m, 0, 16, 12, None, false, &mut sp).is_ok());
+    assert_eq!(sp.used_count(), 16);
 }
 
 #[test]
@@ -301,6 +301,7 @@ fn random_edits_match_the_model() {
                 let count = rng.gen_range(0..24);
                 let unwritten = op == 2;
                 let before = m.clone();
+                let used_before = sp.used.clone();
                 let near = Some(rng.gen_range(0..4u64) << agblklog);
                 match fill(&mut m, off, count, max_recs, near, unwritten, &mut sp) {
                     Ok(new) => {
@@ -317,8 +318,13 @@ fn random_edits_match_the_model() {
                             assert!(model.contains_key(&fb), "seed {seed}: hole left at {fb}");
                         }
                     }
-                    Err(Error::NotSupported(_)) | Err(Error::NoSpace) => {
+                    Err(Error::NotSupported(_)) => {
                         assert_eq!(m, before, "seed {seed} step {step}");
+                    }
+                    Err(Error::NoSpace) => {
+                        assert_eq!(m, before, "seed {seed} step {step}");
+                        // The caller cancels the transaction.
+                        sp.used = used_before;
                     }
                     Err(e) => panic!("seed {seed} step {step}: {e}"),
                 }

@@ -1,0 +1,399 @@
+//! Data fork editing (`rxfs::bmapop`) against the kernel oracle: files the
+//! kernel wrote are extended, overwritten, converted from unwritten and
+//! truncated through unlogged transactions ([`MemTx`]); then `xfs_repair
+//! -n` must find nothing, and both the kernel and rxfs's read path must
+//! read exactly the bytes of an in-memory model (sha256 and length).
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use rxfs::bdev::{BlockDevice, FileDevice};
+use rxfs::bmapop::{self, data};
+use rxfs::format::dinode_edit as di;
+use rxfs::fs::ops_data::SetAttr;
+use rxfs::types::{FileBlock, FsBlock, Ino};
+use rxfs::xact::memtx::MemTx;
+use rxfs::xact::{InodeId, MetaTx};
+use sha2::{Digest, Sha256};
+
+struct Img {
+    s: Scratch,
+    img: PathBuf,
+    /// name -> (inode number, expected contents)
+    files: BTreeMap<String, (Ino, Vec<u8>)>,
+}
+
+/// Files the kernel writes: empty, small, big (3 MiB), sparse (4 KiB
+/// every 8 KiB, `sparse_n` times), prealloc (64 KiB fallocated =
+/// unwritten, with 1000 bytes written at 10000).
+fn populate(name: &str, sparse_n: u64) -> Img {
+    let s = Scratch::new(name);
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let mut files = BTreeMap::new();
+    let mut put = |n: &str, content: Vec<u8>| {
+        let p = mnt.join(n);
+        let ino = Ino(std::fs::metadata(&p).unwrap().ino());
+        files.insert(n.to_string(), (ino, content));
+    };
+    std::fs::write(mnt.join("empty"), b"").unwrap();
+    put("empty", vec![]);
+    std::fs::write(mnt.join("small"), pattern(1, 5000)).unwrap();
+    put("small", pattern(1, 5000));
+    std::fs::write(mnt.join("big"), pattern(2, 3 << 20)).unwrap();
+    put("big", pattern(2, 3 << 20));
+    let f = std::fs::File::create(mnt.join("sparse")).unwrap();
+    let mut model = Vec::new();
+    for i in 0..sparse_n {
+        let d = pattern(10 + i, 4096);
+        f.write_at(&d, i * 8192).unwrap();
+        write_model(&mut model, i * 8192, &d);
+    }
+    drop(f);
+    put("sparse", model);
+    let f = std::fs::File::create(mnt.join("prealloc")).unwrap();
+    assert_eq!(unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, 65536) }, 0);
+    let d = pattern(3, 1000);
+    f.write_at(&d, 10000).unwrap();
+    drop(f);
+    let mut model = vec![0u8; 65536];
+    write_model(&mut model, 10000, &d);
+    put("prealloc", model);
+    m.umount();
+    Img { s, img, files }
+}
+
+fn write_model(m: &mut Vec<u8>, off: u64, d: &[u8]) {
+    let end = off as usize + d.len();
+    if m.len() < end {
+        m.resize(end, 0);
+    }
+    m[off as usize..end].copy_from_slice(d);
+}
+
+fn open_dev(img: &Path) -> Arc<dyn BlockDevice> {
+    Arc::new(FileDevice::open(img, false, false).unwrap())
+}
+
+/// Run `f` on inode `ino` in one MemTx; commit only if it succeeds.
+fn in_tx<T>(
+    dev: &Arc<dyn BlockDevice>,
+    ino: Ino,
+    f: impl FnOnce(&mut MemTx, InodeId) -> rxfs::Result<T>,
+) -> rxfs::Result<T> {
+    let mut tx = MemTx::new(dev.clone())?;
+    let ip = tx.ijoin(ino)?;
+    let r = f(&mut tx, ip)?;
+    tx.commit()?;
+    Ok(r)
+}
+
+/// Write all of `d` at `off` in bounded steps, one transaction each.
+/// Returns the transaction count, or the bytes committed before an error.
+fn write_all(
+    dev: &Arc<dyn BlockDevice>,
+    ino: Ino,
+    off: u64,
+    d: &[u8],
+) -> Result<u32, (usize, rxfs::Error)> {
+    let mut done = 0usize;
+    let mut txs = 0;
+    while done < d.len() {
+        let n = in_tx(dev, ino, |tx, ip| {
+            data::write_step(
+                tx,
+                &**dev,
+                ip,
+                ino,
+                off + done as u64,
+                &d[done..],
+                data::now(),
+            )
+        })
+        .map_err(|e| (done, e))?;
+        assert!(n > 0);
+        done += n;
+        txs += 1;
+    }
+    Ok(txs)
+}
+
+impl Img {
+    fn ino(&self, n: &str) -> Ino {
+        self.files[n].0
+    }
+    fn model(&mut self, n: &str) -> &mut Vec<u8> {
+        &mut self.files.get_mut(n).unwrap().1
+    }
+
+    /// Write through bmapop and into the model.
+    fn write(&mut self, dev: &Arc<dyn BlockDevice>, n: &str, off: u64, d: &[u8]) -> u32 {
+        let txs = write_all(dev, self.ino(n), off, d)
+            .map_err(|e| e.1)
+            .unwrap();
+        write_model(self.model(n), off, d);
+        txs
+    }
+
+    fn truncate(&mut self, dev: &Arc<dyn BlockDevice>, n: &str, size: u64) {
+        in_tx(dev, self.ino(n), |tx, ip| {
+            data::set_file_size(tx, &**dev, ip, size)
+        })
+        .unwrap();
+        self.model(n).resize(size as usize, 0);
+    }
+
+    /// xfs_repair -n clean; the kernel and rxfs read the model's bytes.
+    fn verify(&self) {
+        let out = std::process::Command::new("xfs_repair")
+            .args(["-n", self.img.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "xfs_repair -n: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mnt = self.s.path("ro");
+        let m = KernelMount::new(&self.img, &mnt, "ro");
+        for (n, (_, want)) in &self.files {
+            let got = std::fs::read(mnt.join(n)).unwrap();
+            assert_eq!(got.len(), want.len(), "{n}: kernel size");
+            assert_eq!(sha(&got), sha(want), "{n}: kernel contents");
+        }
+        m.umount();
+        let fs = open_ro(&self.img);
+        for (n, (ino, want)) in &self.files {
+            let ip = fs.iget(*ino).unwrap();
+            let mut got = vec![0u8; want.len() + 4096];
+            let k = fs.read_file(&ip, 0, &mut got).unwrap();
+            assert_eq!(k, want.len(), "{n}: rxfs size");
+            assert_eq!(sha(&got[..k]), sha(want), "{n}: rxfs contents");
+        }
+    }
+}
+
+fn sha(d: &[u8]) -> [u8; 32] {
+    Sha256::digest(d).into()
+}
+
+fn nextents(dev: &Arc<dyn BlockDevice>, ino: Ino) -> u64 {
+    let mut tx = MemTx::new(dev.clone()).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    di::nextents(tx.inode(ip))
+}
+
+fn skip() -> bool {
+    if kernel_tests_disabled() {
+        return true;
+    }
+    require_root();
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    false
+}
+
+/// No allocation: in-place overwrites (partial blocks), writes into
+/// unwritten extents (converted), size growth inside mapped blocks.
+#[test]
+fn overwrite_and_convert_unwritten() {
+    if skip() {
+        return;
+    }
+    let mut im = populate("bmapop-overwrite", 3);
+    let dev = open_dev(&im.img);
+    im.write(&dev, "big", 1000, &pattern(20, 7000));
+    im.write(&dev, "big", (3 << 20) - 10, &pattern(21, 10));
+    im.write(&dev, "small", 4000, &pattern(22, 1000));
+    let before = nextents(&dev, im.ino("prealloc"));
+    im.write(&dev, "prealloc", 30000, &pattern(23, 10000));
+    im.write(&dev, "prealloc", 0, &pattern(24, 100));
+    assert!(nextents(&dev, im.ino("prealloc")) >= before);
+    im.write(&dev, "sparse", 100, &pattern(25, 300));
+    im.verify();
+}
+
+/// Growing files (allocation, several transactions for a large write,
+/// zeroed gaps), the direct alloc_range path, truncation (tail zeroing,
+/// freeing), growth by setattr, and chown dropping setuid.
+#[test]
+fn extend_and_punch_tail() {
+    if skip() {
+        return;
+    }
+    let mut im = populate("bmapop-extend", 3);
+    let dev = open_dev(&im.img);
+    let bs = 4096u64;
+    im.write(&dev, "small", 5000, &pattern(30, 10000));
+    im.write(&dev, "small", 100_000, &pattern(31, 3000));
+    // A write of 6 MiB: 1536 blocks, more than one transaction.
+    let txs = im.write(&dev, "empty", 0, &pattern(32, 6 << 20));
+    assert!(txs >= 2, "{txs} transactions");
+    // Sparse: fill a hole, then append past a gap.
+    im.write(&dev, "sparse", 4096, &pattern(33, 4096));
+    im.write(&dev, "sparse", 200_000, &pattern(34, 5000));
+    // The direct path: alloc_range, data to the mapped daddrs, set_size.
+    let ino = im.ino("prealloc");
+    let d = pattern(35, 10 * bs as usize);
+    let base = 1 << 20;
+    in_tx(&dev, ino, |tx, ip| {
+        let new = bmapop::alloc_range(tx, ip, ino, FileBlock(base / bs), 10)?;
+        assert_eq!(new.iter().map(|e| e.len).sum::<u64>(), 10);
+        for e in &new {
+            let at = tx.geo().fsb_to_daddr(FsBlock(e.start)).bytes();
+            let s = ((e.off.0 - base / bs) * bs) as usize;
+            dev.write_at(&d[s..s + (e.len * bs) as usize], at)?;
+        }
+        bmapop::set_size(tx, ip, base + d.len() as u64 - 100);
+        Ok(())
+    })
+    .unwrap();
+    write_model(im.model("prealloc"), base, &d[..d.len() - 100]);
+    // Truncations: mid-block (tail zeroed), then grow again (zeros).
+    im.truncate(&dev, "big", 1_000_001);
+    im.truncate(&dev, "big", 2_000_000);
+    im.truncate(&dev, "small", 0);
+    im.write(&dev, "small", 3, &pattern(36, 5));
+    im.truncate(&dev, "prealloc", 70_000);
+    // chown of a setuid file drops setuid.
+    let ino = im.ino("sparse");
+    in_tx(&dev, ino, |tx, ip| {
+        let a = SetAttr {
+            mode: Some(0o4755),
+            ..Default::default()
+        };
+        data::setattr(tx, &*dev, ip, &a, data::now())
+    })
+    .unwrap();
+    in_tx(&dev, ino, |tx, ip| {
+        let a = SetAttr {
+            uid: Some(1234),
+            gid: Some(99),
+            ..Default::default()
+        };
+        data::setattr(tx, &*dev, ip, &a, data::now())
+    })
+    .unwrap();
+    im.verify();
+    let fs = open_ro(&im.img);
+    let ip = fs.iget(ino).unwrap();
+    assert_eq!((ip.core.uid, ip.core.gid), (1234, 99));
+    assert_eq!(ip.core.mode & 0o7777, 0o755);
+    let ip = fs.iget(im.ino("big")).unwrap();
+    assert_eq!(ip.core.nblocks, 1_000_001u64.div_ceil(bs));
+}
+
+/// The extent count limit of the inode's literal area: writes that would
+/// need a btree fork are refused with NotSupported and change nothing;
+/// the image stays consistent.
+#[test]
+fn extent_limit_refuses_cleanly() {
+    if skip() {
+        return;
+    }
+    let mut im = populate("bmapop-limit", 10);
+    let dev = open_dev(&im.img);
+    let ino = im.ino("sparse");
+    let mut refused = 0;
+    // Fill holes one block at a time, back to front, each from a far
+    // away place: every fill is a new extent until the fork is full.
+    for i in (0..10u64).rev() {
+        let off = i * 8192 + 4096;
+        let d = pattern(40 + i, 4096);
+        let r = in_tx(&dev, ino, |tx, ip| {
+            data::write_step(tx, &*dev, ip, ino, off, &d, data::now())
+        });
+        match r {
+            Ok(_) => write_model(im.model("sparse"), off, &d),
+            Err(rxfs::Error::NotSupported(m)) => {
+                assert!(m.contains("btree"), "{m}");
+                refused += 1;
+            }
+            Err(e) => panic!("{e}"),
+        }
+        assert!(nextents(&dev, ino) <= 12);
+    }
+    // Past EOF, far away: more extents than fit.
+    for i in 0..12u64 {
+        let off = (1 << 22) + i * 65536;
+        let d = pattern(60 + i, 100);
+        match in_tx(&dev, ino, |tx, ip| {
+            data::write_step(tx, &*dev, ip, ino, off, &d, data::now())
+        }) {
+            Ok(_) => write_model(im.model("sparse"), off, &d),
+            Err(rxfs::Error::NotSupported(_)) => refused += 1,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(refused > 0, "22 separate extents all fitted the fork?");
+    im.verify();
+}
+
+/// Seeded random writes and size changes over all files, against the
+/// model; a write refused for the extent limit changes nothing.
+#[test]
+fn random_workload_matches_model() {
+    if skip() {
+        return;
+    }
+    use rand::{Rng, SeedableRng};
+    for seed in 0..3u64 {
+        let mut im = populate(&format!("bmapop-random{seed}"), 4);
+        let dev = open_dev(&im.img);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let names: Vec<String> = im.files.keys().cloned().collect();
+        let (mut writes, mut refused) = (0, 0);
+        for step in 0..60 {
+            let n = &names[rng.gen_range(0..names.len())];
+            let size = im.files[n].1.len() as u64;
+            match rng.gen_range(0..6) {
+                0 => {
+                    let to = rng.gen_range(0..size + 1);
+                    im.truncate(&dev, n, to);
+                }
+                1 => {
+                    let to = size + rng.gen_range(0..200_000);
+                    im.truncate(&dev, n, to);
+                }
+                _ => {
+                    // Mostly near the end, sometimes anywhere up to 8 MiB.
+                    let off = if rng.gen_bool(0.5) {
+                        size.saturating_sub(rng.gen_range(0..10_000))
+                    } else {
+                        rng.gen_range(0..8 << 20)
+                    };
+                    let len = rng.gen_range(1..300_000);
+                    let d = pattern(seed * 1000 + step, len);
+                    match write_all(&dev, im.ino(n), off, &d) {
+                        Ok(_) => {
+                            write_model(im.model(n), off, &d);
+                            writes += 1;
+                        }
+                        Err((done, rxfs::Error::NotSupported(m))) if m.contains("btree") => {
+                            // The steps before the refused one committed.
+                            if done > 0 {
+                                write_model(im.model(n), off, &d[..done]);
+                            }
+                            refused += 1;
+                        }
+                        Err((_, e)) => panic!("seed {seed} step {step}: {e}"),
+                    }
+                }
+            }
+        }
+        eprintln!("seed {seed}: {writes} writes, {refused} refused");
+        assert!(
+            writes > 20,
+            "seed {seed}: only {writes} writes went through"
+        );
+        im.verify();
+    }
+}
