@@ -209,14 +209,21 @@ struct Round {
     long_pct: u64,
 }
 
-/// Run one round of hard-link additions and removals on directory `d`.
-fn edit_round(im: &mut Image, d: &str, r: Round) -> (usize, usize) {
+/// Run one round of hard-link additions and removals on directory `d`;
+/// returns (additions, removals, changes of form seen inside the round).
+fn edit_round(im: &mut Image, d: &str, r: Round) -> (usize, usize, usize) {
     let mut rng = Rng::new(r.seed);
     let mut tx = memtx(&im.img);
     let (dino, names) = im.dirs.get_mut(d).unwrap();
     let dp = tx.ijoin(Ino(*dino)).unwrap();
-    let (mut adds, mut removes) = (0, 0);
+    let (mut adds, mut removes, mut flips) = (0, 0, 0);
+    let mut fmt = de::format(tx.inode(dp));
     for _ in 0..r.ops {
+        let f = de::format(tx.inode(dp));
+        if f != fmt {
+            flips += 1;
+            fmt = f;
+        }
         let add = names.len() < r.min || (names.len() < r.max && rng.below(2) == 0);
         if add {
             let name = if rng.below(100) < r.long_pct {
@@ -266,7 +273,7 @@ fn edit_round(im: &mut Image, d: &str, r: Round) -> (usize, usize) {
         }
     }
     tx.commit().unwrap();
-    (adds, removes)
+    (adds, removes, flips)
 }
 
 /// Shortform only: short names, few entries (never leaves the inode).
@@ -279,7 +286,7 @@ fn dirop_shortform_links_kernel() {
     let mut total = (0, 0);
     for seed in 1..=3 {
         for d in ["sf", "sfk"] {
-            let (a, r) = edit_round(
+            let (a, r, _) = edit_round(
                 &mut im,
                 d,
                 Round {
@@ -297,6 +304,7 @@ fn dirop_shortform_links_kernel() {
         let forms = verify(&im);
         assert!(forms.values().all(|f| *f == Form::Short), "{forms:?}");
     }
+    eprintln!("shortform: (adds, removes) = {total:?}");
     assert!(total.0 > 30 && total.1 > 20, "{total:?}");
 }
 
@@ -314,7 +322,7 @@ fn dirop_block_links_kernel() {
     }
     let mut total = (0, 0);
     for seed in 1..=3 {
-        let (a, r) = edit_round(
+        let (a, r, _) = edit_round(
             &mut im,
             "blk",
             Round {
@@ -331,5 +339,53 @@ fn dirop_block_links_kernel() {
         let forms = verify(&im);
         assert_eq!(forms["blk"], Form::Block);
     }
+    eprintln!("block: (adds, removes) = {total:?}");
     assert!(total.0 > 60 && total.1 > 60, "{total:?}");
+}
+
+/// Across the conversions: grow an empty and a small directory into block
+/// form, shrink them back to shortform, then random edits around the size
+/// where they flip (inside one transaction), 255-byte names included.
+#[test]
+fn dirop_sf_block_crossing_kernel() {
+    if !kernel_ok() {
+        return;
+    }
+    let mut im = build("cross", 24, &[("x", 0, 4), ("y", 3, 5)]);
+    let round = |seed, ops, min, max, long_pct| Round {
+        seed,
+        ops,
+        min,
+        max,
+        name_min: 1,
+        name_max: 40,
+        long_pct,
+    };
+    let mut flips = 0;
+    for d in ["x", "y"] {
+        edit_round(&mut im, d, round(1, 60, 30, 40, 5));
+    }
+    let forms = verify(&im);
+    assert!(forms.values().all(|f| *f == Form::Block), "{forms:?}");
+    for d in ["x", "y"] {
+        edit_round(&mut im, d, round(2, 80, 0, 2, 0));
+    }
+    let forms = verify(&im);
+    assert!(forms.values().all(|f| *f == Form::Short), "{forms:?}");
+    for seed in 3..=5 {
+        for d in ["x", "y"] {
+            flips += edit_round(&mut im, d, round(seed, 200, 6, 22, 10)).2;
+        }
+        verify(&im);
+    }
+    for d in ["x", "y"] {
+        edit_round(&mut im, d, round(9, 200, 0, 0, 0));
+    }
+    let forms = verify(&im);
+    assert!(forms.values().all(|f| *f == Form::Short), "{forms:?}");
+    eprintln!("crossing: {flips} conversions inside the random rounds");
+    assert!(
+        flips >= 4,
+        "only {flips} conversions inside the random rounds"
+    );
 }
