@@ -397,10 +397,13 @@ enum Kind {
     Dir,
 }
 
+/// Entries of a directory: name -> (inode, kind).
+type Entries = BTreeMap<Vec<u8>, (u64, Kind)>;
+
 /// The namespace model: every directory's entries, every inode's links.
 struct Tree {
     /// Directory inode -> (path under the mount, entries).
-    dirs: BTreeMap<u64, (PathBuf, BTreeMap<Vec<u8>, (u64, Kind)>)>,
+    dirs: BTreeMap<u64, (PathBuf, Entries)>,
     nlink: BTreeMap<u64, u32>,
 }
 
