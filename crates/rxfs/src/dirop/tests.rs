@@ -386,3 +386,41 @@ fn diff_ranges_cover_changes() {
     assert_eq!(diff_ranges(&a, &b), vec![3..11, 60..61]);
     assert!(diff_ranges(&a, &a).is_empty());
 }
+
+/// A shortform directory grown from empty (kernel offsets) always fits a
+/// block when it has to convert: the leaf form is never needed then.
+#[test]
+fn sf_growth_converts_into_a_block_with_room() {
+    for (geo, fork) in [
+        (DirGeo::new(10, 2, true), 336),
+        (DirGeo::new(12, 0, true), 336),
+        (DirGeo::new(12, 0, true), 1824),
+        (DirGeo::new(9, 3, false), 80),
+    ] {
+        let mut r = Rng(5);
+        let mut converted = 0;
+        for _ in 0..200 {
+            let mut sf = sf_empty(Ino(128));
+            loop {
+                let max = if r.below(10) == 0 { 255 } else { 20 };
+                let l = 1 + r.below(max) as usize;
+                let name = name_of(&mut r, l);
+                if sf.entries.iter().any(|e| e.name == name) {
+                    continue;
+                }
+                match sf_add(&geo, &sf, fork, &name, Ino(300), 1) {
+                    SfAdd::Fits(n) => sf = n,
+                    SfAdd::ToBlock => {
+                        let (mut buf, mut st) =
+                            block_from_sf(&geo, &sf, DIR, DADDR, &UUID).unwrap();
+                        block_add(&geo, &mut buf, &mut st, &name, Ino(300), 1)
+                            .unwrap_or_else(|e| panic!("{geo:?}: {e}: {sf:?}"));
+                        converted += 1;
+                        break;
+                    }
+                }
+            }
+        }
+        assert_eq!(converted, 200);
+    }
+}
