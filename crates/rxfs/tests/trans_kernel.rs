@@ -119,6 +119,23 @@ fn kernel_replays_committed_changes_after_a_crash() {
         !db(&img, &["sb 0", "p fname"]).contains("rxfslogged"),
         "label written in place before the log was replayed"
     );
+    // xfs_logprint parses our log.
+    let lp = run_output("xfs_logprint", &["-t", img.to_str().unwrap()]);
+    let lps =
+        String::from_utf8_lossy(&lp.stdout).into_owned() + &String::from_utf8_lossy(&lp.stderr);
+    assert!(lp.status.success(), "{lps}");
+    assert!(lps.contains("INODE") && lps.contains("BUF"), "{lps}");
+    // rxfs recovers its own log: a copy opened read-write.
+    let copy = s.path("copy");
+    std::fs::copy(&img, &copy).unwrap();
+    let fs = open_rw(&copy, rw());
+    assert!(fs.recovery_stats().is_some());
+    assert_eq!(fs.iget(fs.root_ino()).unwrap().core.mode & 0o7777, 0o710);
+    fs.unmount().unwrap();
+    drop(fs);
+    repair_clean(&copy);
+    assert!(db(&copy, &["sb 0", "p fname"]).contains("rxfslogged"));
+    // The kernel recovers it too.
     let mnt = s.path("mnt");
     let m = KernelMount::new(&img, &mnt, "");
     let mode = std::fs::metadata(&mnt).unwrap();
