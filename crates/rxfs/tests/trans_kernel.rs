@@ -188,3 +188,87 @@ fn many_commits_aggregate_into_few_checkpoints_and_write_back_at_unmount() {
     drop(fs);
     repair_clean(&img);
 }
+
+/// Set `ino`'s permission bits in one transaction.
+fn chmod(fs: &Filesystem, ino: Ino, perm: u16) -> u64 {
+    let _l = fs.ilock(ino).unwrap();
+    let mut tp = fs.trans_alloc(Resv::SetAttr).unwrap();
+    let ip = tp.ijoin(ino).unwrap();
+    let d = tp.inode_mut(ip);
+    let mode = be16(d, 2);
+    put_be16(d, 2, (mode & !0o7777) | perm);
+    tp.commit().unwrap()
+}
+
+#[test]
+fn concurrent_commits_forces_and_write_back_with_a_small_log() {
+    if !enabled() {
+        return;
+    }
+    use std::os::unix::fs::MetadataExt;
+    let s = Scratch::new("trans-conc");
+    let img = s.path("img");
+    // The smallest log mkfs allows, so the log wraps and the AIL must push.
+    mkfs_with(&img, 64 << 20, &["-l", "size=1368b"], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let mut inos = Vec::new();
+    for i in 0..64 {
+        let p = mnt.join(format!("f{i}"));
+        std::fs::write(&p, b"x").unwrap();
+        inos.push(Ino(std::fs::metadata(&p).unwrap().ino()));
+    }
+    m.umount();
+    let fs = open_rw(
+        &img,
+        MountOptions {
+            logbufs: Some(4),
+            logbsize: Some(32 * 1024),
+            ..rw()
+        },
+    );
+    let threads = 8;
+    let rounds = 4000;
+    std::thread::scope(|sc| {
+        for t in 0..threads {
+            let fs = &fs;
+            let inos = &inos;
+            sc.spawn(move || {
+                for r in 0..rounds {
+                    let i = (t * 7 + r * 13) % inos.len();
+                    let perm = 0o600 | ((t as u16) << 3) | (r % 8) as u16;
+                    let seq = chmod(fs, inos[i], perm);
+                    if r % 10 == 0 {
+                        fs.log_force_seq(seq).unwrap();
+                    }
+                }
+            });
+        }
+    });
+    // The final mode of each file is the last chmod of it.
+    let mut want = std::collections::HashMap::new();
+    let st = fs.stats();
+    for i in &inos {
+        let ip = fs.iget(*i).unwrap();
+        want.insert(i.0, ip.core.mode & 0o7777);
+    }
+    assert_eq!(st.trans_commits, (threads * rounds) as u64);
+    assert!(st.checkpoints < st.trans_commits, "{st:?}");
+    assert!(st.log.writes > 0);
+    fs.unmount().unwrap();
+    let st = fs.stats();
+    eprintln!("{st:#?}");
+    // The log wrapped: more bytes written than the log holds, so the AIL
+    // moved the tail while commits ran.
+    let log_bytes = 1368 * 4096;
+    assert!(st.log.bytes > log_bytes, "{st:?}");
+    assert!(st.ail_items_written > 0, "{st:?}");
+    drop(fs);
+    repair_clean(&img);
+    let m = KernelMount::new(&img, &mnt, "");
+    for i in 0..64 {
+        let md = std::fs::metadata(mnt.join(format!("f{i}"))).unwrap();
+        assert_eq!(Some(&((md.mode() & 0o7777) as u16)), want.get(&md.ino()));
+    }
+    m.umount();
+}
