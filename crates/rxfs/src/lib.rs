@@ -12,6 +12,7 @@
 //! lock at a time; the inode cache lock is never held across I/O.
 
 pub mod ail;
+pub mod alloc;
 pub mod bdev;
 pub mod cache;
 pub mod cil;
