@@ -201,9 +201,16 @@ fn snapshot(img: &Path) -> (Vec<AgState>, u64) {
         meta.sort();
         let n = meta.len();
         meta.dedup();
-        assert_eq!(n, meta.len(), "AG {a}: a block is on the AGFL and in a tree");
+        assert_eq!(
+            n,
+            meta.len(),
+            "AG {a}: a block is on the AGFL and in a tree"
+        );
         for b in &meta {
-            assert!(!in_free(&st.free, *b, 1), "AG {a}: block {b} is free and metadata");
+            assert!(
+                !in_free(&st.free, *b, 1),
+                "AG {a}: block {b} is free and metadata"
+            );
         }
         out.push(st);
     }
@@ -211,7 +218,8 @@ fn snapshot(img: &Path) -> (Vec<AgState>, u64) {
 }
 
 fn in_free(free: &[AllocRec], b: u32, len: u32) -> bool {
-    free.iter().any(|r| r.start < b + len && b < r.start + r.len)
+    free.iter()
+        .any(|r| r.start < b + len && b < r.start + r.len)
 }
 
 /// Compare the image with the model of allocated extents.
@@ -233,14 +241,23 @@ fn check_model(img: &Path, init: &(Vec<AgState>, u64), model: &Model) -> Vec<AgS
             "AG {a}: blocks leaked or double counted"
         );
         for &(b, l) in &mine {
-            assert!(!in_free(&st.free, b, l), "AG {a}: allocated {b}+{l} is free");
+            assert!(
+                !in_free(&st.free, b, l),
+                "AG {a}: allocated {b}+{l} is free"
+            );
             for m in st.agfl.iter().chain(&st.tree_blocks) {
-                assert!(!(b <= *m && *m < b + l), "AG {a}: allocated {b}+{l} holds metadata {m}");
+                assert!(
+                    !(b <= *m && *m < b + l),
+                    "AG {a}: allocated {b}+{l} holds metadata {m}"
+                );
             }
         }
         db_free += st.freeblks as u64 + st.flcount as u64;
     }
     assert_eq!(freesp_total(img), db_free, "xfs_db freesp -s total");
+    // With -n, repair skips rebuilding the free space (phase 5), so the
+    // blocks we hold without an owner are not reported; everything else is.
+    repair_clean(img);
     ags
 }
 
@@ -330,14 +347,24 @@ fn fragment(img: &Path, agcount: u32, count: u32, model: &mut Model) {
     }
 }
 
-/// Random allocations and frees.
-fn random_ops(img: &Path, rng: &mut Rng, agcount: u32, ops: usize, model: &mut Model) {
+/// Random allocations and frees; allocation stops while we hold more than
+/// `cap` blocks (room for the kernel's turn).
+fn random_ops(
+    img: &Path,
+    rng: &mut Rng,
+    agcount: u32,
+    ops: usize,
+    cap: u64,
+    model: &mut Model,
+) -> [u32; 3] {
     let mut done = 0;
+    let mut stats = [0u32; 3]; // allocated, NoSpace, freed
     while done < ops {
         batch(img, |tx| {
             for _ in 0..200 {
                 done += 1;
-                if model.0.is_empty() || rng.below(10) < 6 {
+                let held: u64 = model.0.values().map(|&l| l as u64).sum();
+                if model.0.is_empty() || (held < cap && rng.below(10) < 6) {
                     let a = rng.below(agcount as u64) as u32;
                     let minlen = 1 + rng.below(4) as u32;
                     let mut r = req(a, minlen, minlen + rng.below(17) as u32);
@@ -352,8 +379,9 @@ fn random_ops(img: &Path, rng: &mut Rng, agcount: u32, ops: usize, model: &mut M
                             assert_eq!(e.agbno.0 % r.align, 0, "{r:?} -> {e:?}");
                             assert!(e.agno.0 == a || (r.any_ag && e.agno.0 > a));
                             model.add(e.agno.0, e.agbno.0, e.len);
+                            stats[0] += 1;
                         }
-                        Err(Error::NoSpace) => {}
+                        Err(Error::NoSpace) => stats[1] += 1,
                         Err(e) => panic!("{r:?}: {e}"),
                     }
                 } else {
@@ -373,10 +401,12 @@ fn random_ops(img: &Path, rng: &mut Rng, agcount: u32, ops: usize, model: &mut M
                         (b, l)
                     };
                     free_extent(tx, AgNumber(a), AgBlock(fb), fl).unwrap();
+                    stats[2] += 1;
                 }
             }
         });
     }
+    stats
 }
 
 fn free_all(img: &Path, rng: &mut Rng, model: &mut Model) {
@@ -392,6 +422,25 @@ fn free_all(img: &Path, rng: &mut Rng, model: &mut Model) {
         });
     }
     model.0.clear();
+}
+
+/// The kernel allocates and frees on a copy of our fragmented trees: it
+/// must accept them (its verifiers run on every block it touches) and
+/// leave an image `xfs_repair -n` accepts.
+fn kernel_uses(s: &Scratch, img: &Path) {
+    let copy = s.path("kernel.img");
+    std::fs::copy(img, &copy).unwrap();
+    let m = KernelMount::new(&copy, &s.path("mnt"), "");
+    for i in 0..300u64 {
+        let data = vec![i as u8; 4096 * (1 + (i as usize * 7) % 23)];
+        std::fs::write(m.dir.join(format!("f{i}")), data).unwrap();
+    }
+    run("sync", &[]);
+    for i in (0..300u64).step_by(2) {
+        std::fs::remove_file(m.dir.join(format!("f{i}"))).unwrap();
+    }
+    m.umount();
+    repair_clean(&copy);
 }
 
 fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_seed: u64) {
@@ -410,7 +459,11 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
 
     fragment(&img, agcount, frag, &mut model);
     let ags = check_model(&img, &init, &model);
-    let top = ags.iter().map(|a| a.levels.0.max(a.levels.1)).max().unwrap();
+    let top = ags
+        .iter()
+        .map(|a| a.levels.0.max(a.levels.1))
+        .max()
+        .unwrap();
     eprintln!(
         "after fragmenting: levels {:?}, free extents {:?}",
         ags.iter().map(|a| a.levels).collect::<Vec<_>>(),
@@ -419,9 +472,18 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
     assert!(top >= want_levels, "trees reached only {top} levels");
 
     for _ in 0..3 {
-        random_ops(&img, &mut rng, agcount, 1000, &mut model);
-        check_model(&img, &init, &model);
+        let st = random_ops(&img, &mut rng, agcount, 1000, init.1 / 2, &mut model);
+        let ags = check_model(&img, &init, &model);
+        eprintln!(
+            "random: {} allocs, {} NoSpace, {} frees; levels {:?}, free extents {:?}",
+            st[0],
+            st[1],
+            st[2],
+            ags.iter().map(|a| a.levels).collect::<Vec<_>>(),
+            ags.iter().map(|a| a.free.len()).collect::<Vec<_>>()
+        );
     }
+    kernel_uses(&s, &img);
 
     free_all(&img, &mut rng, &mut model);
     let ags = check_model(&img, &init, &model);
@@ -439,7 +501,13 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
 
 #[test]
 fn alloc_free_random_4k() {
-    run_random("alloc4k", &["-d", "size=64m,agcount=2"], 2400, 2, 0x5eed_0001);
+    run_random(
+        "alloc4k",
+        &["-d", "size=64m,agcount=2"],
+        2400,
+        2,
+        0x5eed_0001,
+    );
 }
 
 #[test]
@@ -486,16 +554,217 @@ fn enospc_and_back() {
     let ags = check_model(&img, &init, &model);
     for (a, st) in ags.iter().enumerate() {
         // Only what the AGFL minimum holds back may be left.
-        assert!(st.freeblks <= 8, "AG {a}: NoSpace with {} free blocks", st.freeblks);
+        assert!(
+            st.freeblks <= 8,
+            "AG {a}: NoSpace with {} free blocks",
+            st.freeblks
+        );
     }
     // Nothing fits, also not in a fresh transaction.
     batch(&img, |tx| {
-        assert!(matches!(alloc_extent(tx, &req(0, 1, 1)), Err(Error::NoSpace)));
+        assert!(matches!(
+            alloc_extent(tx, &req(0, 1, 1)),
+            Err(Error::NoSpace)
+        ));
     });
     free_all(&img, &mut rng, &mut model);
     let ags = check_model(&img, &init, &model);
-    let free: u64 = ags.iter().map(|a| a.freeblks as u64 + a.flcount as u64).sum();
-    let free0: u64 = init.0.iter().map(|a| a.freeblks as u64 + a.flcount as u64).sum();
+    let free: u64 = ags
+        .iter()
+        .map(|a| a.freeblks as u64 + a.flcount as u64)
+        .sum();
+    let free0: u64 = init
+        .0
+        .iter()
+        .map(|a| a.freeblks as u64 + a.flcount as u64)
+        .sum();
     assert_eq!(free, free0, "free space back to what mkfs left");
     repair_clean(&img);
+}
+
+#[test]
+fn busy_extents_are_not_reused() {
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocbusy");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let init = snapshot(&img);
+    let mut model = Model(BTreeMap::new());
+    let mut exts = Vec::new();
+    batch(&img, |tx| {
+        for _ in 0..100 {
+            let e = alloc_extent(tx, &req(0, 8, 8)).unwrap();
+            model.add(0, e.agbno.0, e.len);
+            exts.push(e);
+        }
+    });
+    // Freed in this transaction: not handed out again in it, even when
+    // asked for right there (the AG has plenty of other space).
+    let x = exts[50];
+    batch(&img, |tx| {
+        free_extent(tx, AgNumber(0), x.agbno, x.len).unwrap();
+        model.0.remove(&(0, x.agbno.0));
+        for _ in 0..20 {
+            let mut r = req(0, 1, 8);
+            r.near = Some(x.agbno);
+            let e = alloc_extent(tx, &r).unwrap();
+            assert!(
+                e.agbno.0 + e.len <= x.agbno.0 || x.agbno.0 + x.len <= e.agbno.0,
+                "busy {x:?} reused as {e:?}"
+            );
+            model.add(0, e.agbno.0, e.len);
+        }
+    });
+    // A new transaction may reuse it (MemTx busy lists are per transaction).
+    batch(&img, |tx| {
+        let mut r = req(0, 8, 8);
+        r.near = Some(x.agbno);
+        let e = alloc_extent(tx, &r).unwrap();
+        assert_eq!(e.agbno, x.agbno, "nearest free extent not used");
+        model.add(0, e.agbno.0, e.len);
+    });
+    // Fill AG 0; free one extent; allocating in the same transaction must
+    // force the busy extent out (log force) and then get it.
+    batch(&img, |tx| loop {
+        match alloc_extent(tx, &req(0, 1, 64)) {
+            Ok(e) => model.add(0, e.agbno.0, e.len),
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("{e}"),
+        }
+    });
+    let y = exts[10];
+    batch(&img, |tx| {
+        free_extent(tx, AgNumber(0), y.agbno, y.len).unwrap();
+        model.0.remove(&(0, y.agbno.0));
+        let e = alloc_extent(tx, &req(0, 4, 8)).expect("busy space forced out");
+        model.add(0, e.agbno.0, e.len);
+    });
+    check_model(&img, &init, &model);
+    let mut rng = Rng(7);
+    free_all(&img, &mut rng, &mut model);
+    check_model(&img, &init, &model);
+}
+
+/// inobt/finobt editing through btree_edit: fake chunk records inserted
+/// until both trees have two levels, then deleted again.
+#[test]
+fn inobt_finobt_edit() {
+    use rxfs::alloc::btree_edit::{self as bt, Lookup, Tree};
+    use rxfs::format::btree::{BtreeKey, InobtRec};
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocino");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let init = snapshot(&img);
+    let opts = MountOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let (geo, sparse) = {
+        let fs = Filesystem::open(dev(&img), None, opts.clone()).unwrap();
+        (fs.geo().clone(), fs.sb().has_sparse_inodes())
+    };
+    let chunk_blocks = 64 / geo.inopblock;
+    let agno = AgNumber(1);
+    let mut rng = Rng(0x1b7 | 1);
+    // Chunks from block 64 on, in random order.
+    let mut starts: Vec<u32> = (0..700u32)
+        .map(|i| (64 + i * chunk_blocks) << geo.inopblog)
+        .collect();
+    for i in (1..starts.len()).rev() {
+        starts.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut added = Vec::new();
+    batch(&img, |tx| {
+        for &st in &starts {
+            let r = InobtRec {
+                startino: st,
+                holemask: 0,
+                count: 64,
+                freecount: 64,
+                free: u64::MAX,
+            };
+            let mut b = [0u8; 16];
+            r.encode(&mut b, sparse);
+            match bt::insert(tx, Tree::Ino, agno, &b) {
+                Ok(()) => {}
+                Err(Error::Exists) => continue,
+                Err(e) => panic!("{e}"),
+            }
+            bt::insert(tx, Tree::Fino, agno, &b).unwrap();
+            added.push(st);
+        }
+        // Lookups see what was inserted.
+        let k = BtreeKey(added[3] as u64, 0, 0);
+        let f = bt::lookup(tx, Tree::Fino, agno, k, Lookup::Eq)
+            .unwrap()
+            .unwrap();
+        assert_eq!(InobtRec::decode(&f.rec, sparse).startino, added[3]);
+        let g = bt::lookup(
+            tx,
+            Tree::Ino,
+            agno,
+            BtreeKey(added[3] as u64 + 1, 0, 0),
+            Lookup::Le,
+        );
+        assert_eq!(g.unwrap().unwrap().key, k);
+    });
+    let tree_blocks = |img: &Path| {
+        let fs = Filesystem::open(dev(img), None, opts.clone()).unwrap();
+        let agi = fs.read_agi(agno).unwrap();
+        let mut counts = Vec::new();
+        for kind in [BtreeKind::Ino, BtreeKind::Fino] {
+            let root = BtreeRoot::from_agi(kind, agno, &agi);
+            let n = fs.btree_records::<InobtRec>(&root).unwrap().len();
+            let mut blocks = Vec::new();
+            shape(
+                &fs,
+                kind,
+                agno,
+                root.root.0,
+                root.levels - 1,
+                true,
+                &mut blocks,
+            );
+            counts.push((n, blocks.len() as u32, root.levels));
+        }
+        assert_eq!(
+            (agi.iblocks, agi.fblocks),
+            (counts[0].1, counts[1].1),
+            "inobtcount"
+        );
+        (counts, fs.sb().fdblocks)
+    };
+    let (counts, fd) = tree_blocks(&img);
+    eprintln!("inobt/finobt (records, blocks, levels): {counts:?}");
+    assert!(counts[0].2 >= 2 && counts[1].2 >= 2, "trees did not grow");
+    let grown = (counts[0].1 + counts[1].1 - 2) as u64; // both were one block
+    assert_eq!(fd, init.1 - grown, "fdblocks counts the new btree blocks");
+    snapshot(&img);
+    for i in (1..added.len()).rev() {
+        added.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    batch(&img, |tx| {
+        for &st in &added {
+            let k = BtreeKey(st as u64, 0, 0);
+            bt::delete(tx, Tree::Ino, agno, k).unwrap();
+            bt::delete(tx, Tree::Fino, agno, k).unwrap();
+        }
+        assert!(matches!(
+            bt::delete(tx, Tree::Ino, agno, BtreeKey(added[0] as u64, 0, 0)),
+            Err(Error::NotFound)
+        ));
+    });
+    let (counts, fd) = tree_blocks(&img);
+    assert_eq!(counts[0].2, 1, "inobt shrank back to its root");
+    assert_eq!(counts[1].2, 1, "finobt shrank back to its root");
+    assert_eq!(fd, init.1, "fdblocks back");
+    repair_clean(&img);
+    check_model(&img, &init, &Model(BTreeMap::new()));
 }
