@@ -214,6 +214,13 @@ fn snapshot(img: &Path) -> (Vec<AgState>, u64) {
         }
         out.push(st);
     }
+    // The kernel's lazy-counter sum (xfs_initialize_perag_data): free
+    // extents, AGFL and free-space btree blocks all count as free.
+    let sum: u64 = out
+        .iter()
+        .map(|a| a.freeblks as u64 + a.flcount as u64 + a.tree_blocks.len() as u64 - 2)
+        .sum();
+    assert_eq!(fs.sb().fdblocks, sum, "sb_fdblocks vs the AGFs");
     (out, fs.sb().fdblocks)
 }
 
@@ -767,4 +774,74 @@ fn inobt_finobt_edit() {
     assert_eq!(fd, init.1, "fdblocks back");
     repair_clean(&img);
     check_model(&img, &init, &Model(BTreeMap::new()));
+}
+
+#[test]
+fn bad_requests_and_double_frees() {
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocbad");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let init = snapshot(&img);
+    let mut e0 = None;
+    batch(&img, |tx| {
+        for r in [req(0, 0, 1), req(0, 5, 4), req(2, 1, 1)] {
+            assert!(
+                matches!(alloc_extent(tx, &r), Err(Error::Invalid(_))),
+                "{r:?}"
+            );
+        }
+        let mut r = req(0, 1, 1);
+        r.align = 0;
+        assert!(matches!(alloc_extent(tx, &r), Err(Error::Invalid(_))));
+        // Larger than anything free: NoSpace, nothing changed.
+        assert!(matches!(
+            alloc_extent(tx, &req(1, 8000, 8000)),
+            Err(Error::NoSpace)
+        ));
+        let e = alloc_extent(tx, &req(1, 16, 16)).unwrap();
+        free_extent(tx, e.agno, e.agbno, e.len).unwrap();
+        e0 = Some(e);
+    });
+    let e = e0.unwrap();
+    // Freeing free space (all of it, or a part overlapping it) is corruption.
+    for (b, l) in [(e.agbno.0, e.len), (e.agbno.0 + 3, 2), (e.agbno.0 - 1, 2)] {
+        let mut tx = MemTx::new(dev(&img)).unwrap();
+        let r = free_extent(&mut tx, e.agno, AgBlock(b), l);
+        assert!(matches!(r, Err(Error::Corrupt { .. })), "{b}+{l}: {r:?}");
+    }
+    // Outside the AG or on its headers.
+    let mut tx = MemTx::new(dev(&img)).unwrap();
+    for (b, l) in [(0, 1), (8190, 10)] {
+        let r = free_extent(&mut tx, AgNumber(0), AgBlock(b), l);
+        assert!(matches!(r, Err(Error::Invalid(_))), "{b}+{l}: {r:?}");
+    }
+    drop(tx);
+    check_model(&img, &init, &Model(BTreeMap::new()));
+}
+
+#[test]
+fn rmapbt_is_not_supported() {
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocrmap");
+    let img = s.path("a.img");
+    mkfs_with(
+        &img,
+        64 << 20,
+        &["-m", "rmapbt=1", "-d", "size=64m,agcount=2"],
+        FSTESTS_ENV,
+    );
+    let mut tx = MemTx::new(dev(&img)).unwrap();
+    assert!(matches!(
+        alloc_extent(&mut tx, &req(0, 1, 1)),
+        Err(Error::NotSupported(_))
+    ));
+    let r = free_extent(&mut tx, AgNumber(0), AgBlock(100), 1);
+    assert!(matches!(r, Err(Error::NotSupported(_))));
 }
