@@ -574,3 +574,81 @@ fn rmapbt_is_not_supported() {
     let r = free_extent(&mut tx, AgNumber(0), AgBlock(100), 1);
     assert!(matches!(r, Err(Error::NotSupported(_))));
 }
+
+/// Lookups in every direction on both free-space trees (two levels)
+/// agree with the records the read path lists.
+#[test]
+fn lookups_match_read_path() {
+    use rxfs::alloc::btree_edit::{self as bt, Lookup, Tree};
+    use rxfs::format::btree::{AllocRec, BtreeKey};
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("alloclookup");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let mut model = Model(BTreeMap::new());
+    fragment(&img, 1, 2400, &mut model);
+    let (ags, _) = snapshot(&img);
+    assert!(ags[0].levels.0 >= 2);
+    let by_bno: Vec<(BtreeKey, AllocRec)> = ags[0]
+        .free
+        .iter()
+        .map(|r| (BtreeKey(r.start as u64, 0, 0), *r))
+        .collect();
+    let mut by_cnt: Vec<(BtreeKey, AllocRec)> = ags[0]
+        .free
+        .iter()
+        .map(|r| (BtreeKey(r.len as u64, r.start as u64, 0), *r))
+        .collect();
+    by_cnt.sort();
+    let expect = |v: &[(BtreeKey, AllocRec)], k: BtreeKey, d: Lookup| -> Option<AllocRec> {
+        let r = match d {
+            Lookup::Eq => v.iter().find(|e| e.0 == k),
+            Lookup::Ge => v.iter().find(|e| e.0 >= k),
+            Lookup::Gt => v.iter().find(|e| e.0 > k),
+            Lookup::Le => v.iter().rev().find(|e| e.0 <= k),
+            Lookup::Lt => v.iter().rev().find(|e| e.0 < k),
+        };
+        r.map(|e| e.1)
+    };
+    let mut rng = Rng(99);
+    let mut tx = MemTx::new(dev(&img)).unwrap();
+    let dirs = [Lookup::Eq, Lookup::Ge, Lookup::Gt, Lookup::Le, Lookup::Lt];
+    for i in 0..3000 {
+        let (tree, v) = if i % 2 == 0 {
+            (Tree::Bno, &by_bno)
+        } else {
+            (Tree::Cnt, &by_cnt)
+        };
+        // Half the keys exactly on a record, half anywhere.
+        let k = if rng.below(2) == 0 {
+            v[rng.below(v.len() as u64) as usize].0
+        } else if tree == Tree::Bno {
+            BtreeKey(rng.below(8300), 0, 0)
+        } else {
+            BtreeKey(rng.below(4), rng.below(8300), 0)
+        };
+        let d = dirs[rng.below(5) as usize];
+        let got = bt::lookup(&mut tx, tree, AgNumber(0), k, d)
+            .unwrap()
+            .map(|f| AllocRec::decode(&f.rec));
+        assert_eq!(got, expect(v, k, d), "{tree:?} {d:?} {k:?}");
+    }
+    // An update may not move a record past its neighbours.
+    let (a, b) = (by_bno[10].1, by_bno[11].1);
+    let mut moved = [0u8; 8];
+    AllocRec {
+        start: b.start + 1,
+        len: 1,
+    }
+    .encode(&mut moved);
+    let r = bt::update(&mut tx, Tree::Bno, AgNumber(0), by_bno[10].0, &moved);
+    assert!(
+        matches!(r, Err(Error::Invalid(_))),
+        "{a:?} -> past {b:?}: {r:?}"
+    );
+    let r = bt::insert(&mut tx, Tree::Bno, AgNumber(0), &moved[..4]);
+    assert!(matches!(r, Err(Error::Invalid(_))));
+}
