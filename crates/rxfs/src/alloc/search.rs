@@ -45,13 +45,11 @@ fn corrupt(detail: String) -> Error {
     Error::corrupt("free space btrees", Location::Unknown, detail)
 }
 
+/// Busy lookup: the first busy range overlapping `(agbno, len)`.
+pub type BusyFn<'a> = &'a dyn Fn(u32, u32) -> Option<(u32, u32)>;
+
 /// The parts of `[start, start + len)` no busy extent covers.
-fn unbusy_parts(
-    tx: &dyn MetaTx,
-    agno: AgNumber,
-    r: AllocRec,
-    busy_seen: &mut bool,
-) -> Vec<(u32, u32)> {
+fn unbusy_parts(busy: BusyFn, r: AllocRec, busy_seen: &mut bool) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut work = vec![(r.start, r.start + r.len)];
     let mut splits = 0;
@@ -59,7 +57,7 @@ fn unbusy_parts(
         if a >= z {
             continue;
         }
-        match tx.busy_overlap(agno, AgBlock(a), z - a) {
+        match busy(a, z - a) {
             None => out.push((a, z)),
             Some((b, l)) => {
                 *busy_seen = true;
@@ -67,8 +65,8 @@ fn unbusy_parts(
                 if splits > BUSY_SPLIT_MAX {
                     break;
                 }
-                let be = b.0.saturating_add(l);
-                work.push((a, b.0.max(a).min(z)));
+                let be = b.saturating_add(l);
+                work.push((a, b.max(a).min(z)));
                 work.push((be.max(a).min(z), z));
             }
         }
@@ -83,9 +81,8 @@ fn dist(x: u32, target: Option<u32>) -> u64 {
 
 /// The best allocation out of free record `r` for `req` (longest, then
 /// closest to `target`), avoiding busy blocks; `None` if nothing fits.
-fn eval(
-    tx: &dyn MetaTx,
-    agno: AgNumber,
+pub fn eval(
+    busy: BusyFn,
     r: AllocRec,
     req: &AllocReq,
     target: Option<u32>,
@@ -93,7 +90,7 @@ fn eval(
 ) -> Option<Cand> {
     let align = req.align.max(1) as u64;
     let mut best: Option<Cand> = None;
-    for (a, z) in unbusy_parts(tx, agno, r, busy_seen) {
+    for (a, z) in unbusy_parts(busy, r, busy_seen) {
         let b = (a as u64).div_ceil(align) * align;
         if b >= z as u64 {
             continue;
@@ -133,7 +130,7 @@ fn eval(
 }
 
 /// Whether `a` beats `b`: longer wins, then closer to the target.
-fn better(a: Option<Cand>, b: Option<Cand>, target: Option<u32>) -> bool {
+pub fn better(a: Option<Cand>, b: Option<Cand>, target: Option<u32>) -> bool {
     match (a, b) {
         (Some(_), None) => true,
         (Some(a), Some(b)) => {
@@ -141,6 +138,10 @@ fn better(a: Option<Cand>, b: Option<Cand>, target: Option<u32>) -> bool {
         }
         _ => false,
     }
+}
+
+fn busy_fn(tx: &dyn MetaTx, agno: AgNumber) -> impl Fn(u32, u32) -> Option<(u32, u32)> + '_ {
+    move |b, l| tx.busy_overlap(agno, AgBlock(b), l).map(|(s, n)| (s.0, n))
 }
 
 fn alloc_rec(f: &bt::Found) -> AllocRec {
@@ -166,7 +167,7 @@ fn find_by_size(
     for _ in 0..SCAN_MAX {
         let Some(found) = f else { break };
         let r = alloc_rec(&found);
-        let c = eval(tx, agno, r, req, None, busy_seen);
+        let c = eval(&busy_fn(tx, agno), r, req, None, busy_seen);
         if better(c, best, None) {
             best = c;
         }
@@ -189,7 +190,7 @@ fn find_by_size(
         if r.len < req.minlen || best.is_some_and(|b: Cand| b.len >= r.len) {
             break;
         }
-        let c = eval(tx, agno, r, req, None, busy_seen);
+        let c = eval(&busy_fn(tx, agno), r, req, None, busy_seen);
         if better(c, best, None) {
             best = c;
         }
@@ -231,7 +232,7 @@ fn find_near(
             break;
         }
         let cur = if take_left { left.take() } else { right.take() }.expect("side chosen");
-        let c = eval(tx, agno, alloc_rec(&cur), req, t, busy_seen);
+        let c = eval(&busy_fn(tx, agno), alloc_rec(&cur), req, t, busy_seen);
         if better(c, best, t) {
             best = c;
         }
