@@ -96,6 +96,17 @@ fn inode_state(fs: &Filesystem) -> Vec<AgInodes> {
     out
 }
 
+/// The highest inobt and finobt levels over the AGs.
+fn max_levels(fs: &Filesystem) -> (u32, u32) {
+    let mut m = (0, 0);
+    for agno in 0..fs.geo().agcount {
+        let agi = fs.read_agi(AgNumber(agno)).unwrap();
+        m.0 = m.0.max(agi.level);
+        m.1 = m.1.max(agi.free_level);
+    }
+    m
+}
+
 /// `xfs_db -r -c CMD -c 'p FIELD..'` values, by field name.
 fn xfs_db_fields(img: &Path, cmd: &str, fields: &[&str]) -> Vec<u64> {
     let p = format!("p {}", fields.join(" "));
@@ -217,9 +228,11 @@ fn free_all(img: &Path, inos: &[(Ino, u32)], per_tx: usize) {
     }
 }
 
-fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) {
+/// Returns the highest (inobt, finobt) levels seen after allocating and
+/// after freeing.
+fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) -> ((u32, u32), (u32, u32)) {
     if !kernel_ok() {
-        return;
+        return ((0, 0), (0, 0));
     }
     let s = Scratch::new(&format!("ialloc-{name}"));
     let img = s.path("img");
@@ -233,6 +246,7 @@ fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) {
     assert_eq!(set.len(), n, "duplicate inode numbers");
     let fs = open_ro(&img);
     let after = inode_state(&fs);
+    let levels_alloc = max_levels(&fs);
     let total = |v: &[AgInodes]| -> (u64, u64) {
         (
             v.iter().map(|a| a.count).sum(),
@@ -310,6 +324,7 @@ fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) {
     free_all(&img, &inos, 53);
     assert_repair_clean(&img, &format!("{name}: alloc + free"));
     let freed = inode_state(&open_ro(&img));
+    let levels_freed = max_levels(&open_ro(&img));
     let (c2, f2) = total(&freed);
     assert_eq!(c2, c1, "{name}: chunks are kept");
     assert_eq!(c2 - f2, used_before, "{name}: all freed");
@@ -343,6 +358,7 @@ fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) {
     assert_repair_clean(&img, &format!("{name}: kernel creates"));
     let fin = inode_state(&open_ro(&img));
     assert_eq!(total(&fin).0 - total(&fin).1, used_before + 200);
+    (levels_alloc, levels_freed)
 }
 
 #[test]
@@ -393,7 +409,12 @@ fn ialloc_refuses_rmapbt() {
 /// inobt (and the finobt while the chunks are all free).
 #[test]
 fn ialloc_btree_splits() {
-    scenario("split", 512 << 20, &["-b", "size=1024"], 5000);
+    let (alloc, freed) = scenario("split", 512 << 20, &["-b", "size=1024"], 5000);
+    if kernel_tests_disabled() {
+        return;
+    }
+    assert!(alloc.0 >= 2, "inobt did not split: levels {alloc:?}");
+    assert!(freed.1 >= 2, "finobt did not split: levels {freed:?}");
 }
 
 /// Refusals that must not change anything.
