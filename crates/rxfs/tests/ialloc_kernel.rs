@@ -441,3 +441,126 @@ fn ifree_refuses_linked_inodes() {
     drop(tx);
     assert_repair_clean(&img, "refusals");
 }
+
+/// The fstests xfs/076 recipe (as in ag_kernel.rs): fill the filesystem
+/// with one preallocated file, then from its end backwards punch a
+/// chunk-sized hole every two chunks and create inodes until ENOSPC after
+/// each punch: free space is too fragmented for whole chunks, so the
+/// kernel makes sparse ones.
+fn populate_sparse(root: &Path, punches: usize) {
+    use std::os::fd::AsRawFd;
+    let st = statvfs(root);
+    let avail = st.f_bavail * st.f_bsize;
+    let size = ((avail >> 20) - 1) << 20;
+    let spc = std::fs::File::create(root.join("spc")).unwrap();
+    let rc = unsafe { libc::fallocate(spc.as_raw_fd(), 0, 0, size as i64) };
+    assert_eq!(rc, 0, "fallocate: {}", std::io::Error::last_os_error());
+    let chunk: i64 = 64 * 512;
+    let mut off = size as i64 - 2 * chunk;
+    let mut n = 0;
+    while off >= 0 && n < punches {
+        let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+        let rc = unsafe { libc::fallocate(spc.as_raw_fd(), mode, off, chunk) };
+        assert_eq!(rc, 0, "punch: {}", std::io::Error::last_os_error());
+        let d = root.join(format!("o{off}"));
+        if std::fs::create_dir(&d).is_ok() {
+            for i in 0.. {
+                if std::fs::File::create(d.join(i.to_string())).is_err() {
+                    break;
+                }
+            }
+        }
+        off -= 2 * chunk;
+        n += 1;
+    }
+}
+
+/// Inodes free in the kernel's sparse chunks (holes must never be handed
+/// out), on a full filesystem: allocate every free inode, free them again.
+#[test]
+fn ialloc_from_kernel_sparse_chunks() {
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("ialloc-sparse");
+    let img = s.path("img");
+    mkfs(&img, 320 << 20, &[]);
+    let m = KernelMount::new(&img, &s.path("mnt"), "");
+    populate_sparse(&m.dir, 60);
+    // Free every other inode of every punched directory.
+    for e in std::fs::read_dir(&m.dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            for f in std::fs::read_dir(&p).unwrap() {
+                let f = f.unwrap().path();
+                let i: u64 = f.file_name().unwrap().to_str().unwrap().parse().unwrap();
+                if i % 2 == 0 {
+                    std::fs::remove_file(&f).unwrap();
+                }
+            }
+        }
+    }
+    m.umount();
+
+    // Every free, present inode slot of every record, and the sparse ones.
+    let fs = open_ro(&img);
+    let before = inode_state(&fs);
+    let mut free_slots = BTreeSet::new();
+    let mut sparse_slots = BTreeSet::new();
+    for agno in 0..fs.geo().agcount {
+        let agno = AgNumber(agno);
+        let agi = fs.read_agi(agno).unwrap();
+        let root = BtreeRoot::from_agi(BtreeKind::Ino, agno, &agi);
+        let recs: Vec<InobtRec> = fs.btree_records(&root).unwrap();
+        for r in recs {
+            for idx in 0..64 {
+                if r.is_free(idx) && !r.is_hole(idx) {
+                    let ino = fs
+                        .geo()
+                        .agino_to_ino(agno, rxfs::types::AgIno(r.startino + idx));
+                    free_slots.insert(ino.0);
+                    if r.holemask != 0 {
+                        sparse_slots.insert(ino.0);
+                    }
+                }
+            }
+        }
+    }
+    drop(fs);
+    let nfree: u64 = before.iter().map(|a| a.freecount).sum();
+    assert_eq!(free_slots.len() as u64, nfree);
+    assert!(!sparse_slots.is_empty(), "no free inode in a sparse chunk");
+
+    let (inos, chunks) = alloc_all(&img, nfree as usize, 97);
+    let new_ok = |ino: u64| chunks > 0 && !free_slots.contains(&ino);
+    let mut from_sparse = 0;
+    for (ino, _) in &inos {
+        assert!(
+            free_slots.contains(&ino.0) || new_ok(ino.0),
+            "inode {} was not free",
+            ino.0
+        );
+        from_sparse += sparse_slots.contains(&ino.0) as usize;
+    }
+    eprintln!(
+        "sparse: {nfree} free inodes ({} in sparse chunks), {chunks} new chunks, {from_sparse} taken from sparse chunks",
+        sparse_slots.len()
+    );
+    if chunks == 0 {
+        assert_eq!(from_sparse, sparse_slots.len());
+    } else {
+        assert!(from_sparse > 0);
+    }
+    let fs = open_ro(&img);
+    inode_state(&fs);
+    for (ino, _) in &inos {
+        assert!(fs.inode_allocated(*ino).unwrap());
+    }
+    drop(fs);
+    free_all(&img, &inos, 200);
+    assert_repair_clean(&img, "sparse: alloc + free");
+    let after = inode_state(&open_ro(&img));
+    if chunks == 0 {
+        assert_eq!(after, before);
+    }
+}
