@@ -494,7 +494,7 @@ fn ialloc_from_kernel_sparse_chunks() {
             for f in std::fs::read_dir(&p).unwrap() {
                 let f = f.unwrap().path();
                 let i: u64 = f.file_name().unwrap().to_str().unwrap().parse().unwrap();
-                if i % 2 == 0 {
+                if i.is_multiple_of(2) {
                     std::fs::remove_file(&f).unwrap();
                 }
             }
