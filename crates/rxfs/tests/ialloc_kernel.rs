@@ -564,3 +564,112 @@ fn ialloc_from_kernel_sparse_chunks() {
         assert_eq!(after, before);
     }
 }
+
+/// Take every free block of AG `agno` (in one transaction, committed).
+fn fill_ag(img: &Path, agno: u32) -> Vec<rxfs::alloc::AgExtent> {
+    use rxfs::alloc::{alloc_extent, AllocReq};
+    let mut tx = memtx(img);
+    let agblocks = tx.geo().agblocks;
+    let mut out = Vec::new();
+    for _ in 0..10_000 {
+        let req = AllocReq {
+            agno: AgNumber(agno),
+            near: None,
+            minlen: 1,
+            maxlen: agblocks,
+            align: 1,
+            any_ag: false,
+            meta: false,
+        };
+        match alloc_extent(&mut tx, &req) {
+            Ok(e) => out.push(e),
+            Err(rxfs::Error::NoSpace) => break,
+            Err(e) => panic!("filling AG {agno}: {e}"),
+        }
+    }
+    tx.commit().unwrap();
+    out
+}
+
+/// A full AG sends new chunks to the next AG; a full filesystem gives
+/// NoSpace once the last free inode is gone; giving everything back
+/// leaves a clean filesystem.
+#[test]
+fn ialloc_full_ags() {
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("ialloc-full");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let before = inode_state(&open_ro(&img));
+    assert_eq!(before.len(), 4);
+    let free0 = before[0].freecount as usize;
+
+    let mut extents = fill_ag(&img, 0);
+    let (inos, chunks) = alloc_all(&img, free0 + 10, 50);
+    let geo = open_ro(&img).geo().clone();
+    let files: Vec<u32> = inos
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| i % 16 != 0)
+        .map(|(_, (ino, _))| geo.ino_agno(*ino).0)
+        .collect();
+    assert!(chunks >= 1);
+    let in_ag0 = files.iter().filter(|&&a| a == 0).count();
+    let dirs_in_ag0 = inos
+        .iter()
+        .enumerate()
+        .filter(|(i, (ino, _))| i % 16 == 0 && geo.ino_agno(*ino).0 == 0)
+        .count();
+    assert_eq!(
+        in_ag0 + dirs_in_ag0,
+        free0,
+        "AG 0 gave exactly its free inodes"
+    );
+    assert!(files.iter().any(|&a| a == 1), "files moved on to AG 1");
+
+    // Fill the rest; then allocate until NoSpace.
+    for agno in 1..4 {
+        extents.extend(fill_ag(&img, agno));
+    }
+    let mut tx = memtx(&img);
+    let root = Ino(tx.sb().rootino);
+    let mut more = Vec::new();
+    let err = loop {
+        match ialloc(&mut tx, root, &new_inode(1)) {
+            Ok((ino, _)) => more.push((ino, 0)),
+            Err(e) => break e,
+        }
+        assert!(more.len() < 100_000);
+    };
+    assert!(matches!(err, rxfs::Error::NoSpace), "{err}");
+    assert!(
+        tx.icreates.is_empty(),
+        "no room for a chunk, yet one was made"
+    );
+    tx.commit().unwrap();
+    let full = inode_state(&open_ro(&img));
+    assert_eq!(full.iter().map(|a| a.freecount).sum::<u64>(), 0);
+    assert_eq!(
+        more.len() as u64,
+        inode_state(&open_ro(&img))
+            .iter()
+            .map(|a| a.count)
+            .sum::<u64>()
+            - before.iter().map(|a| a.count - a.freecount).sum::<u64>()
+            - inos.len() as u64
+    );
+
+    // Give it all back.
+    let mut tx = memtx(&img);
+    for e in &extents {
+        rxfs::alloc::free_extent(&mut tx, e.agno, e.agbno, e.len).unwrap();
+    }
+    tx.commit().unwrap();
+    free_all(&img, &inos, 100);
+    free_all(&img, &more, 100);
+    assert_repair_clean(&img, "full AGs");
+    let after = inode_state(&open_ro(&img));
+    assert_eq!(after.iter().map(|a| a.count - a.freecount).sum::<u64>(), 3);
+}
