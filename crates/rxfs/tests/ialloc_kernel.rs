@@ -627,7 +627,7 @@ fn ialloc_full_ags() {
         free0,
         "AG 0 gave exactly its free inodes"
     );
-    assert!(files.iter().any(|&a| a == 1), "files moved on to AG 1");
+    assert!(files.contains(&1), "files moved on to AG 1");
 
     // Fill the rest; then allocate until NoSpace.
     for agno in 1..4 {
