@@ -197,6 +197,8 @@ fn alloc_all(img: &Path, n: usize, per_tx: usize) -> (Vec<(Ino, u32)>, usize) {
                 // An empty shortform directory under the root (what
                 // dirop's dir_init writes): count 0, i8count 0, parent.
                 let d = tx.inode_mut(ip);
+                assert_eq!(de::format(d), rxfs::format::inode::FMT_EXTENTS);
+                de::set_format(d, rxfs::format::inode::FMT_LOCAL);
                 de::data_fork_mut(d)[..6].copy_from_slice(&[0, 0, 0, 0, 0, root.0 as u8]);
                 de::set_size(d, 6);
                 assert!(root.0 < 256);
