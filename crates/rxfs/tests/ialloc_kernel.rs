@@ -675,3 +675,142 @@ fn ialloc_full_ags() {
     let after = inode_state(&open_ro(&img));
     assert_eq!(after.iter().map(|a| a.count - a.freecount).sum::<u64>(), 3);
 }
+
+/// AG 0 with free space only in 4-block pieces at 4 mod 8: no whole
+/// chunk fits, so sparse chunks (upper halves, holemask 0x00ff) are made;
+/// then the lower halves are freed and the next chunks fill the holes of
+/// those records (merge to holemask 0). Everything is given back at the
+/// end and xfs_repair must be happy.
+#[test]
+fn ialloc_makes_sparse_chunks() {
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("ialloc-mksparse");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let geo = open_ro(&img).geo().clone();
+    assert_eq!(
+        (geo.inoalignmt, geo.spino_align),
+        (8, 4),
+        "mkfs defaults changed"
+    );
+    let before = inode_state(&open_ro(&img));
+    let agblocks = geo.ag_size(AgNumber(0)) as usize;
+    // Blocks of AG 0 we hold (allocated by fill_ag, not yet given back).
+    let mut owned = vec![false; agblocks];
+    for e in fill_ag(&img, 0) {
+        owned[e.agbno.0 as usize..(e.agbno.0 + e.len) as usize].fill(true);
+    }
+    let free_range = |img: &Path, owned: &mut Vec<bool>, ranges: &[(u32, u32)]| {
+        let mut tx = memtx(img);
+        for &(b, l) in ranges {
+            assert!(owned[b as usize..(b + l) as usize].iter().all(|&o| o));
+            owned[b as usize..(b + l) as usize].fill(false);
+            rxfs::alloc::free_extent(&mut tx, AgNumber(0), rxfs::types::AgBlock(b), l).unwrap();
+        }
+        tx.commit().unwrap();
+    };
+    // 24 upper halves of 8-aligned chunks we own entirely.
+    let bases: Vec<u32> = (1..agblocks / 8 - 1)
+        .map(|k| (k * 8) as u32)
+        .filter(|&b| owned[b as usize..b as usize + 8].iter().all(|&o| o))
+        .step_by(3)
+        .take(24)
+        .collect();
+    assert_eq!(bases.len(), 24);
+    let uppers: Vec<(u32, u32)> = bases.iter().map(|&b| (b + 4, 4)).collect();
+    free_range(&img, &mut owned, &uppers);
+
+    // The root chunk's free inodes first, then sparse chunks in AG 0.
+    let free0 = before[0].freecount as usize;
+    let mut tx = memtx(&img);
+    let root = Ino(tx.sb().rootino);
+    let mut inos = Vec::new();
+    for i in 0..free0 + 200 {
+        let init = NewInode {
+            mode: de::S_IFREG | 0o600,
+            ..new_inode(i)
+        };
+        let (ino, _) = ialloc(&mut tx, root, &init).unwrap();
+        inos.push((ino, 0));
+    }
+    let sparse_made: Vec<_> = tx.icreates.clone();
+    tx.commit().unwrap();
+    assert!(sparse_made.len() >= 200 / 32, "{sparse_made:?}");
+    for &(agno, agbno, count, len, _) in &sparse_made {
+        assert_eq!((agno, count, len), (AgNumber(0), 32, 4), "{sparse_made:?}");
+        assert!(bases.contains(&(agbno.0 - 4)), "sparse chunk at {agbno:?}");
+    }
+    let fs = open_ro(&img);
+    let st = inode_state(&fs);
+    assert!(inos.iter().all(|(i, _)| fs.geo().ino_agno(*i).0 == 0));
+    let holey = |fs: &Filesystem| -> Vec<InobtRec> {
+        let agi = fs.read_agi(AgNumber(0)).unwrap();
+        let root = BtreeRoot::from_agi(BtreeKind::Ino, AgNumber(0), &agi);
+        let recs: Vec<InobtRec> = fs.btree_records(&root).unwrap();
+        recs.into_iter().filter(|r| r.holemask != 0).collect()
+    };
+    let h = holey(&fs);
+    assert_eq!(h.len(), sparse_made.len());
+    assert!(h.iter().all(|r| r.holemask == 0x00ff && r.count == 32));
+    assert_eq!(st[0].count, before[0].count + 32 * sparse_made.len() as u64);
+    drop(fs);
+
+    // Free the lower halves under the sparse chunks: the next chunks
+    // complete those records.
+    let lowers: Vec<(u32, u32)> = sparse_made.iter().map(|&(_, b, ..)| (b.0 - 4, 4)).collect();
+    free_range(&img, &mut owned, &lowers);
+    let free_now = inode_state(&open_ro(&img))[0].freecount as usize;
+    let mut tx = memtx(&img);
+    for i in 0..free_now + 64 {
+        let init = NewInode {
+            mode: de::S_IFREG | 0o600,
+            ..new_inode(i)
+        };
+        let (ino, _) = ialloc(&mut tx, root, &init).unwrap();
+        inos.push((ino, 0));
+    }
+    let merged: Vec<_> = tx.icreates.clone();
+    tx.commit().unwrap();
+    eprintln!(
+        "sparse chunks made: {}, merged: {}",
+        sparse_made.len(),
+        merged.len()
+    );
+    assert!(merged.len() >= 2, "{merged:?}");
+    for &(_, agbno, count, len, _) in &merged {
+        assert_eq!((count, len), (32, 4));
+        assert!(lowers.iter().any(|&(b, _)| b == agbno.0), "{agbno:?}");
+    }
+    let fs = open_ro(&img);
+    inode_state(&fs);
+    assert_eq!(holey(&fs).len(), sparse_made.len() - merged.len());
+    for (ino, _) in &inos {
+        assert!(fs.inode_allocated(*ino).unwrap());
+    }
+    drop(fs);
+
+    // Give everything back.
+    free_all(&img, &inos, 150);
+    let mut runs = Vec::new();
+    let mut b = 0;
+    while b < agblocks {
+        if owned[b] {
+            let s0 = b;
+            while b < agblocks && owned[b] {
+                b += 1;
+            }
+            runs.push((s0 as u32, (b - s0) as u32));
+        } else {
+            b += 1;
+        }
+    }
+    free_range(&img, &mut owned, &runs);
+    assert_repair_clean(&img, "sparse chunks made and merged");
+    let after = inode_state(&open_ro(&img));
+    assert_eq!(
+        after.iter().map(|a| a.count - a.freecount).sum::<u64>(),
+        before.iter().map(|a| a.count - a.freecount).sum::<u64>()
+    );
+}
