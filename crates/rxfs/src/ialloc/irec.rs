@@ -102,12 +102,14 @@ pub fn covering(
 }
 
 pub fn insert(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, r: &InobtRec) -> Result<()> {
+    debug_assert!(rec_ok(tx.geo(), tree, agno, r), "writing bad record {r:?}");
     let b = encode(tx, r);
     btree_edit::insert(tx, tree, agno, &b)
 }
 
 /// Replace the record that starts at `r.startino`.
 pub fn update(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, r: &InobtRec) -> Result<()> {
+    debug_assert!(rec_ok(tx.geo(), tree, agno, r), "writing bad record {r:?}");
     let b = encode(tx, r);
     btree_edit::update(tx, tree, agno, key(r.startino), &b)
 }

@@ -16,7 +16,9 @@
 //!                           parent (or at agi_newino, or leftmost); without
 //!                           finobt the parent's, agi_newino's or the
 //!                           leftmost inobt record with one free
-//!      else              -> new chunk (NoSpace: next AG), then take from it
+//!      else              -> new chunk: whole and aligned, else (sparse
+//!                           inodes) a sparse piece; NoSpace: next AG;
+//!                           then take from it
 //!    clear the free bit: inobt update; finobt update, or delete when the
 //!    chunk became full; AGI freecount - 1; sb ifree - 1
 //!    new dinode (format::dinode_edit::init_dinode) -> ijoin_new
@@ -42,11 +44,12 @@
 //!
 //! Limits: chunks are never freed (a fully free chunk stays allocated and
 //! in both trees, which xfs_repair accepts; the kernel frees it unless
-//! mounted `ikeep`); sparse chunks are never *made* (only full ones), but
-//! sparse records made by the kernel are used; no `sb_imax_pct` limit
-//! check (it needs the global icount); stripe alignment of chunks is
-//! ignored (cluster alignment only); rmapbt filesystems are
-//! `NotSupported`. Inodes on an AGI unlinked list cannot be freed here.
+//! mounted `ikeep`); no `sb_imax_pct` limit check (it needs the global
+//! icount); stripe alignment of chunks is ignored (cluster alignment
+//! only); no space is held back for inobt/finobt splits after the chunk
+//! allocation (near ENOSPC the split's own allocation may fail and the
+//! transaction must be cancelled); rmapbt filesystems are `NotSupported`.
+//! Inodes on an AGI unlinked list cannot be freed here.
 //!
 //! Lock order: the AGIs are joined in the order the AGs are tried, which
 //! wraps around to AG 0 after the last AG; a transaction that moved past
