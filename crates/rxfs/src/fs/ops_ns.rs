@@ -126,25 +126,32 @@ impl Filesystem {
         )))
     }
 
-    /// Run `f` in a transaction with the inodes `inos` locked (ascending),
-    /// commit on success, cancel on error.
-    ///
-    /// The transaction core (`trans_alloc`, `ilock`) is not merged into
-    /// this branch yet: until then every namespace change is refused.
+    /// Run `f` in a transaction with the inodes `inos` locked (ascending
+    /// inode number, before the log reservation), commit on success,
+    /// cancel on error. The read path's caches are updated by the commit.
     fn ns_transaction<T>(
         &self,
         resv: Resv,
         inos: &[Ino],
         f: &mut dyn FnMut(&mut dyn MetaTx) -> Result<T>,
     ) -> Result<T> {
-        if self.options().read_only {
-            return Err(Error::ReadOnly(
-                "namespace change on a read-only mount".into(),
-            ));
+        let mut order = inos.to_vec();
+        order.sort_unstable();
+        order.dedup();
+        let _locks = order
+            .iter()
+            .map(|&i| self.ilock(i))
+            .collect::<Result<Vec<_>>>()?;
+        let mut tx = self.trans_alloc(resv)?;
+        match f(&mut tx) {
+            Ok(v) => {
+                tx.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                tx.cancel();
+                Err(e)
+            }
         }
-        let _ = (resv, inos, f);
-        Err(Error::NotSupported(
-            "namespace changes need the transaction core (trans_alloc)".into(),
-        ))
     }
 }
