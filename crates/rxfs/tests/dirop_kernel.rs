@@ -21,6 +21,7 @@ use std::path::PathBuf;
 use common::*;
 use dirop_support::*;
 use rxfs::dirop;
+use rxfs::format::da::hashname;
 use rxfs::format::dinode_edit as de;
 use rxfs::types::Ino;
 use rxfs::xact::MetaTx;
@@ -160,6 +161,23 @@ struct Round {
     long_pct: u64,
 }
 
+/// A different valid name with the same XFS name hash, if `name` has two
+/// neighbouring bytes inside one 4-byte hash group: flip bit 0 of the
+/// first and bit 7 of the second (the hash takes them 7 bits apart).
+fn collide(name: &[u8]) -> Option<Vec<u8>> {
+    let full = name.len() / 4 * 4;
+    (0..name.len().saturating_sub(1))
+        .filter(|&i| if i + 1 < full { i % 4 != 3 } else { i >= full })
+        .map(|i| {
+            let mut n = name.to_vec();
+            n[i] ^= 1;
+            n[i + 1] ^= 0x80;
+            n
+        })
+        .find(|n| !n.contains(&0) && !n.contains(&b'/'))
+        .inspect(|n| assert_eq!(hashname(n), hashname(name)))
+}
+
 /// What a round did.
 #[derive(Debug, Default, Clone, Copy)]
 struct Did {
@@ -169,6 +187,8 @@ struct Did {
     flips: usize,
     /// Additions refused because they need the leaf form.
     leaf: usize,
+    /// Names tried that collide with an existing one's hash.
+    collisions: usize,
 }
 
 /// Run one round of hard-link additions and removals on directory `d`.
@@ -177,7 +197,7 @@ fn edit_round(im: &mut Image, d: &str, r: Round) -> Did {
     let mut tx = memtx(&im.img);
     let (dino, names) = im.dirs.get_mut(d).unwrap();
     let dp = tx.ijoin(Ino(*dino)).unwrap();
-    let (mut adds, mut removes, mut flips, mut leaf) = (0, 0, 0, 0);
+    let (mut adds, mut removes, mut flips, mut leaf, mut collisions) = (0, 0, 0, 0, 0);
     let mut fmt = de::format(tx.inode(dp));
     for _ in 0..r.ops {
         let f = de::format(tx.inode(dp));
@@ -189,6 +209,16 @@ fn edit_round(im: &mut Image, d: &str, r: Round) -> Did {
         if add {
             let name = if rng.below(100) < r.long_pct {
                 rng.name(255, 255)
+            } else if !names.is_empty() && rng.below(8) == 0 {
+                // Same hash as an existing name.
+                let k = names.keys().nth(rng.below(names.len() as u64) as usize);
+                match collide(k.unwrap()) {
+                    Some(c) => {
+                        collisions += 1;
+                        c
+                    }
+                    None => rng.name(r.name_min, r.name_max),
+                }
             } else {
                 rng.name(r.name_min, r.name_max)
             };
@@ -250,6 +280,7 @@ fn edit_round(im: &mut Image, d: &str, r: Round) -> Did {
         removes,
         flips,
         leaf,
+        collisions,
     }
 }
 
@@ -356,7 +387,7 @@ fn crossing(tag: &str, mkfs_opts: &[&str], c: Cross) {
         name_max: c.name_max,
         long_pct,
     };
-    let (mut flips, mut adds, mut leaf) = (0, 0, 0);
+    let (mut flips, mut adds, mut leaf, mut coll) = (0, 0, 0, 0);
     for d in ["x", "y"] {
         let did = edit_round(&mut im, d, round(1, 60, c.grow.0, c.grow.1, c.long_pct / 2));
         assert_eq!(did.leaf, 0);
@@ -373,6 +404,7 @@ fn crossing(tag: &str, mkfs_opts: &[&str], c: Cross) {
             let r = round(seed, 200, c.random.0, c.random.1, c.long_pct);
             let did = edit_round(&mut im, d, r);
             flips += did.flips;
+            coll += did.collisions;
             adds += did.adds;
             leaf += did.leaf;
         }
@@ -385,7 +417,7 @@ fn crossing(tag: &str, mkfs_opts: &[&str], c: Cross) {
     assert!(forms.values().all(|f| *f == Form::Short), "{forms:?}");
     eprintln!(
         "crossing {tag}: {flips} conversions inside the random rounds, \
-         {adds} additions, {leaf} refused (leaf form needed)"
+         {adds} additions ({coll} hash collisions), {leaf} refused (leaf form needed)"
     );
     assert!(leaf * 10 <= adds, "too many additions refused");
     assert!(
