@@ -29,6 +29,19 @@
 //! [`crate::alloc::alloc_extent`] (one contiguous extent of `dir_fsbs`
 //! blocks near the inode) and freed with [`crate::alloc::free_extent`] in
 //! the same transaction.
+//!
+//! Entry points: [`dir_init`], [`dir_lookup`], [`dir_add`], [`dir_remove`],
+//! [`dir_is_empty`], and [`dir_can_add`] (the check before allocating an
+//! inode). Names are checked by [`check_name`] (`NameTooLong` past 255
+//! bytes, `Invalid` for empty names or names with '/' or NUL); adding "."
+//! or ".." is `Exists`, removing them `Invalid`.
+//!
+//! Limits: case-insensitive (ascii-ci) filesystems and filesystems with an
+//! rmapbt refuse conversions (`NotSupported`); the directory block is
+//! asked for in the directory's AG and then higher AGs only, so when an
+//! earlier step of the same transaction locked the AGF of a higher AG (a
+//! new inode chunk) the AGF lock order may be broken (the kernel tracks the
+//! highest AG a transaction locked; [`MetaTx`] does not tell it yet).
 
 pub mod block;
 pub mod ns;

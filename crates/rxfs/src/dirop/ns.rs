@@ -21,7 +21,9 @@
 use super::{check_name, dir_add, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove};
 use crate::error::{Error, Location, Result};
 use crate::format::dinode_edit as di;
-use crate::format::inode::{Timestamp, FMT_BTREE, FMT_EXTENTS, FMT_LOCAL};
+use crate::format::inode::{
+    Timestamp, DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS, FMT_LOCAL,
+};
 use crate::ialloc::{ialloc, ifree, NewInode};
 use crate::types::{AgIno, AgNumber, FileBlock, FileType, Ino};
 use crate::xact::{InodeId, MetaTx};
@@ -167,7 +169,10 @@ fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
             "freeing attribute fork blocks: issue 4".into(),
         ));
     }
-    if di::format(d) == FMT_EXTENTS && di::flags2(d) & crate::format::inode::DIFLAG2_REFLINK != 0 {
+    if di::format(d) == FMT_EXTENTS && di::flags(d) & DIFLAG_REALTIME != 0 {
+        return Err(Error::NotSupported("freeing realtime file blocks".into()));
+    }
+    if di::format(d) == FMT_EXTENTS && di::flags2(d) & DIFLAG2_REFLINK != 0 {
         return Err(Error::NotSupported(
             "freeing blocks of a reflinked file".into(),
         ));
