@@ -30,6 +30,7 @@ use rxfs::format::btree::BtreeKind;
 use rxfs::fs::btree::BtreeRoot;
 use rxfs::types::{AgBlock, AgNumber};
 use rxfs::xact::memtx::MemTx;
+use rxfs::xact::MetaTx;
 use rxfs::{Error, Filesystem, MountOptions};
 
 /// Allocate single blocks until `count` per AG, then free every other one.
@@ -526,6 +527,11 @@ fn bad_requests_and_double_frees() {
         let mut r = req(0, 1, 1);
         r.align = 0;
         assert!(matches!(alloc_extent(tx, &r), Err(Error::Invalid(_))));
+        // maxlen past the AG: as much as possible.
+        let big = alloc_extent(tx, &req(1, 1, u32::MAX)).unwrap();
+        assert!(big.len > 6000, "{big:?}");
+        free_extent(tx, big.agno, big.agbno, big.len).unwrap();
+        tx.force_busy().unwrap();
         // Larger than anything free: NoSpace, nothing changed.
         assert!(matches!(
             alloc_extent(tx, &req(1, 8000, 8000)),
