@@ -46,8 +46,10 @@
 //!   is forced ([`MetaTx::force_busy`]) and the search runs once more.
 //! - AGs: `req.agno` first; with `any_ag` then every *higher* AG in order.
 //!   We never wrap to lower AGs inside one transaction (AGF lock order is
-//!   ascending, see [`crate::xact`]); a caller that wants the whole
-//!   filesystem starts at AG 0 or retries in a new transaction.
+//!   ascending, see [`crate::xact`], and there is no trylock to do what the
+//!   kernel does). A caller that wants the whole filesystem starts at AG 0,
+//!   or on `NoSpace` cancels the transaction (safe: changes are private
+//!   until commit) and retries from AG 0 in a new one.
 //! - An AGF whose free list needs the kernel's "reset" (laid out by an old
 //!   kernel with another slot count) is reported as corruption, not reset.
 //! - Not done (yet): per-AG metadata reservations (the kernel holds back
