@@ -30,6 +30,7 @@ use rxfs::format::btree::BtreeKind;
 use rxfs::fs::btree::BtreeRoot;
 use rxfs::types::{AgBlock, AgNumber};
 use rxfs::xact::memtx::MemTx;
+use rxfs::xact::MetaTx;
 use rxfs::{Error, Filesystem, MountOptions};
 
 /// Allocate single blocks until `count` per AG, then free every other one.
@@ -526,6 +527,11 @@ fn bad_requests_and_double_frees() {
         let mut r = req(0, 1, 1);
         r.align = 0;
         assert!(matches!(alloc_extent(tx, &r), Err(Error::Invalid(_))));
+        // maxlen past the AG: as much as possible.
+        let big = alloc_extent(tx, &req(1, 1, u32::MAX)).unwrap();
+        assert!(big.len > 6000, "{big:?}");
+        free_extent(tx, big.agno, big.agbno, big.len).unwrap();
+        tx.force_busy().unwrap();
         // Larger than anything free: NoSpace, nothing changed.
         assert!(matches!(
             alloc_extent(tx, &req(1, 8000, 8000)),
@@ -651,4 +657,96 @@ fn lookups_match_read_path() {
     );
     let r = bt::insert(&mut tx, Tree::Bno, AgNumber(0), &moved[..4]);
     assert!(matches!(r, Err(Error::Invalid(_))));
+}
+
+/// Bad bytes on disk (with good CRCs) give errors, never panics.
+#[test]
+fn corrupt_trees_give_errors() {
+    use rxfs::bdev::MemDevice;
+    use rxfs::format::btree::SBLOCK_CRC_OFF;
+    use rxfs::format::{be32, crc, put_be16, put_be32};
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("alloccorrupt");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let mut model = Model(BTreeMap::new());
+    fragment(&img, 1, 2400, &mut model);
+    let pristine = std::fs::read(&img).unwrap();
+    let (bs, ss) = (4096usize, 512usize);
+    let agf_off = ss;
+    let bno_root = be32(&pristine, agf_off + 16) as usize;
+    assert_eq!(
+        be32(&pristine, agf_off + 28),
+        2,
+        "bnobt should have 2 levels"
+    );
+    let root_off = bno_root * bs;
+    let max_node = BtreeKind::Bno.max_recs(bs, false);
+    let leaf0 = be32(&pristine, root_off + 56 + max_node * 8) as usize * bs;
+    type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+    let agf_edit = |off: usize, v: u32| -> Edit {
+        Box::new(move |d: &mut Vec<u8>| {
+            put_be32(d, agf_off + off, v);
+            crc::update(&mut d[agf_off..agf_off + ss], 216);
+        })
+    };
+    let blk_edit = |blk: usize, f: fn(&mut [u8])| -> Edit {
+        Box::new(move |d: &mut Vec<u8>| {
+            f(&mut d[blk..blk + bs]);
+            crc::update(&mut d[blk..blk + bs], SBLOCK_CRC_OFF);
+        })
+    };
+    let cases: Vec<(&str, Edit)> = vec![
+        ("bnobt level 9", agf_edit(28, 9)),
+        ("cntbt root outside the AG", agf_edit(20, 0x00ff_ffff)),
+        ("flcount 5000", agf_edit(48, 5000)),
+        ("freeblks 0", agf_edit(52, 0)),
+        (
+            "root numrecs 60000",
+            blk_edit(root_off, |b| put_be16(b, 6, 60000)),
+        ),
+        (
+            "root ptr outside",
+            blk_edit(root_off, |b| put_be32(b, 56 + 336 * 8, 0xffff_fff0)),
+        ),
+        ("root level 7", blk_edit(root_off, |b| put_be16(b, 4, 7))),
+        (
+            "leaf record overflows",
+            blk_edit(leaf0, |b| put_be32(b, 60, u32::MAX)),
+        ),
+        ("leaf numrecs 0", blk_edit(leaf0, |b| put_be16(b, 6, 0))),
+    ];
+    for (name, edit) in cases {
+        let mut data = pristine.clone();
+        edit(&mut data);
+        let dev: std::sync::Arc<dyn rxfs::bdev::BlockDevice> =
+            std::sync::Arc::new(MemDevice::new(data));
+        let mut tx = MemTx::new(dev).unwrap();
+        let mut rng = Rng(5);
+        let mut errors = 0;
+        for _ in 0..100 {
+            let mut r = req(0, 1, 1 + rng.below(8) as u32);
+            r.near = Some(AgBlock(rng.below(8192) as u32));
+            let res = if rng.below(3) == 0 {
+                free_extent(
+                    &mut tx,
+                    AgNumber(0),
+                    AgBlock(64 + 2 * rng.below(2000) as u32),
+                    1,
+                )
+            } else {
+                alloc_extent(&mut tx, &r).map(|_| ())
+            };
+            if res.is_err() {
+                errors += 1;
+                // A half-changed transaction is cancelled: start afresh.
+                break;
+            }
+        }
+        eprintln!("{name}: {errors} error(s)");
+        assert!(errors > 0, "{name}: no operation noticed");
+    }
 }

@@ -46,8 +46,12 @@
 //!   is forced ([`MetaTx::force_busy`]) and the search runs once more.
 //! - AGs: `req.agno` first; with `any_ag` then every *higher* AG in order.
 //!   We never wrap to lower AGs inside one transaction (AGF lock order is
-//!   ascending, see [`crate::xact`]); a caller that wants the whole
-//!   filesystem starts at AG 0 or retries in a new transaction.
+//!   ascending, see [`crate::xact`], and there is no trylock to do what the
+//!   kernel does). A caller that wants the whole filesystem starts at AG 0,
+//!   or on `NoSpace` cancels the transaction (safe: changes are private
+//!   until commit) and retries from AG 0 in a new one.
+//! - An AGF whose free list needs the kernel's "reset" (laid out by an old
+//!   kernel with another slot count) is reported as corruption, not reset.
 //! - Not done (yet): per-AG metadata reservations (the kernel holds back
 //!   space for finobt/refcountbt growth), `meta` only documents intent,
 //!   filesystems with an rmapbt (`Err(NotSupported)`).
@@ -77,7 +81,8 @@ pub struct AllocReq {
     pub near: Option<AgBlock>,
     /// Fewest blocks acceptable (>= 1).
     pub minlen: u32,
-    /// Most blocks wanted (>= minlen).
+    /// Most blocks wanted (>= minlen; may exceed the AG: "as many as
+    /// possible").
     pub maxlen: u32,
     /// The start must be a multiple of this (AG-relative); 1 = none.
     pub align: u32,
@@ -183,12 +188,7 @@ fn fix_freelist(
 
 fn check_req(tx: &dyn MetaTx, req: &AllocReq) -> Result<()> {
     let geo = tx.geo();
-    if req.agno.0 >= geo.agcount
-        || req.minlen == 0
-        || req.maxlen < req.minlen
-        || req.align == 0
-        || req.maxlen > geo.agblocks
-    {
+    if req.agno.0 >= geo.agcount || req.minlen == 0 || req.maxlen < req.minlen || req.align == 0 {
         return Err(Error::Invalid(format!("bad allocation request {req:?}")));
     }
     Ok(())
