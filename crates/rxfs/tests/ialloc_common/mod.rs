@@ -166,6 +166,18 @@ pub fn new_inode(i: usize) -> NewInode {
     }
 }
 
+/// Make new directory `ip` an empty shortform directory under `parent`
+/// (what dirop's dir_init writes): count 0, i8count 0, 4-byte parent.
+pub fn empty_sf_dir(tx: &mut dyn MetaTx, ip: rxfs::xact::InodeId, parent: Ino) {
+    let d = tx.inode_mut(ip);
+    assert_eq!(de::format(d), rxfs::format::inode::FMT_EXTENTS);
+    assert!(parent.0 <= u32::MAX as u64);
+    de::set_format(d, rxfs::format::inode::FMT_LOCAL);
+    de::data_fork_mut(d)[..2].fill(0);
+    de::data_fork_mut(d)[2..6].copy_from_slice(&(parent.0 as u32).to_be_bytes());
+    de::set_size(d, 6);
+}
+
 /// Allocate `n` inodes in transactions of `per_tx`; returns (ino, gen)
 /// and the number of chunks created.
 pub fn alloc_all(img: &Path, n: usize, per_tx: usize) -> (Vec<(Ino, u32)>, usize) {
@@ -178,14 +190,7 @@ pub fn alloc_all(img: &Path, n: usize, per_tx: usize) -> (Vec<(Ino, u32)>, usize
         for _ in 0..per_tx.min(n - i) {
             let (ino, ip) = ialloc(&mut tx, root, &new_inode(i)).unwrap();
             if new_inode(i).mode & de::S_IFMT == de::S_IFDIR {
-                // An empty shortform directory under the root (what
-                // dirop's dir_init writes): count 0, i8count 0, parent.
-                let d = tx.inode_mut(ip);
-                assert_eq!(de::format(d), rxfs::format::inode::FMT_EXTENTS);
-                de::set_format(d, rxfs::format::inode::FMT_LOCAL);
-                de::data_fork_mut(d)[..6].copy_from_slice(&[0, 0, 0, 0, 0, root.0 as u8]);
-                de::set_size(d, 6);
-                assert!(root.0 < 256);
+                empty_sf_dir(&mut tx, ip, root);
             }
             let d = tx.inode(ip);
             assert_eq!(de::ino(d), ino.0);
