@@ -47,7 +47,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::ail::{Ail, AilItem};
+use crate::ail::{Ail, AilItem, IntentItem};
 use crate::cache::{Buf, CacheDevice, InodeItem};
 use crate::error::{Error, Result};
 use crate::format::log::{HostOrder, OP_HEADER_SIZE};
@@ -86,7 +86,15 @@ pub struct Busy {
 enum CtxItem {
     Buf(Arc<Buf>),
     Inode(Arc<InodeItem>),
-    Raw(LogVec),
+    Raw(LogVec, Option<AilItem>),
+}
+
+/// An item a transaction built itself: plain (ICREATE), an intent that
+/// enters the AIL, or a done item that releases its intent.
+pub enum RawItem {
+    Plain(Vec<Vec<u8>>),
+    Intent(Arc<IntentItem>, Vec<Vec<u8>>),
+    Done(Arc<IntentItem>, Vec<Vec<u8>>),
 }
 
 struct Ctx {
@@ -260,7 +268,7 @@ impl Cil {
         ticket: &mut Ticket,
         bufs: Vec<TxBuf>,
         inodes: Vec<TxInode>,
-        raw: Vec<Vec<Vec<u8>>>,
+        raw: Vec<RawItem>,
         busy: Vec<(AgNumber, AgBlock, u32)>,
     ) -> Result<u64> {
         let _shared = self.ctx_lock.read();
@@ -355,7 +363,12 @@ impl Cil {
             let (daddr, ioff) = self.geo.ino_location(ti.item.ino);
             self.view.set_inode(daddr.bytes() + ioff as u64, snap);
         }
-        for regions in raw {
+        for ri in raw {
+            let (regions, ail) = match ri {
+                RawItem::Plain(r) => (r, None),
+                RawItem::Intent(x, r) => (r, Some(AilItem::Intent(x))),
+                RawItem::Done(x, r) => (r, Some(AilItem::Done(x))),
+            };
             let bytes: usize = regions.iter().map(|r| r.len()).sum();
             let (mut lv, _) = LogVec::start(None, bytes, regions.len());
             for r in &regions {
@@ -363,7 +376,7 @@ impl Cil {
             }
             delta += bytes as isize;
             dvecs += regions.len() as isize;
-            new_items.push(CtxItem::Raw(lv));
+            new_items.push(CtxItem::Raw(lv, ail));
         }
         let nitems = new_items.len() as u64;
         let over = {
@@ -435,7 +448,7 @@ impl Cil {
                         st.log.lv.take().unwrap_or_default()
                     }
                     CtxItem::Inode(i) => i.st.lock().log.lv.take().unwrap_or_default(),
-                    CtxItem::Raw(v) => v.clone(),
+                    CtxItem::Raw(v, _) => v.clone(),
                 };
                 lvs.push(lv);
             }
@@ -469,7 +482,7 @@ impl Cil {
             .filter_map(|i| match i {
                 CtxItem::Buf(b) => Some(AilItem::Buf(b)),
                 CtxItem::Inode(i) => Some(AilItem::Inode(i)),
-                CtxItem::Raw(_) => None,
+                CtxItem::Raw(_, a) => a,
             })
             .collect();
         let ail = self.ail.clone();
