@@ -21,7 +21,7 @@
 
 use super::inode::{
     Timestamp, DIFLAG2_BIGTIME, DIFLAG2_NREXT64, DINODE_MAGIC, DINODE_V3_CORE_SIZE, FMT_DEV,
-    FMT_EXTENTS, FMT_LOCAL,
+    FMT_EXTENTS,
 };
 use super::sb::Superblock;
 use super::{be16, be32, be64, put_be16, put_be32, put_be64, Uuid};
@@ -356,9 +356,11 @@ pub const S_IFSOCK: u32 = 0o140000;
 /// - size 0, nblocks 0, extsize 0, no extents, no attr fork (forkoff 0,
 ///   aformat EXTENTS as the kernel leaves it);
 /// - data fork: DEV with the device number for char/block devices, and
-///   DEV (empty) for fifos and sockets; LOCAL for directories and symlinks
-///   (the caller fills the fork and sets the size: an empty shortform
-///   directory is [`crate::dirop`]'s job); EXTENTS for regular files;
+///   DEV (empty) for fifos and sockets; EXTENTS (no extents) for regular
+///   files, directories and symlinks, as the kernel starts them: the
+///   directory code then turns a new directory into an empty shortform
+///   one (format LOCAL, size set: `dirop::dir_init`), the symlink code
+///   stores its target locally or in blocks;
 /// - flags 0, flags2 BIGTIME / NREXT64 as the superblock has them;
 /// - gen, next_unlinked NULLAGINO, changecount 1, di_ino, di_uuid = the
 ///   metadata UUID. di_crc and di_lsn stay zero (stamped at write-back).
@@ -386,7 +388,6 @@ pub fn init_dinode(
             FMT_DEV
         }
         S_IFIFO | S_IFSOCK => FMT_DEV,
-        S_IFDIR | S_IFLNK => FMT_LOCAL,
         _ => FMT_EXTENTS,
     };
     set_format(&mut d, fmt);

@@ -77,8 +77,8 @@ fn init_formats_by_type() {
     let sb = sb(true, false);
     let geo = Geometry::new(&sb);
     for (mode, fmt) in [
-        (S_IFDIR | 0o755, FMT_LOCAL),
-        (S_IFLNK | 0o777, FMT_LOCAL),
+        (S_IFDIR | 0o755, FMT_EXTENTS),
+        (S_IFLNK | 0o777, FMT_EXTENTS),
         (S_IFCHR | 0o600, FMT_DEV),
         (S_IFBLK | 0o600, FMT_DEV),
         (S_IFIFO | 0o600, FMT_DEV),
