@@ -80,7 +80,7 @@ fn appended_data_survives_power_cuts_in_order() {
         |ci| {
             std::fs::write(&crash, ci.to_vec()).unwrap();
             let m = KernelMount::new(&crash, &cm, "");
-            for f in 0..FILES {
+            for (f, want) in model.iter().enumerate() {
                 let got = std::fs::read(cm.join(format!("f{f}"))).unwrap();
                 let durable = synced
                     .iter()
@@ -89,13 +89,13 @@ fn appended_data_survives_power_cuts_in_order() {
                     .max()
                     .unwrap_or(0);
                 assert!(
-                    got.len() >= durable && got.len() <= model[f].len(),
+                    got.len() >= durable && got.len() <= want.len(),
                     "{ci}: f{f} has {} bytes, fsync made {durable} durable, {} written",
                     got.len(),
-                    model[f].len()
+                    want.len()
                 );
                 assert!(
-                    got[..] == model[f][..got.len()],
+                    got[..] == want[..got.len()],
                     "{ci}: f{f} is not a prefix of what was written"
                 );
             }
