@@ -16,9 +16,10 @@
 //! - di_nextents = number of records; di_nblocks changes by exactly the
 //!   blocks mapped or unmapped here (it also counts attr fork blocks);
 //! - every mapping lies in one AG, and is allocated in the free-space
-//!   btrees ([`crate::alloc`]) before it is inserted; a freed mapping is
-//!   given back with [`crate::alloc::free_extent`] in the same transaction
-//!   (so no EFI is needed: the unmap and the free commit atomically);
+//!   btrees ([`crate::alloc`]) before it is inserted; an unmapped extent
+//!   is freed as a deferred operation ([`MetaTx::defer_free`]: an EFI in
+//!   the unmapping transaction, the free and its EFD in a follow-up), as
+//!   the kernel does, so a truncate's transaction stays small;
 //! - within one call, allocations never move to a lower AG than one
 //!   already used (AGF lock order, see [`crate::xact`]);
 //! - on error the fork is unchanged; when the refusal is the extent
@@ -122,7 +123,9 @@ fn map_range(
 }
 
 /// Remove every mapping at or beyond file block `from` and free its blocks
-/// (truncate). The caller sets di_size.
+/// (truncate). The caller sets di_size. The frees are deferred
+/// ([`MetaTx::defer_free`]): this transaction logs the unmapping and an
+/// extent-free intent, follow-up transactions free the space.
 pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<()> {
     refuse_rmap(&*tx)?;
     let (mut map, _) = load(&*tx, ip)?;
@@ -143,7 +146,7 @@ pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<(
         let geo = tx.geo();
         let fsb = FsBlock(start);
         let (agno, agbno) = (geo.fsb_agno(fsb), geo.fsb_agbno(fsb));
-        free_extent(tx, agno, agbno, len as u32)?;
+        tx.defer_free(agno, agbno, len as u32)?;
     }
     store(tx, ip, &map, -(total as i64))
 }
