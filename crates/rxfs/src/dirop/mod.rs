@@ -27,8 +27,9 @@
 //! transaction's buffers and inodes as they were, except for errors of
 //! the allocator itself. The directory block is allocated with
 //! [`crate::alloc::alloc_extent`] (one contiguous extent of `dir_fsbs`
-//! blocks near the inode) and freed with [`crate::alloc::free_extent`] in
-//! the same transaction.
+//! blocks near the inode) and freed as a deferred operation
+//! ([`MetaTx::defer_free`]: an extent-free intent in this transaction, the
+//! free itself in a follow-up one, as the kernel does).
 //!
 //! Entry points: [`dir_init`], [`dir_lookup`], [`dir_add`], [`dir_remove`],
 //! [`dir_is_empty`], and [`dir_can_add`] (the check before allocating an
@@ -49,7 +50,7 @@ pub mod sf;
 #[cfg(test)]
 mod tests;
 
-use crate::alloc::{alloc_extent, free_extent, AllocReq};
+use crate::alloc::{alloc_extent, AllocReq};
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::dinode_edit as di;
@@ -390,7 +391,9 @@ pub fn dir_remove(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Ino> 
                     let g = tx.geo();
                     let (agno, agbno): (AgNumber, AgBlock) =
                         (g.fsb_agno(b.fsb), g.fsb_agbno(b.fsb));
-                    free_extent(tx, agno, agbno, geo.fsbs())?;
+                    // Deferred like the kernel's: an EFI here, the free in
+                    // a follow-up transaction.
+                    tx.defer_free(agno, agbno, geo.fsbs())?;
                     tx.stale_buf(b.buf);
                     store_sf(tx, dp, &s);
                     let d = tx.inode_mut(dp);
