@@ -424,3 +424,98 @@ fn sf_growth_converts_into_a_block_with_room() {
         assert_eq!(converted, 200);
     }
 }
+
+/// Mutated blocks: decoding refuses them or gives a state every edit
+/// handles without panicking, and what the edits write decodes again.
+#[test]
+fn mutated_blocks_never_panic() {
+    let geo = DirGeo::new(12, 0, true);
+    // A block with entries, unused slots and stale leaf entries.
+    let (mut buf, mut st) = block_from_sf(&geo, &sf_empty(Ino(128)), DIR, DADDR, &UUID).unwrap();
+    let mut r = Rng(99);
+    let mut names = Vec::new();
+    for i in 0..60u64 {
+        let l = 1 + r.below(30) as usize;
+        let n = name_of(&mut r, l);
+        if block_add(&geo, &mut buf, &mut st, &n, Ino(200 + i), 1).is_ok() {
+            names.push(n);
+        }
+    }
+    for n in names.iter().step_by(3) {
+        block_remove(&geo, &mut buf, &mut st, n).unwrap();
+    }
+    let (mut decoded, mut edited) = (0, 0);
+    for _ in 0..20000 {
+        let mut b = buf.clone();
+        for _ in 0..1 + r.below(3) {
+            let i = r.below(b.len() as u64) as usize;
+            b[i] = r.next() as u8;
+        }
+        crc::update(&mut b, DIR3_CRC_OFF);
+        let Ok(mut s) = BlockState::decode(&b, &geo, DADDR, DIR, &UUID) else {
+            continue;
+        };
+        decoded += 1;
+        let l = 1 + r.below(40) as usize;
+        let n = name_of(&mut r, l);
+        if s.find(&geo, &n).is_none() && block_add(&geo, &mut b, &mut s, &n, Ino(999), 1).is_ok() {
+            edited += 1;
+        }
+        let victim = names[r.below(names.len() as u64) as usize].clone();
+        if block_remove(&geo, &mut b, &mut s, &victim).is_some() {
+            edited += 1;
+        }
+        let _ = block_to_sf(&geo, &s, 336);
+        check_block(
+            &geo,
+            &b,
+            &s,
+            &s.user_entries()
+                .map(|e| (e.name.clone(), (e.ino, e.ftype)))
+                .collect(),
+        );
+    }
+    assert!(
+        decoded > 100 && edited > 100,
+        "{decoded} decoded, {edited} edited"
+    );
+}
+
+/// Mutated shortform forks: decode refuses or every edit and the
+/// conversion to a block handle them without panicking.
+#[test]
+fn mutated_shortform_never_panics() {
+    let geo = DirGeo::new(12, 0, true);
+    let mut sf = sf_empty(Ino(128));
+    let mut r = Rng(7);
+    for i in 0..12u64 {
+        let l = 1 + r.below(16) as usize;
+        let n = name_of(&mut r, l);
+        if let SfAdd::Fits(s) = sf_add(&geo, &sf, 336, &n, Ino(300 + i), 1) {
+            sf = s;
+        }
+    }
+    let good = encode_sf(&sf, &geo);
+    let mut decoded = 0;
+    for _ in 0..20000 {
+        let mut b = good.clone();
+        for _ in 0..1 + r.below(3) {
+            let i = r.below(b.len() as u64) as usize;
+            b[i] = r.next() as u8;
+        }
+        let Ok(s) = decode_sf(&b, &geo, DIR) else {
+            continue;
+        };
+        decoded += 1;
+        let _ = sf_add(&geo, &s, 336, b"newname", Ino(5000), 1);
+        let _ = sf_add(&geo, &s, 336, b"wide", Ino(1 << 40), 1);
+        if let Some(e) = s.entries.first() {
+            let _ = sf_remove(&s, &e.name.clone());
+        }
+        if let Ok((mut buf, mut st)) = block_from_sf(&geo, &s, DIR, DADDR, &UUID) {
+            let _ = block_add(&geo, &mut buf, &mut st, b"newname2", Ino(5001), 1);
+            decode(&geo, &buf);
+        }
+    }
+    assert!(decoded > 100, "{decoded} decoded");
+}
