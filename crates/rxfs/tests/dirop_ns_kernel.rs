@@ -244,6 +244,7 @@ fn dirop_namespace_ops_kernel() {
                         gid: 100,
                         rdev: (1 << 18) | 3,
                         time: ts(clock),
+                        alloc_from_ag0: false,
                     };
                     let r = dirop::create(&mut tx, dp, &name, &args);
                     if t.dirs[&d].1.contains_key(&name) {
@@ -274,6 +275,7 @@ fn dirop_namespace_ops_kernel() {
                         gid: 0,
                         rdev: 0,
                         time: ts(clock),
+                        alloc_from_ag0: false,
                     };
                     let (ino, _) = dirop::mkdir(&mut tx, dp, &name, &args).unwrap();
                     let path = t.dirs[&d].0.join(std::ffi::OsStr::from_bytes(&name));
@@ -582,4 +584,122 @@ fn dirop_filesystem_ns_ops_kernel() {
         counts[0], counts[1], counts[2], counts[3], counts[4]
     );
     assert!(counts[..4].iter().all(|&c| c > 5), "{counts:?}");
+}
+
+/// A directory whose AG (and every higher one) is full gets its block from
+/// AG 0 when asked to (the wrappers' retry after `NoSpace`).
+#[test]
+fn dirop_block_from_ag0_when_high_ags_are_full_kernel() {
+    use rxfs::alloc::{alloc_extent, free_extent, AllocReq};
+    use rxfs::types::{AgBlock, AgNumber};
+    if !kernel_ok() {
+        return;
+    }
+    let scratch = Scratch::new("dirop-ag0");
+    let img = scratch.path("img");
+    let mnt = scratch.path("mnt");
+    mkfs(&img, 320 << 20, &["-d", "agcount=4"]);
+    let m = KernelMount::new(&img, &mnt, "");
+    let mut dirs = Vec::new();
+    for d in ["a", "b", "c", "d"] {
+        std::fs::create_dir(mnt.join(d)).unwrap();
+        dirs.push(std::fs::metadata(mnt.join(d)).unwrap().ino());
+    }
+    m.umount();
+    let mut tx = memtx(&img);
+    let geo = tx.geo().clone();
+    let (dir, dag) = dirs
+        .iter()
+        .map(|&i| (i, geo.ino_agno(Ino(i)).0))
+        .max_by_key(|&(_, a)| a)
+        .unwrap();
+    assert!(dag >= 1, "all test directories in AG 0");
+    // Fill the directory's AG and every higher one.
+    let mut fillers = Vec::new();
+    for ag in dag..geo.agcount {
+        loop {
+            let req = AllocReq {
+                agno: AgNumber(ag),
+                near: None,
+                minlen: 1,
+                maxlen: geo.agblocks,
+                align: 1,
+                any_ag: false,
+                meta: false,
+            };
+            match alloc_extent(&mut tx, &req) {
+                Ok(e) => fillers.push(e),
+                Err(rxfs::Error::NoSpace) => break,
+                Err(e) => panic!("filling AG {ag}: {e}"),
+            }
+        }
+    }
+    tx.commit().unwrap();
+    let args = |i: u64, ag0| dirop::NsCreate {
+        mode: 0o100644,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        time: ts(1_700_000_000 + i as i64),
+        alloc_from_ag0: ag0,
+    };
+    let mut names = Vec::new();
+    let mut refused = None;
+    for i in 0..100u64 {
+        let name = format!("file-with-a-long-name-{i:04}").into_bytes();
+        let mut tx = memtx(&img);
+        let dp = tx.ijoin(Ino(dir)).unwrap();
+        match dirop::create(&mut tx, dp, &name, &args(i, false)) {
+            Ok(_) => {
+                tx.commit().unwrap();
+                names.push(name);
+            }
+            Err(rxfs::Error::NoSpace) => {
+                drop(tx);
+                let mut tx = memtx(&img);
+                let dp = tx.ijoin(Ino(dir)).unwrap();
+                dirop::create(&mut tx, dp, &name, &args(i, true)).unwrap();
+                let d = tx.inode(dp);
+                assert_eq!(rxfs::format::dinode_edit::format(d), 2, "extents");
+                let fork = rxfs::format::dinode_edit::data_fork(d);
+                let ext = rxfs::format::bmbt::Extent::decode(&fork[..16]);
+                let agno = geo.fsb_agno(rxfs::types::FsBlock(ext.start));
+                tx.commit().unwrap();
+                names.push(name);
+                refused = Some((i, agno));
+                break;
+            }
+            Err(e) => panic!("create {i}: {e}"),
+        }
+    }
+    let (at, agno) = refused.expect("the shortform directory never needed a block");
+    assert!(agno.0 < dag, "block in AG {}, dir in AG {dag}", agno.0);
+    eprintln!(
+        "ag0 retry: {at} entries in shortform, block from AG {}",
+        agno.0
+    );
+    let mut tx = memtx(&img);
+    for e in &fillers {
+        free_extent(&mut tx, e.agno, AgBlock(e.agbno.0), e.len).unwrap();
+    }
+    tx.commit().unwrap();
+    let out = std::process::Command::new("xfs_repair")
+        .args(["-n", img.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "xfs_repair -n: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let m = KernelMount::new(&img, &mnt, "ro");
+    let d = ["a", "b", "c", "d"][dirs.iter().position(|&i| i == dir).unwrap()];
+    let mut got: Vec<Vec<u8>> = std::fs::read_dir(mnt.join(d))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().as_bytes().to_vec())
+        .collect();
+    got.sort();
+    names.sort();
+    assert_eq!(got, names);
+    m.umount();
 }

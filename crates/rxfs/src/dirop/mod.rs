@@ -292,6 +292,20 @@ pub fn dir_can_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> R
 /// `Err(Exists)` when the name is there; `Err(NotSupported)` when the
 /// directory would need the leaf form.
 pub fn dir_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) -> Result<()> {
+    dir_add_from(tx, dp, name, ino, ftype, false)
+}
+
+/// [`dir_add`]; with `from_ag0` a directory block is searched for from AG
+/// 0 on (not from the directory's AG): the retry after `NoSpace`, in a new
+/// transaction that has locked no AGF before (AGF lock order).
+pub fn dir_add_from(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+    from_ag0: bool,
+) -> Result<()> {
     let geo = dir_geo(tx);
     match plan_add(tx, dp, name, ino, ftype)? {
         AddPlan::Short(n) => {
@@ -304,7 +318,7 @@ pub fn dir_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u
             store_block(tx, b.buf, &bytes);
             Ok(())
         }
-        AddPlan::Convert(s) => sf_to_block(tx, dp, &s, name, ino, ftype),
+        AddPlan::Convert(s) => sf_to_block(tx, dp, &s, name, ino, ftype, from_ag0),
     }
 }
 
@@ -317,6 +331,7 @@ fn sf_to_block(
     name: &[u8],
     ino: Ino,
     ftype: u8,
+    from_ag0: bool,
 ) -> Result<()> {
     let geo = dir_geo(tx);
     let dp_ino = Ino(di::ino(tx.inode(dp)));
@@ -324,9 +339,14 @@ fn sf_to_block(
     let g = tx.geo();
     let agno = g.ino_agno(dp_ino);
     let near = g.agino_agbno(g.ino_agino(dp_ino));
+    let (agno, near) = if from_ag0 && agno.0 != 0 {
+        (AgNumber(0), None)
+    } else {
+        (agno, Some(near))
+    };
     let req = AllocReq {
         agno,
-        near: Some(near),
+        near,
         minlen: fsbs,
         maxlen: fsbs,
         align: 1,

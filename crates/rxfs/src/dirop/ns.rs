@@ -18,7 +18,9 @@
 //! [`crate::bmapop::free_range`], then [`crate::ialloc::ifree`]): there is
 //! no unlinked list, so the caller must not unlink inodes still open.
 
-use super::{check_name, dir_add, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove};
+use super::{
+    check_name, dir_add_from, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove,
+};
 use crate::error::{Error, Location, Result};
 use crate::format::dinode_edit as di;
 use crate::format::inode::{
@@ -40,6 +42,9 @@ pub struct NsCreate {
     /// Device number in the XFS encoding (major << 18 | minor).
     pub rdev: u32,
     pub time: Timestamp,
+    /// Look for a directory block from AG 0 on (the retry after
+    /// `NoSpace`, see [`super::dir_add_from`]).
+    pub alloc_from_ag0: bool,
 }
 
 fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
@@ -128,7 +133,7 @@ pub fn create(
         return Err(Error::Invalid(format!("create of a {ft:?}")));
     }
     let (ino, ip) = new_inode(tx, dp, name, args, 1)?;
-    dir_add(tx, dp, name, ino, ftype)?;
+    dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 0);
     Ok((ino, ip))
 }
@@ -150,7 +155,7 @@ pub fn mkdir(
     let parent = Ino(di::ino(tx.inode(dp)));
     let (ino, ip) = new_inode(tx, dp, name, args, 2)?;
     dir_init(tx, ip, parent)?;
-    dir_add(tx, dp, name, ino, ftype)?;
+    dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 1);
     Ok((ino, ip))
 }

@@ -59,6 +59,7 @@ impl CreateArgs {
             gid: self.gid,
             rdev: xfs_rdev(self.rdev),
             time: now(),
+            alloc_from_ag0: false,
         }
     }
 }
@@ -67,10 +68,11 @@ impl Filesystem {
     /// Create a regular file, device, FIFO or socket named `name` in `parent`.
     pub fn create(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
         dirop::check_name(name)?;
-        let ns = args.ns();
-        let ino = self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
-            let dp = tx.ijoin(parent)?;
-            dirop::create(tx, dp, name, &ns).map(|(ino, _)| ino)
+        let ino = self.retry_from_ag0(args, &mut |ns| {
+            self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
+                let dp = tx.ijoin(parent)?;
+                dirop::create(tx, dp, name, ns).map(|(ino, _)| ino)
+            })
         })?;
         self.iget(ino)
     }
@@ -78,10 +80,11 @@ impl Filesystem {
     /// Create a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
         dirop::check_name(name)?;
-        let ns = args.ns();
-        let ino = self.ns_transaction(Resv::Mkdir, &[parent], &mut |tx| {
-            let dp = tx.ijoin(parent)?;
-            dirop::mkdir(tx, dp, name, &ns).map(|(ino, _)| ino)
+        let ino = self.retry_from_ag0(args, &mut |ns| {
+            self.ns_transaction(Resv::Mkdir, &[parent], &mut |tx| {
+                let dp = tx.ijoin(parent)?;
+                dirop::mkdir(tx, dp, name, ns).map(|(ino, _)| ino)
+            })
         })?;
         self.iget(ino)
     }
@@ -124,6 +127,24 @@ impl Filesystem {
             "entry {:?} kept changing during removal",
             String::from_utf8_lossy(name)
         )))
+    }
+
+    /// Run a create-like operation; when it found no space for a directory
+    /// block from the directory's AG upwards, run it once more looking from
+    /// AG 0 (a new transaction, so the AGF lock order holds).
+    fn retry_from_ag0(
+        &self,
+        args: &CreateArgs,
+        op: &mut dyn FnMut(&NsCreate) -> Result<Ino>,
+    ) -> Result<Ino> {
+        let mut ns = args.ns();
+        match op(&ns) {
+            Err(Error::NoSpace) => {
+                ns.alloc_from_ag0 = true;
+                op(&ns)
+            }
+            r => r,
+        }
     }
 
     /// Run `f` in a transaction with the inodes `inos` locked (ascending
