@@ -38,11 +38,13 @@
 //! or ".." is `Exists`, removing them `Invalid`.
 //!
 //! Limits: case-insensitive (ascii-ci) filesystems and filesystems with an
-//! rmapbt refuse conversions (`NotSupported`); the directory block is
-//! asked for in the directory's AG and then higher AGs only, so when an
-//! earlier step of the same transaction locked the AGF of a higher AG (a
-//! new inode chunk) the AGF lock order may be broken (the kernel tracks the
-//! highest AG a transaction locked; [`MetaTx`] does not tell it yet).
+//! rmapbt refuse conversions (`NotSupported`). The directory block is
+//! asked for in the directory's AG and then higher AGs only (from AG 0 on
+//! with [`dir_add_from`], which the `Filesystem` wrappers use to retry in a
+//! new transaction after `NoSpace`); when an earlier step of the same
+//! transaction locked the AGF of a higher AG (a new inode chunk) the AGF
+//! lock order may still be broken (the kernel tracks the highest AG a
+//! transaction locked; [`MetaTx`] does not tell it yet).
 
 pub mod block;
 pub mod ns;
