@@ -463,3 +463,16 @@ fn dirop_crossing_1k_blocks_kernel() {
     };
     crossing("cross1k", &["-b", "size=1024"], c);
 }
+
+/// The same with 64 KiB directory blocks (offsets and lengths near the
+/// 16-bit limit of the format).
+#[test]
+fn dirop_crossing_64k_dirblocks_kernel() {
+    let c = Cross {
+        grow: (60, 90),
+        random: (6, 22),
+        name_max: 40,
+        long_pct: 20,
+    };
+    crossing("cross64k", &["-n", "size=65536"], c);
+}

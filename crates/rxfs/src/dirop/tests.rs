@@ -312,6 +312,8 @@ fn block_random_against_model() {
         run_block(DirGeo::new(10, 0, false), seed, 800);
         run_block(DirGeo::new(12, 1, true), seed, 800);
     }
+    // 64 KiB directory blocks: offsets and lengths near 16 bits.
+    run_block(DirGeo::new(12, 4, true), 10, 1500);
     assert!(tot.0 > 1000, "adds {tot:?}");
     assert!(tot.1 > 10, "the block never filled up: {tot:?}");
     assert!(tot.2 > 0, "stale leaf entries never compacted: {tot:?}");
