@@ -29,10 +29,19 @@
 //! - otherwise the directory needs the leaf form: [`Error::NotSupported`],
 //!   with the block unchanged.
 //!
+//! The bestfree table is kept the way the kernel keeps it, incrementally
+//! (a slot that grows or shrinks is taken out and put back in; a new entry
+//! goes before the first strictly shorter one, so among equal lengths the
+//! older entry stays first), with a full rescan in offset order whenever
+//! the kernel would rescan; the new-entry leaf slot reuses the stale entry
+//! the kernel would pick. Together with the placement rules this makes our
+//! blocks byte-identical to the kernel's for the same operations
+//! (`tests/dirop_parity_kernel.rs`).
+//!
 //! Invariants after every edit (checked by the read-path decoder in the
 //! tests): slots tile `[64, leaf_start)`, no two unused slots adjacent,
-//! bestfree = the three longest unused slots (longest first, ties by
-//! offset), leaf sorted by hash, `stale` = number of address-0 entries.
+//! bestfree = three longest unused slots (longest first), leaf sorted by
+//! hash, `stale` = number of address-0 entries.
 
 use std::ops::Range;
 
@@ -71,6 +80,8 @@ pub struct BlockState {
     pub n: usize,
     /// Unused slots `(offset, length)`, in offset order.
     pub free: Vec<(usize, usize)>,
+    /// The bestfree table `(offset, length)` as it is (or will be) on disk.
+    pub bf: [(usize, usize); 3],
     /// Live entries in offset order ("." and ".." included).
     pub entries: Vec<BlockEntry>,
     pub leaf: Vec<LeafEntry>,
@@ -110,9 +121,11 @@ impl BlockState {
             free.push((at, blk.end() - at));
         }
         let stale = blk.leaf.iter().filter(|l| l.is_stale()).count();
+        let bf = blk.bestfree.map(|(o, l)| (o as usize, l as usize));
         let st = BlockState {
             n: buf.len(),
             free,
+            bf,
             entries,
             leaf: blk.leaf.clone(),
             stale,
@@ -171,50 +184,170 @@ impl BlockState {
             .filter(|e| e.name != b"." && e.name != b"..")
     }
 
-    /// The three longest unused slots, longest first, ties by offset.
-    fn bestfree(&self) -> [(usize, usize); 3] {
-        let mut v = self.free.clone();
-        v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        let mut out = [(0, 0); 3];
-        for (o, x) in out.iter_mut().zip(v) {
-            *o = x;
+    /// Index in the bestfree table of the unused slot `(off, len)`
+    /// (looked up by offset; a slot shorter than the third entry is not
+    /// there).
+    fn bf_find(&self, off: usize, len: usize) -> Option<usize> {
+        if len < self.bf[2].1 {
+            return None;
         }
-        out
+        for (i, &(o, _)) in self.bf.iter().enumerate() {
+            if o == 0 {
+                return None;
+            }
+            if o == off {
+                return Some(i);
+            }
+        }
+        None
     }
 
-    /// Take `[off, off + len)` out of the unused slot that holds it.
+    /// Drop entry `i` of the bestfree table, moving the later ones up.
+    fn bf_remove(&mut self, i: usize) {
+        for j in i..2 {
+            self.bf[j] = self.bf[j + 1];
+        }
+        self.bf[2] = (0, 0);
+    }
+
+    /// Insert a slot into the bestfree table: before the first entry it is
+    /// strictly longer than (so ties keep the older entry first); returns
+    /// where it went.
+    fn bf_insert(&mut self, off: usize, len: usize) -> Option<usize> {
+        let i = self.bf.iter().position(|&(_, l)| len > l)?;
+        for j in (i + 1..3).rev() {
+            self.bf[j] = self.bf[j - 1];
+        }
+        self.bf[i] = (off, len);
+        Some(i)
+    }
+
+    /// Rebuild the bestfree table from all unused slots in offset order.
+    fn bf_scan(&mut self) {
+        self.bf = [(0, 0); 3];
+        for (o, l) in self.free.clone() {
+            self.bf_insert(o, l);
+        }
+    }
+
+    /// Take `[off, off + len)` out of the unused slot that holds it,
+    /// keeping the bestfree table as the kernel does (incrementally while
+    /// it can tell the result, else by a rescan).
     fn use_free(&mut self, off: usize, len: usize) {
         let i = self
             .free
             .iter()
             .position(|&(o, l)| o <= off && off + len <= o + l)
             .expect("use_free outside an unused slot");
-        let (o, l) = self.free.remove(i);
-        let mut at = i;
-        if off > o {
-            self.free.insert(at, (o, off - o));
-            at += 1;
-        }
-        if off + len < o + l {
-            self.free.insert(at, (off + len, o + l - off - len));
+        let (o, l) = self.free[i];
+        let dfp = self.bf_find(o, l);
+        let front = o == off;
+        let back = o + l == off + len;
+        let needscan = match (front, back) {
+            (true, true) => {
+                self.free.remove(i);
+                match dfp {
+                    Some(d) if self.bf[2].1 == 0 => {
+                        self.bf_remove(d);
+                        false
+                    }
+                    Some(_) => true,
+                    None => false,
+                }
+            }
+            (true, false) | (false, true) => {
+                let rest = if front {
+                    (off + len, l - len)
+                } else {
+                    (o, off - o)
+                };
+                self.free[i] = rest;
+                match dfp {
+                    Some(d) => {
+                        self.bf_remove(d);
+                        self.bf_insert(rest.0, rest.1) == Some(2)
+                    }
+                    None => false,
+                }
+            }
+            (false, false) => {
+                let a = (o, off - o);
+                let b = (off + len, o + l - off - len);
+                self.free[i] = a;
+                self.free.insert(i + 1, b);
+                match dfp {
+                    Some(d) if self.bf[2].1 == 0 => {
+                        self.bf_remove(d);
+                        self.bf_insert(a.0, a.1);
+                        self.bf_insert(b.0, b.1);
+                        false
+                    }
+                    Some(_) => true,
+                    None => false,
+                }
+            }
+        };
+        if needscan {
+            self.bf_scan();
         }
     }
 
-    /// Make `[off, off + len)` unused, merging with unused neighbours.
+    /// Make `[off, off + len)` unused, merging with unused neighbours,
+    /// keeping the bestfree table as the kernel does.
     fn make_free(&mut self, off: usize, len: usize) {
         let i = self.free.partition_point(|&(o, _)| o < off);
-        let (mut start, mut end) = (off, off + len);
-        let mut lo = i;
-        let mut hi = i;
-        if i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == off {
-            start = self.free[i - 1].0;
-            lo = i - 1;
+        let prev =
+            (i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == off).then(|| self.free[i - 1]);
+        let post = (i < self.free.len() && self.free[i].0 == off + len).then(|| self.free[i]);
+        let needscan = match (prev, post) {
+            (Some(p), Some(q)) => {
+                let (d1, d2) = (self.bf_find(p.0, p.1), self.bf_find(q.0, q.1));
+                let merged = (p.0, p.1 + len + q.1);
+                self.free.splice(i - 1..i + 1, [merged]);
+                if self.bf[2].1 != 0 || d1.is_none() || d2.is_none() {
+                    true
+                } else {
+                    // Only these two are in the table: replace them.
+                    self.bf = [(0, 0); 3];
+                    self.bf_insert(merged.0, merged.1);
+                    false
+                }
+            }
+            (Some(p), None) => {
+                let d = self.bf_find(p.0, p.1);
+                let merged = (p.0, p.1 + len);
+                self.free[i - 1] = merged;
+                match d {
+                    Some(d) => {
+                        self.bf_remove(d);
+                        self.bf_insert(merged.0, merged.1);
+                        false
+                    }
+                    None => merged.1 > self.bf[2].1,
+                }
+            }
+            (None, Some(q)) => {
+                let d = self.bf_find(q.0, q.1);
+                let merged = (off, len + q.1);
+                self.free[i] = merged;
+                match d {
+                    Some(d) => {
+                        self.bf_remove(d);
+                        self.bf_insert(merged.0, merged.1);
+                        false
+                    }
+                    None => merged.1 > self.bf[2].1,
+                }
+            }
+            (None, None) => {
+                self.free.insert(i, (off, len));
+                self.bf_insert(off, len);
+                false
+            }
+        };
+        if needscan {
+            self.bf_scan();
         }
-        if i < self.free.len() && self.free[i].0 == end {
-            end = self.free[i].0 + self.free[i].1;
-            hi = i + 1;
-        }
-        self.free.splice(lo..hi, [(start, end - start)]);
     }
 
     /// The unused slot ending right at the leaf, if any.
@@ -242,7 +375,7 @@ impl BlockState {
         let t = self.n - BLOCK_TAIL_SIZE;
         buf[t..t + 4].copy_from_slice(&(self.leaf.len() as u32).to_be_bytes());
         buf[t + 4..t + 8].copy_from_slice(&(self.stale as u32).to_be_bytes());
-        for (i, (o, l)) in self.bestfree().iter().enumerate() {
+        for (i, (o, l)) in self.bf.iter().enumerate() {
             let p = BESTFREE_OFF + i * 4;
             buf[p..p + 2].copy_from_slice(&(*o as u16).to_be_bytes());
             buf[p + 2..p + 4].copy_from_slice(&(*l as u16).to_be_bytes());
@@ -261,8 +394,9 @@ fn put_entry(geo: &DirGeo, buf: &mut [u8], off: usize, name: &[u8], ino: Ino, ft
         buf[p] = ftype;
         p += 1;
     }
-    // Padding, then the tag.
-    buf[p..off + size - 2].fill(0);
+    // The padding up to the tag keeps whatever bytes were there, as the
+    // kernel leaves it.
+    debug_assert!(p <= off + size - 2);
     buf[off + size - 2..off + size].copy_from_slice(&(off as u16).to_be_bytes());
 }
 
@@ -278,7 +412,7 @@ pub fn block_add(
 ) -> Result<()> {
     let len = geo.data_entsize(name.len());
     let ftype = if geo.ftype { ftype } else { 0 };
-    let bf = st.bestfree();
+    let bf = st.bf;
     let mut next = st.clone();
     let slot = if st.stale == 0 {
         // The leaf grows into the slot before it.
@@ -363,17 +497,24 @@ pub fn block_add(
     Ok(())
 }
 
-/// Index of the stale entry nearest to position `pos`.
+/// The stale entry the kernel reuses for a new entry going to position
+/// `pos` (in front of the first entry with an equal or higher hash): the
+/// nearest stale entry below `pos - 1` or above it, the lower one on a tie
+/// of distances measured from `pos - 1`.
 fn nearest_stale(leaf: &[LeafEntry], pos: usize) -> Option<usize> {
-    let below = leaf[..pos.min(leaf.len())]
-        .iter()
-        .rposition(|l| l.is_stale());
-    let above = leaf[pos.min(leaf.len())..]
+    let pos = pos.min(leaf.len());
+    let below = leaf[..pos].iter().rposition(|l| l.is_stale());
+    let above = leaf[pos..]
         .iter()
         .position(|l| l.is_stale())
         .map(|i| i + pos);
+    let mid = pos as isize - 1;
     match (below, above) {
-        (Some(b), Some(a)) => Some(if pos - b <= a - pos { b } else { a }),
+        (Some(b), Some(a)) => Some(if mid - b as isize <= a as isize - mid {
+            b
+        } else {
+            a
+        }),
         (b, a) => b.or(a),
     }
 }
@@ -464,13 +605,16 @@ pub fn block_from_sf(
         })
         .collect();
     leaf.sort_by_key(|l| (l.hashval, l.address));
-    let st = BlockState {
+    let mut st = BlockState {
         n,
         free,
+        bf: [(0, 0); 3],
         entries,
         leaf,
         stale: 0,
     };
+    // The kernel inserts the unused slots one by one in offset order.
+    st.bf_scan();
     st.write(&mut buf);
     Ok((buf, st))
 }
