@@ -21,7 +21,6 @@ use std::path::PathBuf;
 use common::*;
 use dirop_support::*;
 use rxfs::dirop;
-use rxfs::format::da::hashname;
 use rxfs::format::dinode_edit as de;
 use rxfs::types::Ino;
 use rxfs::xact::MetaTx;
@@ -159,23 +158,6 @@ struct Round {
     name_max: usize,
     /// Percentage of 255-byte names.
     long_pct: u64,
-}
-
-/// A different valid name with the same XFS name hash, if `name` has two
-/// neighbouring bytes inside one 4-byte hash group: flip bit 0 of the
-/// first and bit 7 of the second (the hash takes them 7 bits apart).
-fn collide(name: &[u8]) -> Option<Vec<u8>> {
-    let full = name.len() / 4 * 4;
-    (0..name.len().saturating_sub(1))
-        .filter(|&i| if i + 1 < full { i % 4 != 3 } else { i >= full })
-        .map(|i| {
-            let mut n = name.to_vec();
-            n[i] ^= 1;
-            n[i + 1] ^= 0x80;
-            n
-        })
-        .find(|n| !n.contains(&0) && !n.contains(&b'/'))
-        .inspect(|n| assert_eq!(hashname(n), hashname(name)))
 }
 
 /// What a round did.

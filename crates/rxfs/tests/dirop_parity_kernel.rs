@@ -121,7 +121,7 @@ fn parity(tag: &str, mkfs_opts: &[&str]) {
         Phase::Mix(150),
         Phase::Remove(usize::MAX),
     ];
-    let (mut full, mut refused_in_row) = (0, 0);
+    let (mut full, mut refused_in_row, mut collisions) = (0, 0, 0);
     for phase in plan {
         let n = match phase {
             Phase::Add(n)
@@ -148,7 +148,15 @@ fn parity(tag: &str, mkfs_opts: &[&str]) {
                 } else {
                     1 + rng.below(40) as usize
                 };
-                let name = rng.name(len, len);
+                let mut name = rng.name(len, len);
+                if matches!(phase, Phase::Mix(_)) && !names.is_empty() && rng.below(4) == 0 {
+                    // Same hash as an entry there.
+                    let k = &names[rng.below(names.len() as u64) as usize];
+                    if let Some(c) = collide(k) {
+                        name = c;
+                        collisions += 1;
+                    }
+                }
                 if names.contains(&name) {
                     continue;
                 }
@@ -226,7 +234,7 @@ fn parity(tag: &str, mkfs_opts: &[&str]) {
     eprintln!(
         "parity {tag}: {steps} steps byte-identical, formats {forms:?}, \
          block full {full} times, up to {stale_max} stale leaf entries, \
-         {compactions} compactions"
+         {compactions} compactions, {collisions} hash collisions"
     );
     assert_eq!(forms.len(), 2, "never changed form");
     assert!(full > 0, "the block never filled up");

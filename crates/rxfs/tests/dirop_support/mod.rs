@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use crate::common::*;
 use rxfs::bdev::FileDevice;
+use rxfs::format::da::hashname;
 use rxfs::fs::inode::Fork;
 use rxfs::types::Ino;
 use rxfs::xact::memtx::MemTx;
@@ -66,4 +67,21 @@ pub fn form_of(fs: &Filesystem, ino: u64) -> Form {
         }
         Fork::Dev(_) => panic!("device fork on a directory"),
     }
+}
+
+/// A different valid name with the same XFS name hash, if `name` has two
+/// neighbouring bytes inside one 4-byte hash group: flip bit 0 of the
+/// first and bit 7 of the second (the hash takes them 7 bits apart).
+pub fn collide(name: &[u8]) -> Option<Vec<u8>> {
+    let full = name.len() / 4 * 4;
+    (0..name.len().saturating_sub(1))
+        .filter(|&i| if i + 1 < full { i % 4 != 3 } else { i >= full })
+        .map(|i| {
+            let mut n = name.to_vec();
+            n[i] ^= 1;
+            n[i + 1] ^= 0x80;
+            n
+        })
+        .find(|n| !n.contains(&0) && !n.contains(&b'/'))
+        .inspect(|n| assert_eq!(hashname(n), hashname(name)))
 }
