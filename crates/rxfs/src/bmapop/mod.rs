@@ -27,6 +27,12 @@
 //!   and the transaction may still commit; after any other error (the
 //!   allocator's) the transaction must be cancelled.
 //!
+//! Layers: [`map`] edits an in-memory extent list (pure, unit-tested
+//! against a block model); this module loads/stores it in the joined
+//! inode and allocates/frees through [`crate::alloc`]; [`data`] builds the
+//! file operations (write step, size change, setattr) on top, used by
+//! `fs/ops_data.rs`.
+//!
 //! Not handled (refused with `NotSupported`): BTREE-format forks,
 //! realtime files, filesystems with the reverse-mapping btree (every
 //! mapping would need an rmap record), and freeing blocks of inodes flagged
