@@ -32,12 +32,14 @@
 pub mod ail;
 pub mod alloc;
 pub mod bdev;
+pub mod bmapop;
 pub mod cache;
 pub mod cil;
 pub mod error;
 pub mod format;
 pub mod fs;
 pub mod geometry;
+pub mod ialloc;
 pub mod log;
 pub mod types;
 pub mod xact;
