@@ -88,7 +88,7 @@ pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
         Resv::Misc => 2 * blk + 2 * ino,
         Resv::SetAttr => blk * 2 + ino * 2,
         Resv::Create | Resv::Mkdir | Resv::Remove => 24 * blk + 4 * ino + 3 * dir,
-        Resv::Write | Resv::Truncate => 32 * blk + 2 * ino,
+        Resv::Write | Resv::Truncate => 64 * blk + 2 * ino,
     };
     n as u32
 }
