@@ -255,6 +255,7 @@ fn concurrent_commits_forces_and_write_back_with_a_small_log() {
     assert_eq!(st.trans_commits, (threads * rounds) as u64);
     assert!(st.checkpoints < st.trans_commits, "{st:?}");
     assert!(st.log.writes > 0);
+    assert_eq!(st.trans_resv_overruns, 0, "{st:?}");
     fs.unmount().unwrap();
     let st = fs.stats();
     eprintln!("{st:#?}");

@@ -23,7 +23,7 @@
 //! copy-on-write) are `NotSupported`; the setuid
 //! bit is not dropped on write (no caller credentials here).
 
-use super::{free_range, prepare_write, read_map, set_size, set_times, ExtentMap};
+use super::{free_range, prepare_write, read_map, set_size, set_times, ExtentMap, Placement};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Result};
 use crate::format::bmbt::Extent;
@@ -74,11 +74,34 @@ fn refuse_reflink(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     Ok(())
 }
 
+/// How a write step runs.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOpts {
+    /// The new mtime and ctime.
+    pub now: Timestamp,
+    /// Where new blocks go ([`Placement::Anywhere`] for the retry after
+    /// `NoSpace` in a fresh transaction).
+    pub place: Placement,
+    /// Most new blocks this step allocates (1..=[`WRITE_TX_BLOCKS`]).
+    pub max_blocks: u64,
+}
+
+impl WriteOpts {
+    /// Now, near the file's blocks.
+    pub fn now() -> Self {
+        WriteOpts {
+            now: now(),
+            place: Placement::Near,
+            max_blocks: WRITE_TX_BLOCKS,
+        }
+    }
+}
+
 /// Write a prefix of `data` at byte `off` of regular file `ip`, allocating
-/// at most [`WRITE_TX_BLOCKS`] new blocks; returns how many bytes were
+/// at most `opts.max_blocks` new blocks; returns how many bytes were
 /// written (at least one block's worth unless `data` is shorter). Data
 /// reaches the device before this returns; the caller commits. Sets the
-/// size when the write goes past EOF, and mtime = ctime = `now`.
+/// size when the write goes past EOF, and mtime = ctime = `opts.now`.
 pub fn write_step(
     tx: &mut dyn MetaTx,
     dev: &dyn BlockDevice,
@@ -86,8 +109,9 @@ pub fn write_step(
     ino: Ino,
     off: u64,
     data: &[u8],
-    now: Timestamp,
+    opts: WriteOpts,
 ) -> Result<usize> {
+    let now = opts.now;
     require_regular(&*tx, ip)?;
     refuse_reflink(&*tx, ip)?;
     if data.is_empty() {
@@ -103,7 +127,7 @@ pub fn write_step(
     let fb0 = off >> bl;
     let fb_end = end.div_ceil(bs);
     // Bound the allocation: cut the step where the hole budget runs out.
-    let mut budget = WRITE_TX_BLOCKS;
+    let mut budget = opts.max_blocks.clamp(1, WRITE_TX_BLOCKS);
     let mut cut = fb_end;
     for (h, n) in old.holes(fb0, fb_end - fb0) {
         if n > budget {
@@ -118,7 +142,7 @@ pub fn write_step(
     if off > size {
         zero_written(&*tx, ip, dev, &old, size, off)?;
     }
-    let (new, converted) = prepare_write(tx, ip, ino, FileBlock(fb0), cut - fb0)?;
+    let (new, converted) = prepare_write(tx, ip, ino, FileBlock(fb0), cut - fb0, opts.place)?;
     // Old written mappings: in place, read-modify-write of partial blocks.
     for e in overlapping(&old, fb0, cut).filter(|e| !e.unwritten) {
         write_run(&*tx, dev, e, off, data, false)?;

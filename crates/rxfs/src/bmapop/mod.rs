@@ -27,6 +27,12 @@
 //!   and the transaction may still commit; after any other error (the
 //!   allocator's) the transaction must be cancelled.
 //!
+//! Layers: [`map`] edits an in-memory extent list (pure, unit-tested
+//! against a block model); this module loads/stores it in the joined
+//! inode and allocates/frees through [`crate::alloc`]; [`data`] builds the
+//! file operations (write step, size change, setattr) on top, used by
+//! `fs/ops_data.rs`.
+//!
 //! Not handled (refused with `NotSupported`): BTREE-format forks,
 //! realtime files, filesystems with the reverse-mapping btree (every
 //! mapping would need an rmap record), and freeing blocks of inodes flagged
@@ -47,6 +53,19 @@ use crate::xact::{InodeId, MetaTx};
 
 pub use map::{ExtentMap, Space};
 
+/// Where new blocks go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Next to the previous mapping (or the next one, or the inode),
+    /// moving only to higher AGs when that AG is full.
+    #[default]
+    Near,
+    /// The first allocation searches every AG from AG 0 up: for a retry
+    /// in a fresh transaction after `Near` found no space (a transaction
+    /// never moves back to a lower AG, see [`crate::xact`]'s lock order).
+    Anywhere,
+}
+
 /// The data fork's mappings of a joined inode, sorted by file offset.
 pub fn read_map(tx: &mut dyn MetaTx, ip: InodeId) -> Result<Vec<Extent>> {
     Ok(load(&*tx, ip)?.0.exts)
@@ -63,14 +82,14 @@ pub fn alloc_range(
     off: FileBlock,
     count: u64,
 ) -> Result<Vec<Extent>> {
-    Ok(map_range(tx, ip, ino, off, count, false)?.0)
+    Ok(map_range(tx, ip, ino, off, count, false, Placement::Near)?.0)
 }
 
 /// Make `[off, off + count)` ready for a data write: unwritten mappings in
 /// it become written, holes get new blocks. Returns `(new, converted)`:
 /// both lists are blocks that the caller must write whole (data, zeros
 /// elsewhere) before the transaction commits; other blocks of the range
-/// were already written. The extent-count limit is checked before
+/// were already written. `place` says where new blocks go. The extent-count limit is checked before
 /// anything changes when the conversion alone would exceed it.
 pub fn prepare_write(
     tx: &mut dyn MetaTx,
@@ -78,8 +97,9 @@ pub fn prepare_write(
     ino: Ino,
     off: FileBlock,
     count: u64,
+    place: Placement,
 ) -> Result<(Vec<Extent>, Vec<Extent>)> {
-    map_range(tx, ip, ino, off, count, true)
+    map_range(tx, ip, ino, off, count, true, place)
 }
 
 fn map_range(
@@ -89,6 +109,7 @@ fn map_range(
     off: FileBlock,
     count: u64,
     convert: bool,
+    place: Placement,
 ) -> Result<(Vec<Extent>, Vec<Extent>)> {
     refuse_rmap(&*tx)?;
     let (mut map, max_recs) = load(&*tx, ip)?;
@@ -105,6 +126,7 @@ fn map_range(
     let mut space = TxSpace {
         tx: &mut *tx,
         min_agno: 0,
+        anywhere: place == Placement::Anywhere,
     };
     let new = map::fill(
         &mut map,
@@ -252,6 +274,8 @@ struct TxSpace<'a> {
     tx: &'a mut dyn MetaTx,
     /// No allocation below this AG (AGF lock order within the call).
     min_agno: u32,
+    /// The next allocation ignores `near` and scans from AG `min_agno`.
+    anywhere: bool,
 }
 
 impl Space for TxSpace<'_> {
@@ -268,8 +292,12 @@ impl Space for TxSpace<'_> {
             agno = AgNumber(self.min_agno);
             agbno = None;
         }
-        if agbno.is_some_and(|b| !geo.agbno_valid(agno, b)) {
+        if agbno.is_some_and(|b| !geo.agbno_valid(agno, b)) || self.anywhere {
             agbno = None;
+        }
+        if self.anywhere {
+            agno = AgNumber(self.min_agno);
+            self.anywhere = false;
         }
         let req = AllocReq {
             agno,

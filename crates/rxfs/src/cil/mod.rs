@@ -117,6 +117,7 @@ struct Counters {
     ckpt_trans: AtomicU64,
     bg_pushes: AtomicU64,
     forces: AtomicU64,
+    resv_short: AtomicU64,
 }
 
 #[derive(Default)]
@@ -168,6 +169,8 @@ pub struct CilStats {
     pub ckpt_trans: u64,
     pub bg_pushes: u64,
     pub forces: u64,
+    /// Commits whose reservation was smaller than what they logged.
+    pub resv_short: u64,
 }
 
 impl Cil {
@@ -239,6 +242,7 @@ impl Cil {
             ckpt_trans: r(&self.c.ckpt_trans),
             bg_pushes: r(&self.c.bg_pushes),
             forces: r(&self.c.forces),
+            resv_short: r(&self.c.resv_short),
         }
     }
 
@@ -384,7 +388,9 @@ impl Cil {
             let first = ctx.trans == 0;
             let d = delta.max(0) as usize;
             let steal = self.steal_for(d, dvecs.max(0) as usize, first);
-            ticket.steal_into(&mut ctx.ticket, steal);
+            if ticket.steal_into(&mut ctx.ticket, steal) < steal {
+                self.c.resv_short.fetch_add(1, Relaxed);
+            }
             ctx.items.extend(new_items);
             ctx.space += d + dvecs.max(0) as usize * OP_HEADER_SIZE;
             ctx.trans += 1;

@@ -14,8 +14,9 @@
 use std::sync::Arc;
 
 use super::{Filesystem, Inode};
-use crate::bmapop::data;
-use crate::error::Result;
+use crate::bmapop::data::{self, WriteOpts};
+use crate::bmapop::Placement;
+use crate::error::{Error, Result};
 use crate::format::inode::Timestamp;
 use crate::types::Ino;
 use crate::xact::{MetaTx, Resv};
@@ -39,27 +40,34 @@ impl Filesystem {
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let _lock = self.ilock(ino)?;
         let mut done = 0usize;
+        let mut opts = WriteOpts::now();
         while done < data.len() {
             let pos = off + done as u64;
             let mut tx = self.trans_alloc(Resv::Write)?;
+            opts.now = data::now();
             let r = tx.ijoin(ino).and_then(|ip| {
-                data::write_step(
-                    &mut tx,
-                    self.dev(),
-                    ip,
-                    ino,
-                    pos,
-                    &data[done..],
-                    data::now(),
-                )
+                data::write_step(&mut tx, self.dev(), ip, ino, pos, &data[done..], opts)
             });
             let n = match r {
                 Ok(n) => n,
+                Err(Error::NoSpace) if opts.place == Placement::Near || opts.max_blocks > 1 => {
+                    // Near the file only its AG and higher ones were
+                    // searched: once more from AG 0, in a fresh
+                    // transaction; then ask for less, down to one block.
+                    tx.cancel();
+                    if opts.place == Placement::Near {
+                        opts.place = Placement::Anywhere;
+                    } else {
+                        opts.max_blocks /= 2;
+                    }
+                    continue;
+                }
                 Err(e) => {
                     tx.cancel();
                     return if done > 0 { Ok(done) } else { Err(e) };
                 }
             };
+            opts.place = Placement::Near;
             match tx.commit() {
                 Ok(_) => done += n,
                 Err(e) if done > 0 => {

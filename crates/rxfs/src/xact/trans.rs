@@ -88,7 +88,7 @@ pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
         Resv::Misc => 2 * blk + 2 * ino,
         Resv::SetAttr => blk * 2 + ino * 2,
         Resv::Create | Resv::Mkdir | Resv::Remove => 24 * blk + 4 * ino + 3 * dir,
-        Resv::Write | Resv::Truncate => 32 * blk + 2 * ino,
+        Resv::Write | Resv::Truncate => 64 * blk + 2 * ino,
     };
     n as u32
 }
@@ -259,16 +259,22 @@ impl<'a> Trans<'a> {
     fn commit_one(mut self) -> Result<u64> {
         let rw = self.core();
         let mut ticket = self.ticket.take().expect("ticket");
+        // The buffers stay locked to this transaction until the CIL has
+        // published their new contents (and the busy extents): a
+        // transaction waiting for one of them must not read the old ones.
+        let mut guards = Vec::new();
         let bufs: Vec<TxBuf> = std::mem::take(&mut self.bufs)
             .into_iter()
-            .filter(|b| b.dirty)
-            .map(|b| TxBuf {
-                buf: b.buf,
-                data: b.data,
-                kind: b.kind,
-                map: b.map,
-                stale: b.stale,
-                ordered: b.ordered,
+            .filter_map(|b| {
+                guards.push(b._guard);
+                b.dirty.then_some(TxBuf {
+                    buf: b.buf,
+                    data: b.data,
+                    kind: b.kind,
+                    map: b.map,
+                    stale: b.stale,
+                    ordered: b.ordered,
+                })
             })
             .collect();
         let mut changed = Vec::new();
@@ -305,6 +311,7 @@ impl<'a> Trans<'a> {
             }
             rw.count_commit();
         }
+        drop(guards);
         Ok(seq)
     }
 
