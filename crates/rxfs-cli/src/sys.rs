@@ -153,8 +153,9 @@ pub fn umount(p: &Path, flags: libc::c_int) -> io::Result<()> {
     check(unsafe { libc::umount2(c.as_ptr(), flags) })
 }
 
-/// Block SIGINT, SIGTERM and SIGHUP in this thread (and threads it spawns
-/// later) and return the set, for a thread that `sigwait`s on it.
+/// Block SIGINT, SIGTERM, SIGHUP and SIGUSR1 (the stats request) in this
+/// thread (and threads it spawns later) and return the set, for a thread
+/// that `sigwait`s on it.
 pub fn block_term_signals() -> libc::sigset_t {
     // SAFETY: sigset manipulation on a local set; pthread_sigmask on self.
     unsafe {
@@ -163,6 +164,7 @@ pub fn block_term_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -176,6 +178,14 @@ pub fn sigwait(set: &libc::sigset_t) -> libc::c_int {
         libc::sigwait(set, &mut sig);
     }
     sig
+}
+
+/// kill(2).
+pub fn kill(pid: u32, sig: libc::c_int) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    // SAFETY: sending a signal has no memory-safety preconditions.
+    check(unsafe { libc::kill(pid, sig) })
 }
 
 pub fn waitpid_nohang(pid: libc::pid_t) {
