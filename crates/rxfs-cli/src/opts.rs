@@ -243,18 +243,25 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
     }
     drop(f);
     let writable = |p: &Path| {
-        std::fs::OpenOptions::new()
+        let refuse = |why: String| {
+            CliError::new(format!(
+                "{}: cannot open for writing: {why} (mount with -o ro to read it)",
+                p.display()
+            ))
+        };
+        let f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(p)
-            .map(drop)
-            .map_err(|e| {
-                CliError::new(format!(
-                    "{}: cannot open for writing: {} (mount with -o ro to read it)",
-                    p.display(),
-                    crate::cli_error::io_message(&e)
-                ))
-            })
+            .map_err(|e| refuse(crate::cli_error::io_message(&e)))?;
+        let is_blk = f
+            .metadata()
+            .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+            .unwrap_or(false);
+        if is_blk && crate::sys::blk_read_only(&f).unwrap_or(false) {
+            return Err(refuse("read-only block device".into()));
+        }
+        Ok(())
     };
     if !opts.read_only {
         writable(image)?;

@@ -79,6 +79,17 @@ pub fn lsetxattr(p: &Path, name: &[u8], value: &[u8]) -> io::Result<()> {
     })
 }
 
+/// Whether an open block device is read-only (BLKROGET). Opening such a
+/// device for writing succeeds; only the writes fail.
+pub fn blk_read_only(f: &std::fs::File) -> io::Result<bool> {
+    /// `_IO(0x12, 94)`.
+    const BLKROGET: libc::c_ulong = 0x125e;
+    let mut ro: libc::c_int = 0;
+    // SAFETY: BLKROGET writes one int through the pointer we pass.
+    check(unsafe { libc::ioctl(f.as_raw_fd(), BLKROGET as _, &mut ro) })?;
+    Ok(ro != 0)
+}
+
 /// flock(2); `nonblock` turns EWOULDBLOCK into `Ok(false)`.
 pub fn flock(fd: RawFd, op: libc::c_int, nonblock: bool) -> io::Result<bool> {
     let op = if nonblock { op | libc::LOCK_NB } else { op };
