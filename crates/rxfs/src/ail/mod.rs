@@ -366,6 +366,7 @@ impl Ail {
         let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
         let mut clean: Vec<(Key, AilItem, Arc<Vec<u8>>)> = Vec::new();
         let mut clusters: HashMap<u64, ClusterInodes> = HashMap::new();
+        let mut cluster_views = Vec::new();
         for (key, it) in cands {
             match &it {
                 AilItem::Buf(b) => {
@@ -433,11 +434,18 @@ impl Ail {
                 crc::update(&mut base[b..b + n], crate::xact::memtx::DINODE_CRC_OFF);
             }
             let snapc = Arc::new(base.clone());
-            st.committed = snapc;
-            // The cluster's own AIL entry (an ordered chunk) is cleaned by
-            // its own candidate; this write carries its bytes too.
+            st.committed = snapc.clone();
             st.on_disk = true;
+            // The cluster's own AIL entry (a new chunk's ordered buffer):
+            // this write carries its bytes too.
+            if let Some(l) = st.log.ail_lsn {
+                clean.push(((l, cb.id), AilItem::Buf(cb.clone()), snapc));
+            }
             drop(st);
+            // The read view may still show the cluster as the transaction
+            // that created it left it: drop that layer once written (the
+            // tx lock is held until then, so nobody changes the cluster).
+            cluster_views.push((cd * 512, _g));
             writes.push((cd * 512, base));
             for (key, ip, snap) in inodes {
                 clean.push((key, AilItem::Inode(ip), snap));
@@ -460,6 +468,10 @@ impl Ail {
         }
         if ios > 0 {
             self.dev.flush()?;
+        }
+        for (off, guard) in cluster_views {
+            self.view.clear_buf(off, None);
+            drop(guard);
         }
         self.c.ios.fetch_add(ios, Relaxed);
         let mut written = 0u64;

@@ -34,7 +34,7 @@ use crate::format::log_ops::push_op;
 use crate::format::log_record::{LogRecord, RecordHeader};
 use crate::format::put_be32;
 use crate::geometry::Geometry;
-use crate::types::{Daddr, Lsn};
+use crate::types::Daddr;
 
 /// Log buffer size written into the unmount record's header.
 const UNMOUNT_BUF_SIZE: u32 = 32 * 1024;
@@ -130,20 +130,27 @@ pub fn write_clean_log(
     } else {
         (blk + total, head.cycle())
     };
-    let window = (MAX_ICLOGS * MAX_RECORD_BSIZE / BBSIZE) as u32;
-    let end = bbs.min(new_blk.saturating_add(window));
-    let stale = Lsn::new(new_cycle.wrapping_sub(1), 0).cycle();
+    // Blocks a crash may have written beyond the head claim a cycle the
+    // log has not reached: before the log end, `new_cycle`; past the end
+    // (wrapped to block 0), `new_cycle + 1`. Restamp each with the cycle
+    // just before it (as the kernel's stale-block clearing does), so the
+    // head search stops at the unmount record. Valid blocks never claim a
+    // future cycle, so nothing valid is touched.
+    let window = ((MAX_ICLOGS * MAX_RECORD_BSIZE / BBSIZE) as u32).min(bbs.saturating_sub(total));
     let mut blkbuf = vec![0u8; BBSIZE];
-    let mut b = new_blk;
-    while b < end {
-        // Only blocks that claim the current cycle are stale.
+    for i in 0..window {
+        let lin = new_blk + i;
+        let (b, future) = if lin < bbs {
+            (lin, new_cycle)
+        } else {
+            (lin - bbs, new_cycle.wrapping_add(1))
+        };
         let cur = log.read(b, 1)?;
-        if crate::format::log::block_cycle(&cur) == new_cycle {
+        if crate::format::log::block_cycle(&cur) == future {
             blkbuf.fill(0);
-            put_be32(&mut blkbuf, 0, stale);
+            put_be32(&mut blkbuf, 0, future.wrapping_sub(1));
             dev.write_at(&blkbuf, Daddr(st.start.0 + b as u64).bytes())?;
         }
-        b += 1;
     }
     Ok(())
 }
