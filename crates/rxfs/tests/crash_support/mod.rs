@@ -1,0 +1,296 @@
+//! Crash-consistency harness for the write path: a seeded workload over
+//! the library API runs on a [`CrashDevice`] while a model records what
+//! every fsync/sync made durable ([`model`]); then, for sampled crash
+//! points in every crash mode, the crash image is opened read-write by
+//! rxfs (log recovery), walked, unmounted, and must satisfy the model,
+//! reopen clean, and pass `xfs_repair -n`; a sample of the images is also
+//! recovered by the kernel (loop mount), which must show the same tree
+//! and leave a clean filesystem.
+
+#![allow(dead_code)]
+
+pub mod check;
+pub mod model;
+pub mod rwapi;
+pub mod walk;
+pub mod workload;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rxfs::bdev::{for_each_crash_image, sample_points, CrashDevice, CrashImage, CrashMode};
+use rxfs::{Filesystem, MountOptions};
+
+use crate::common::{mkfs_with, Scratch, FSTESTS_ENV};
+use check::{check_live, check_tree, Checked};
+use model::History;
+use rwapi::{ro, RwShim};
+use walk::{kernel_tree, repair_n, rxfs_tree, tree_diff, Mounted};
+use workload::{Params, Stop, Workload};
+
+pub fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// A fresh filesystem image: 64 MiB, 2 AGs (mkfs picks the minimum log,
+/// 1368 blocks), or `opts` added.
+pub fn fresh_image(scr: &Scratch, opts: &[&str]) -> Vec<u8> {
+    let img = scr.path("base.img");
+    let mut o = vec!["-d", "agcount=2"];
+    o.extend_from_slice(opts);
+    mkfs_with(&img, 64 << 20, &o, FSTESTS_ENV);
+    let b = std::fs::read(&img).unwrap();
+    std::fs::remove_file(&img).unwrap();
+    b
+}
+
+/// Totals over a run.
+#[derive(Debug, Default)]
+pub struct Totals {
+    pub seeds: usize,
+    pub ops: usize,
+    pub events: usize,
+    pub points: usize,
+    pub images: usize,
+    pub kernel_images: usize,
+    pub exact: usize,
+    pub windowed: usize,
+    pub failures: Vec<String>,
+    pub stops: Vec<String>,
+}
+
+impl Totals {
+    pub fn report(&self, name: &str) -> String {
+        format!(
+            "{name}: {} seeds, {} ops, {} events; {} crash points x {} modes = {} images \
+             ({} also recovered by the kernel); files checked exactly {} / sector-wise {}; \
+             failures {}; workloads stopped early {}",
+            self.seeds,
+            self.ops,
+            self.events,
+            self.points,
+            CrashMode::EVERY.len(),
+            self.images,
+            self.kernel_images,
+            self.exact,
+            self.windowed,
+            self.failures.len(),
+            self.stops.len()
+        )
+    }
+}
+
+/// How one seed is run.
+#[derive(Debug, Clone)]
+pub struct SeedRun {
+    pub params: Params,
+    pub opts: MountOptions,
+    /// Crash points per seed (half at the end of durability ops).
+    pub points: usize,
+    /// Every n-th image is also recovered by the kernel (0: never).
+    pub kernel_every: usize,
+}
+
+/// The crash points to try: the moment each of a sample of durability
+/// ops returned (the guarantee is newest there), points anywhere, and the
+/// very end.
+fn choose_points(dev: &CrashDevice, h: &History, n: usize, seed: u64) -> Vec<usize> {
+    let all = dev.crash_points();
+    let dpts: Vec<usize> = h
+        .durable
+        .iter()
+        .map(|d| d.ev_end)
+        .filter(|p| all.binary_search(p).is_ok())
+        .collect();
+    let mut pts = sample_points(&dpts, n / 2, seed);
+    pts.extend(sample_points(&all, n - pts.len(), seed ^ 0x5eed));
+    pts.push(dev.event_count());
+    pts.sort_unstable();
+    pts.dedup();
+    pts
+}
+
+/// Run the workload of `seed` on `base` and check crash images.
+pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut Totals) {
+    tot.seeds += 1;
+    let dev = Arc::new(CrashDevice::new(base.to_vec(), 1 << 30));
+    let fs = match Filesystem::open(dev.clone(), None, run.opts.clone()) {
+        Ok(fs) => fs,
+        Err(e) => {
+            tot.stops.push(format!("seed {seed}: rw open: {e}"));
+            return;
+        }
+    };
+    let mut w = Workload::new(fs.clone(), &dev, seed, run.params);
+    let mut stop = w.run().err();
+    if !matches!(stop, Some(Stop::Unexpected(_))) {
+        let live = rxfs_tree(&fs).and_then(|t| check_live(&w.current(), &t));
+        if let Err(e) = live {
+            tot.failures.push(format!(
+                "seed {seed}: live tree differs from the model:\n{e}"
+            ));
+        }
+    }
+    if stop.is_none() {
+        stop = w.unmount().err();
+    }
+    if let Some(s) = &stop {
+        tot.stops.push(format!(
+            "seed {seed} after {} ops: {s:?}",
+            w.h.ops.len() - 1
+        ));
+    }
+    let h = std::mem::take(&mut w.h);
+    drop(w);
+    drop(fs);
+    tot.ops += h.ops.len() - 1;
+    tot.events += dev.event_count();
+    let pts = choose_points(&dev, &h, run.points, seed);
+    tot.points += pts.len();
+    let mut n = 0usize;
+    let r = for_each_crash_image(&dev, &pts, &CrashMode::EVERY, seed, |img| {
+        n += 1;
+        let kernel = run.kernel_every > 0 && n % run.kernel_every == 1 % run.kernel_every;
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            check_image(scr, img, &h, kernel)
+        }));
+        tot.images += 1;
+        tot.kernel_images += kernel as usize;
+        let r = r.unwrap_or_else(|p| {
+            let msg = p
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Err(format!("panic: {msg}"))
+        });
+        match r {
+            Ok(c) => {
+                tot.exact += c.exact;
+                tot.windowed += c.windowed;
+            }
+            Err(e) => {
+                let b = h.bounds(img.point);
+                let last = &h.ops[b.upper];
+                let msg = format!(
+                    "seed {seed} {img}: ops possibly seen up to #{} ({}), durable up to ns #{} / all #{}:\n{e}",
+                    b.upper, last.desc, b.ns_lo, b.all_lo
+                );
+                eprintln!("FAIL {msg}");
+                keep_failed(scr, &dev, img, tot.failures.len());
+                tot.failures.push(msg);
+            }
+        }
+    });
+    if let Err(e) = r {
+        tot.failures.push(format!("seed {seed}: crash images: {e}"));
+    }
+}
+
+/// With RXFS_KEEP_SCRATCH set, keep the first failing crash images
+/// (before recovery) for a post-mortem.
+fn keep_failed(scr: &Scratch, dev: &CrashDevice, img: &CrashImage, nth: usize) {
+    if std::env::var_os("RXFS_KEEP_SCRATCH").is_none() || nth >= 3 {
+        return;
+    }
+    if let Ok(b) = dev.crash_image(img.point, img.mode, img.seed) {
+        let dir = Path::new("/tmp/rxfs-crash-failed");
+        let _ = std::fs::create_dir_all(dir);
+        let f = dir.join(format!(
+            "{}-p{}-{:?}.img",
+            scr.0.file_name().unwrap().to_string_lossy(),
+            img.point,
+            img.mode
+        ));
+        if std::fs::write(&f, b).is_ok() {
+            eprintln!("kept {}", f.display());
+        }
+    }
+}
+
+/// Recover one crash image with rxfs (and maybe the kernel) and check it.
+fn check_image(
+    scr: &Scratch,
+    img: &CrashImage,
+    h: &History,
+    kernel: bool,
+) -> Result<Checked, String> {
+    let mut errs = Vec::new();
+    // The kernel first: rxfs's recovery writes into the image's device.
+    let mut ktree = None;
+    if kernel {
+        let f = scr.path("kernel.img");
+        img.device().write_image(&f).map_err(|e| e.to_string())?;
+        match Mounted::new(&f, &scr.path("kmnt"), "") {
+            Err(e) => errs.push(e),
+            Ok(m) => {
+                let t = kernel_tree(&m.dir);
+                if let Err(e) = m.umount() {
+                    errs.push(e);
+                }
+                match t {
+                    Err(e) => errs.push(format!("kernel walk: {e}")),
+                    Ok(t) => {
+                        if let Err(e) = check_tree(h, img.point, &t) {
+                            errs.push(format!("kernel recovery:\n{e}"));
+                        }
+                        if let Err(e) = repair_n(&f) {
+                            errs.push(format!("after kernel recovery: {e}"));
+                        }
+                        ktree = Some(t);
+                    }
+                }
+            }
+        }
+        let _ = std::fs::remove_file(&f);
+    }
+    let dev = img.device();
+    let fs = Filesystem::open(dev.clone(), None, rwapi::rw())
+        .map_err(|e| format!("rxfs rw open (recovery): {e}"))?;
+    let t = rxfs_tree(&fs);
+    let u = Arc::clone(&fs).unmount();
+    drop(fs);
+    let t = t.map_err(|e| format!("rxfs walk after recovery: {e}"))?;
+    u.map_err(|e| format!("rxfs unmount after recovery: {e}"))?;
+    let checked = check_tree(h, img.point, &t);
+    if let Err(e) = &checked {
+        errs.push(format!("rxfs recovery:\n{e}"));
+    }
+    if let Some(k) = &ktree {
+        if let Some(d) = tree_diff(k, &t) {
+            errs.push(format!(
+                "kernel (first) and rxfs (second) recoveries differ:\n{d}"
+            ));
+        }
+    }
+    match Filesystem::open(dev.clone(), None, ro()) {
+        Err(e) => errs.push(format!("read-only reopen after rxfs unmount: {e}")),
+        Ok(fs) => {
+            if let Some(s) = fs.recovery_stats() {
+                errs.push(format!("log dirty after rxfs recovery and unmount: {s}"));
+            }
+            match rxfs_tree(&fs) {
+                Err(e) => errs.push(format!("walk after reopen: {e}")),
+                Ok(t2) => {
+                    if let Some(d) = tree_diff(&t, &t2) {
+                        errs.push(format!("tree changed across unmount/reopen:\n{d}"));
+                    }
+                }
+            }
+        }
+    }
+    let f = scr.path("rxfs.img");
+    dev.write_image(&f).map_err(|e| e.to_string())?;
+    if let Err(e) = repair_n(&f) {
+        errs.push(format!("after rxfs recovery: {e}"));
+    }
+    let _ = std::fs::remove_file(&f);
+    if errs.is_empty() {
+        Ok(checked.unwrap_or_default())
+    } else {
+        Err(errs.join("\n"))
+    }
+}
