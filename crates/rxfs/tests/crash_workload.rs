@@ -19,6 +19,7 @@ mod common;
 mod crash_support;
 
 use common::*;
+use crash_support::model;
 use crash_support::rwapi::rw;
 use crash_support::workload::Params;
 use crash_support::*;
@@ -98,4 +99,110 @@ fn crash_workload_small_logbufs_wrapping() {
     };
     let tot = run_all("crash-wrap", 9001..9002, &[], run);
     assert_clean(&tot);
+}
+
+/// The checker itself, on a hand-made history: it must accept what the
+/// rules allow and reject a lost fsync, stale data and a wrong namespace.
+#[test]
+fn checker_rules() {
+    use crash_support::check::check_tree;
+    use crash_support::model::{Durable, History, OpRec, Scope, State};
+    use crash_support::walk::{Got, Tree};
+    use std::sync::Arc;
+
+    let st = |c: &[u8]| {
+        Some(Arc::new(State {
+            dir: false,
+            content: Arc::new(c.to_vec()),
+            perm: 0o644,
+            uid: 0,
+            gid: 0,
+            mtime: None,
+        }))
+    };
+    let root = Arc::new(State {
+        dir: true,
+        content: Arc::new(Vec::new()),
+        perm: 0o755,
+        uid: 0,
+        gid: 0,
+        mtime: None,
+    });
+    let v1 = vec![1u8; 1024];
+    let mut v2 = v1.clone();
+    v2[100..200].fill(3);
+    v2[600..].fill(2);
+    let mut h = History::default();
+    for (d, s, e) in [
+        ("mkfs", 0, 0),
+        ("create /a", 0, 2),
+        ("write /a v1", 2, 4),
+        ("fsync /a", 4, 6),
+        ("overwrite /a v2", 6, 8),
+    ] {
+        h.ops.push(OpRec {
+            desc: d.into(),
+            ev_start: s,
+            ev_end: e,
+        });
+    }
+    h.paths.insert("/".into(), vec![(0, Some(root))]);
+    h.paths
+        .insert("/a".into(), vec![(1, st(b"")), (2, st(&v1)), (4, st(&v2))]);
+    let ns0: model::Namespace = [("/".to_string(), true)].into_iter().collect();
+    let mut ns1 = ns0.clone();
+    ns1.insert("/a".into(), false);
+    h.ns = vec![(0, Arc::new(ns0)), (1, Arc::new(ns1))];
+    h.durable.push(Durable {
+        op: 3,
+        ev_end: 6,
+        ns_lo: 2,
+        scope: Scope::Path {
+            path: "/a".into(),
+            meta: true,
+        },
+    });
+    let tree = |a: Option<&[u8]>| {
+        let mut t = Tree::new();
+        let got = |dir, perm, c: &[u8]| Got {
+            dir,
+            other: false,
+            perm,
+            uid: 0,
+            gid: 0,
+            size: c.len() as u64,
+            mtime: (0, 0),
+            content: c.to_vec(),
+        };
+        t.insert("/".into(), got(true, 0o755, b""));
+        if let Some(c) = a {
+            t.insert("/a".into(), got(false, 0o644, c));
+        }
+        t
+    };
+    // Before the fsync returned: anything up to the write.
+    assert!(check_tree(&h, 5, &tree(None)).is_ok());
+    assert!(check_tree(&h, 5, &tree(Some(b""))).is_ok());
+    assert!(check_tree(&h, 5, &tree(Some(&v1))).is_ok());
+    // The fsync returned: v1 or (the overwrite may have started) v2, or
+    // a sector-wise mix of them; never the empty file or no file.
+    assert!(check_tree(&h, 6, &tree(Some(&v1))).is_ok());
+    assert!(check_tree(&h, 6, &tree(Some(&v2))).is_ok());
+    let mut mix = v1.clone();
+    mix[512..].copy_from_slice(&v2[512..]);
+    assert!(check_tree(&h, 6, &tree(Some(&mix))).is_ok());
+    assert!(check_tree(&h, 6, &tree(Some(b""))).is_err());
+    assert!(check_tree(&h, 6, &tree(None)).is_err());
+    let mut stale = v1.clone();
+    stale[700] = 9;
+    assert!(check_tree(&h, 6, &tree(Some(&stale))).is_err());
+    // Before the overwrite started, only v1 itself.
+    let mut h2 = History { ..h };
+    h2.ops[4].ev_start = 7;
+    assert!(check_tree(&h2, 6, &tree(Some(&v2))).is_err());
+    assert!(check_tree(&h2, 6, &tree(Some(&v1))).is_ok());
+    // Wrong attributes of a durable file.
+    let mut t = tree(Some(&v1));
+    t.get_mut("/a").unwrap().perm = 0o600;
+    assert!(check_tree(&h2, 6, &t).is_err());
 }
