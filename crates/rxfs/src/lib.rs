@@ -11,7 +11,11 @@
 //! Lock order (outermost first): none of the read path holds more than one
 //! lock at a time; the inode cache lock is never held across I/O.
 
+pub mod ail;
+pub mod alloc;
 pub mod bdev;
+pub mod cache;
+pub mod cil;
 pub mod error;
 pub mod format;
 pub mod fs;

@@ -85,8 +85,21 @@ impl InodeCache {
             .cloned()
     }
 
-    fn insert(&self, ip: Arc<Inode>) {
+    /// Forget `ino` and bump `epoch`, under the cache lock, so a reader
+    /// that read the old inode cannot insert it afterwards.
+    pub(crate) fn remove_bump(&self, ino: Ino, epoch: &std::sync::atomic::AtomicU64) {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        map.remove(&ino);
+    }
+
+    /// Insert unless a commit changed an inode since the reader loaded
+    /// `seen` from `epoch` (checked under the cache lock).
+    fn insert_if(&self, ip: Arc<Inode>, epoch: &std::sync::atomic::AtomicU64, seen: u64) {
+        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if epoch.load(std::sync::atomic::Ordering::SeqCst) != seen {
+            return;
+        }
         if map.len() >= self.capacity {
             // Drop an arbitrary eighth: cheap, and keeps the cache bounded.
             let victims: Vec<Ino> = map.keys().take(self.capacity / 8 + 1).copied().collect();
@@ -111,8 +124,9 @@ impl Filesystem {
         if let Some(ip) = self.icache.get(ino) {
             return Ok(ip);
         }
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let ip = Arc::new(self.read_inode(ino)?);
-        self.icache.insert(ip.clone());
+        self.icache.insert_if(ip.clone(), &self.epoch, epoch);
         Ok(ip)
     }
 

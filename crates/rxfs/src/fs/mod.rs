@@ -18,9 +18,10 @@ pub mod path;
 pub mod recover;
 mod recover_buf;
 mod recover_icreate;
-mod recover_inode;
+pub(crate) mod recover_inode;
 pub mod recover_write;
 pub mod rt;
+pub mod rw;
 pub mod statfs;
 pub mod stats;
 pub mod symlink;
@@ -82,6 +83,11 @@ pub struct Filesystem {
     /// What log recovery replayed at open (read-only mounts of a dirty log).
     recovery: Option<recover::RecoveryStats>,
     icache: inode::InodeCache,
+    /// The write path (read-write mounts only).
+    rw: Option<rw::RwCore>,
+    /// Bumped at every commit that changes an inode: a reader caches a
+    /// decoded inode only if no commit happened while it read.
+    epoch: std::sync::atomic::AtomicU64,
 }
 
 impl Filesystem {
@@ -125,9 +131,7 @@ impl Filesystem {
             )));
         }
         if !opts.read_only {
-            return Err(Error::NotSupported(
-                "read-write mounts (rxfs reads only, for now): use -o ro".into(),
-            ));
+            return Self::open_rw(dev, rtdev, opts);
         }
         let geo = Geometry::new(&sb);
         let need = geo.dblocks << geo.blocklog;
@@ -165,6 +169,8 @@ impl Filesystem {
             opts,
             log_state,
             icache: inode::InodeCache::new(INODE_CACHE_CAPACITY),
+            rw: None,
+            epoch: std::sync::atomic::AtomicU64::new(0),
         }))
     }
 

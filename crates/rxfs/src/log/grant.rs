@@ -123,6 +123,29 @@ impl Ticket {
         }
     }
 
+    /// A ticket holding no space (the CIL's checkpoint ticket, which only
+    /// receives space stolen from committing transactions).
+    pub fn empty(tid: u32) -> Ticket {
+        Ticket {
+            tid,
+            unit_bytes: 0,
+            count: 1,
+            curr_bytes: 0,
+            permanent: false,
+            overrun_bytes: 0,
+        }
+    }
+
+    /// Move up to `bytes` of this ticket's current unit to `to`; returns
+    /// what moved. The grant heads are unchanged: the space stays granted,
+    /// now on behalf of `to`.
+    pub fn steal_into(&mut self, to: &mut Ticket, bytes: u32) -> u32 {
+        let b = bytes.min(self.curr_bytes);
+        self.curr_bytes -= b;
+        to.curr_bytes += b;
+        b
+    }
+
     /// Bytes the heads still hold for this ticket beyond what it wrote.
     fn held(&self) -> u64 {
         self.curr_bytes as u64 + self.unit_bytes as u64 * (self.count.max(1) - 1) as u64

@@ -223,6 +223,12 @@ impl LogWriter {
         self.sh.grant.reserve(tid, unit_bytes, count, permanent)
     }
 
+    /// A ticket with no space of its own and a fresh tid (see
+    /// [`Ticket::empty`]).
+    pub fn empty_ticket(&self) -> Ticket {
+        Ticket::empty(self.sh.next_tid.fetch_add(0x9e37_79b1, Ordering::Relaxed))
+    }
+
     /// Worst-case bytes `ops` of these payload sizes take in the log: op
     /// headers, a record header per buffer they may touch, BB padding.
     pub fn unit_bytes_for(&self, payload_lens: &[usize]) -> u32 {
@@ -274,6 +280,38 @@ impl LogWriter {
         Ok(CheckpointLsns { start, commit })
     }
 
+    /// Write a checkpoint from borrowed regions: `items[i]` are item i's
+    /// regions, the first being its format header (items with no regions,
+    /// ordered buffers, are skipped). As [`LogWriter::write_checkpoint`].
+    pub fn write_checkpoint_regions(
+        &self,
+        ticket: &mut Ticket,
+        items: &[Vec<&[u8]>],
+    ) -> Result<CheckpointLsns> {
+        let tid = ticket.tid;
+        let live: Vec<&Vec<&[u8]>> = items.iter().filter(|r| !r.is_empty()).collect();
+        let mut th = [0u8; TRANS_HEADER_SIZE];
+        TransHeader {
+            magic: TRANS_MAGIC,
+            trans_type: TRANS_CHECKPOINT,
+            tid,
+            num_items: live.iter().map(|r| r.len() as u32).sum(),
+        }
+        .encode(&mut th, self.sh.cfg.order);
+        let op = |flags, data| LogOp {
+            tid,
+            clientid: CLIENT_TRANSACTION,
+            flags,
+            data,
+        };
+        let mut ops = vec![op(0, &th[..])];
+        ops.extend(live.iter().flat_map(|r| r.iter()).map(|r| op(0, *r)));
+        let start = self.write(ticket, &[op(OP_START, &[][..])])?;
+        self.write(ticket, &ops)?;
+        let commit = self.write(ticket, &[op(OP_COMMIT, &[][..])])?;
+        Ok(CheckpointLsns { start, commit })
+    }
+
     /// Make the record holding `lsn` (and everything before it) stable.
     pub fn force(&self, lsn: Lsn) -> Result<()> {
         self.sh.force(Some(lsn)).map(|_| ())
@@ -314,6 +352,14 @@ impl LogWriter {
     /// its record, so the log reads clean), force it, stop the I/O threads.
     /// The caller has quiesced writers and moved the tail (AIL empty).
     pub fn unmount(mut self) -> Result<Lsn> {
+        let r = self.unmount_record();
+        self.stop();
+        r
+    }
+
+    /// The unmount record without stopping the writer (a shared writer:
+    /// its threads stop when the last reference is dropped).
+    pub fn unmount_record(&self) -> Result<Lsn> {
         self.force_all()?;
         let mut t = self.reserve(1024, 1, false)?;
         let body = encode_unmount_body(self.sh.cfg.order);
@@ -327,7 +373,6 @@ impl LogWriter {
             .write(&mut t, &[op])
             .and_then(|l| self.force(l).map(|_| l));
         self.sh.grant.ungrant(t);
-        self.stop();
         r
     }
 

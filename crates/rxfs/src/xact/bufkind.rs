@@ -44,25 +44,26 @@ pub enum BufKind {
 }
 
 impl BufKind {
-    /// The `XFS_BLFT_*` value for log items.
+    /// The `XFS_BLFT_*` value for log items (`enum xfs_blft`: 1-3 are the
+    /// quota types).
     pub fn blft(self) -> u16 {
         use BufKind::*;
         match self {
-            BnoBt | CntBt | InoBt | FinoBt | RmapBt | RefcBt | Bmbt => 1,
-            Agf => 2,
-            Agfl => 3,
-            Agi => 4,
-            Dino => 5,
-            Symlink => 6,
-            DirBlock => 7,
-            DirData => 8,
-            DirFree => 9,
-            DirLeaf1 => 10,
-            DirLeafN => 11,
-            DaNode => 12,
-            AttrLeaf => 13,
-            AttrRmt => 14,
-            Sb => 15,
+            BnoBt | CntBt | InoBt | FinoBt | RmapBt | RefcBt | Bmbt => 4,
+            Agf => 5,
+            Agfl => 6,
+            Agi => 7,
+            Dino => 8,
+            Symlink => 9,
+            DirBlock => 10,
+            DirData => 11,
+            DirFree => 12,
+            DirLeaf1 => 13,
+            DirLeafN => 14,
+            DaNode => 15,
+            AttrLeaf => 16,
+            AttrRmt => 17,
+            Sb => 18,
         }
     }
 

@@ -48,6 +48,9 @@
 
 pub mod bufkind;
 pub mod memtx;
+pub mod trans;
+
+pub use trans::Trans;
 
 pub use bufkind::BufKind;
 

@@ -1,0 +1,471 @@
+//! The Active Item List: logged items in LSN order, written back so the
+//! log tail can move.
+//!
+//! An item enters the AIL when the checkpoint holding it is stable, at the
+//! checkpoint's start LSN (relogging moves it later). The tail of the log
+//! is the smallest LSN in the AIL (or the last stable record when it is
+//! empty): everything before it is written back and recovery need not
+//! replay it.
+//!
+//! The pusher (one thread, xfsaild's role) writes back items at or below
+//! its target: the grant heads ask for a target when log space runs low
+//! ([`crate::log::TailPusher`]), unmount and sync ask for everything, and
+//! an idle AIL is pushed in the background. A pass:
+//! 1. takes up to [`BATCH`] items in LSN order; pinned ones (changed in a
+//!    checkpoint not yet stable) are skipped and the log is forced after
+//!    the pass, as the kernel's pusher does;
+//! 2. buffers: the committed snapshot with the item's LSN stamped and the
+//!    CRC recomputed; inodes: copied into their cluster buffer (di_lsn,
+//!    CRC), one write per cluster; a cluster buffer locked by a
+//!    transaction is skipped (the pusher never waits on a transaction);
+//! 3. writes sorted by address, adjacent ones merged into one I/O; one
+//!    device flush; then
+//! 4. items whose snapshot is still the committed one are clean and leave
+//!    the AIL; the tail moves.
+//!
+//! Lock order: the AIL lock, then an item's state. Nothing waits on a
+//! transaction while holding either.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock, Weak};
+use std::time::{Duration, Instant};
+
+use parking_lot::{Condvar, Mutex};
+
+use crate::bdev::BlockDevice;
+use crate::cache::{Buf, BufCache, CacheDevice, InodeItem};
+use crate::cil::Cil;
+use crate::error::{Error, Result};
+use crate::format::{crc, put_be64, Uuid};
+use crate::fs::recover::stamp_and_verify;
+use crate::geometry::Geometry;
+use crate::log::{LogWriter, TailPusher};
+use crate::types::Lsn;
+use crate::xact::BufKind;
+
+/// Items taken per pass.
+pub const BATCH: usize = 4096;
+/// An AIL untouched for this long is written back in the background.
+pub const IDLE_PUSH: Duration = Duration::from_millis(500);
+
+#[derive(Clone)]
+pub enum AilItem {
+    Buf(Arc<Buf>),
+    Inode(Arc<InodeItem>),
+}
+
+impl AilItem {
+    fn id(&self) -> u64 {
+        match self {
+            AilItem::Buf(b) => b.id,
+            AilItem::Inode(i) => i.id | (1 << 63),
+        }
+    }
+}
+
+type Key = (Lsn, u64);
+/// Inodes of one cluster to flush: (AIL key, item, snapshot).
+type ClusterInodes = Vec<(Key, Arc<InodeItem>, Arc<Vec<u8>>)>;
+
+#[derive(Default)]
+struct Inner {
+    map: BTreeMap<Key, AilItem>,
+    target: Option<Lsn>,
+    push_all: bool,
+    last_activity: Option<Instant>,
+    error: Option<String>,
+}
+
+#[derive(Default)]
+struct Counters {
+    pushes: AtomicU64,
+    written: AtomicU64,
+    ios: AtomicU64,
+    pinned: AtomicU64,
+}
+
+/// AIL counters.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AilStats {
+    pub pushes: u64,
+    pub written: u64,
+    pub ios: u64,
+    pub pinned: u64,
+}
+
+pub struct Ail {
+    inner: Mutex<Inner>,
+    cv: Condvar,
+    idle_cv: Condvar,
+    dev: Arc<dyn BlockDevice>,
+    view: Arc<CacheDevice>,
+    bufs: Arc<BufCache>,
+    geo: Geometry,
+    uuid: Uuid,
+    log: OnceLock<Weak<LogWriter>>,
+    cil: OnceLock<Weak<Cil>>,
+    exit: AtomicBool,
+    c: Counters,
+}
+
+impl TailPusher for Ail {
+    fn push_tail(&self, target: Lsn) {
+        let mut i = self.inner.lock();
+        if i.target.is_none_or(|t| t < target) {
+            i.target = Some(target);
+        }
+        self.cv.notify_one();
+    }
+}
+
+impl Ail {
+    /// `dev` is the real device (writes), `view` the read view to clear.
+    pub fn new(
+        dev: Arc<dyn BlockDevice>,
+        view: Arc<CacheDevice>,
+        bufs: Arc<BufCache>,
+        geo: Geometry,
+        uuid: Uuid,
+    ) -> Arc<Self> {
+        Arc::new(Ail {
+            inner: Mutex::new(Inner::default()),
+            cv: Condvar::new(),
+            idle_cv: Condvar::new(),
+            dev,
+            view,
+            bufs,
+            geo,
+            uuid,
+            log: OnceLock::new(),
+            cil: OnceLock::new(),
+            exit: AtomicBool::new(false),
+            c: Counters::default(),
+        })
+    }
+
+    /// Connect the log and the CIL, and start the pusher thread.
+    pub fn start(self: &Arc<Self>, log: &Arc<LogWriter>, cil: &Arc<Cil>) {
+        let _ = self.log.set(Arc::downgrade(log));
+        let _ = self.cil.set(Arc::downgrade(cil));
+        let me = self.clone();
+        std::thread::Builder::new()
+            .name("rxfs-ail".into())
+            .spawn(move || me.run())
+            .expect("spawn AIL thread");
+    }
+
+    pub fn stats(&self) -> AilStats {
+        let r = |a: &AtomicU64| a.load(Relaxed);
+        AilStats {
+            pushes: r(&self.c.pushes),
+            written: r(&self.c.written),
+            ios: r(&self.c.ios),
+            pinned: r(&self.c.pinned),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.lock().map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A checkpoint starting at `start` is stable (`ok`) or failed: unpin
+    /// its items and (if stable) move them to `start`.
+    pub fn checkpoint_done(&self, start: Lsn, items: Vec<AilItem>, ok: bool) {
+        let mut i = self.inner.lock();
+        for it in items {
+            let id = it.id();
+            let (old, stale) = match &it {
+                AilItem::Buf(b) => {
+                    let mut st = b.st.lock();
+                    st.log.pin = st.log.pin.saturating_sub(1);
+                    let old = st.log.ail_lsn;
+                    if st.stale {
+                        st.log.ail_lsn = None;
+                    } else if ok {
+                        st.log.ail_lsn = Some(start);
+                    }
+                    (old, st.stale)
+                }
+                AilItem::Inode(ip) => {
+                    let mut st = ip.st.lock();
+                    st.log.pin = st.log.pin.saturating_sub(1);
+                    let old = st.log.ail_lsn;
+                    if ok {
+                        st.log.ail_lsn = Some(start);
+                    }
+                    (old, false)
+                }
+            };
+            if !ok {
+                continue;
+            }
+            if let Some(o) = old {
+                i.map.remove(&(o, id));
+            }
+            if !stale {
+                i.map.insert((start, id), it);
+            }
+        }
+        i.last_activity = Some(Instant::now());
+        self.cv.notify_one();
+    }
+
+    /// Ask the pusher to write back everything.
+    pub fn push_all(&self) {
+        let mut i = self.inner.lock();
+        i.push_all = true;
+        self.cv.notify_one();
+    }
+
+    /// Write back everything and wait until the AIL is empty.
+    pub fn drain(&self, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        let mut i = self.inner.lock();
+        loop {
+            if let Some(e) = &i.error {
+                return Err(Error::Invalid(format!("metadata write-back failed: {e}")));
+            }
+            if i.map.is_empty() {
+                return Ok(());
+            }
+            i.push_all = true;
+            self.cv.notify_one();
+            if self.idle_cv.wait_until(&mut i, deadline).timed_out() {
+                return Err(Error::Invalid(format!(
+                    "AIL did not drain: {} items left",
+                    i.map.len()
+                )));
+            }
+        }
+    }
+
+    pub fn stop(&self) {
+        self.exit.store(true, Relaxed);
+        let _i = self.inner.lock();
+        self.cv.notify_all();
+    }
+
+    fn run(self: Arc<Self>) {
+        loop {
+            let target = {
+                let mut i = self.inner.lock();
+                loop {
+                    if self.exit.load(Relaxed) {
+                        return;
+                    }
+                    let idle = i.last_activity.is_some_and(|t| t.elapsed() >= IDLE_PUSH)
+                        && !i.map.is_empty();
+                    if i.push_all || idle {
+                        break Lsn(i64::MAX);
+                    }
+                    if let Some(t) = i.target {
+                        if i.map.first_key_value().is_some_and(|(k, _)| k.0 <= t) {
+                            break t;
+                        }
+                    }
+                    self.idle_cv.notify_all();
+                    self.cv.wait_for(&mut i, Duration::from_millis(100));
+                }
+            };
+            match self.push_pass(target) {
+                Ok(progress) => {
+                    let mut i = self.inner.lock();
+                    if i.map.is_empty()
+                        || i.map.first_key_value().is_some_and(|(k, _)| k.0 > target)
+                    {
+                        i.push_all = false;
+                        i.last_activity = None;
+                    }
+                    self.idle_cv.notify_all();
+                    if !progress {
+                        // Only pinned or locked items: let the force land.
+                        self.cv.wait_for(&mut i, Duration::from_millis(2));
+                    }
+                }
+                Err(e) => {
+                    tracing::error!("AIL write-back failed: {e}");
+                    let mut i = self.inner.lock();
+                    i.error = Some(e.to_string());
+                    i.push_all = false;
+                    i.target = None;
+                    self.idle_cv.notify_all();
+                    if let Some(log) = self.log.get().and_then(|w| w.upgrade()) {
+                        log.shutdown();
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// One pass (see the module doc). Returns whether anything was written.
+    fn push_pass(&self, target: Lsn) -> Result<bool> {
+        self.c.pushes.fetch_add(1, Relaxed);
+        let cands: Vec<(Key, AilItem)> = {
+            let i = self.inner.lock();
+            i.map
+                .range(..=(target, u64::MAX))
+                .take(BATCH)
+                .map(|(k, v)| (*k, v.clone()))
+                .collect()
+        };
+        let mut need_force = false;
+        // (offset, bytes) to write; (key, item, snapshot) to mark clean.
+        let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut clean: Vec<(Key, AilItem, Arc<Vec<u8>>)> = Vec::new();
+        let mut clusters: HashMap<u64, ClusterInodes> = HashMap::new();
+        for (key, it) in cands {
+            match &it {
+                AilItem::Buf(b) => {
+                    let st = b.st.lock();
+                    let snap = st.committed.clone();
+                    if st.log.pin > 0 {
+                        need_force = true;
+                        self.c.pinned.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    if !st.on_disk && !st.stale {
+                        let mut data = (*snap).clone();
+                        drop(st);
+                        if b.st.lock().kind != BufKind::Dino {
+                            stamp_and_verify(&mut data, b.daddr.0, key.0, &self.uuid)?;
+                        }
+                        writes.push((b.daddr.bytes(), data));
+                    }
+                    clean.push((key, it.clone(), snap));
+                }
+                AilItem::Inode(ip) => {
+                    let st = ip.st.lock();
+                    if st.log.pin > 0 {
+                        need_force = true;
+                        self.c.pinned.fetch_add(1, Relaxed);
+                        continue;
+                    }
+                    let snap = st.committed.clone();
+                    drop(st);
+                    let (cd, _, _) = crate::cil::format::cluster_of(&self.geo, ip.ino);
+                    clusters
+                        .entry(cd.0)
+                        .or_default()
+                        .push((key, ip.clone(), snap));
+                }
+            }
+        }
+        for (cd, inodes) in clusters {
+            let (_, clen, _) = crate::cil::format::cluster_of(&self.geo, inodes[0].1.ino);
+            let cb = self.bufs.get(
+                &*self.dev,
+                &self.uuid,
+                crate::types::Daddr(cd),
+                clen as usize * 512,
+                BufKind::Dino,
+                true,
+            )?;
+            let Some(_g) = cb.tx_try_lock() else {
+                continue;
+            };
+            let mut st = cb.st.lock();
+            if st.log.pin > 0 {
+                need_force = true;
+                continue;
+            }
+            let mut base = (*st.committed).clone();
+            for (key, ip, snap) in &inodes {
+                let (_, _, boff) = crate::cil::format::cluster_of(&self.geo, ip.ino);
+                let b = boff as usize;
+                let n = snap.len();
+                base[b..b + n].copy_from_slice(snap);
+                put_be64(&mut base[b..b + n], 112, key.0 .0 as u64);
+                crc::update(&mut base[b..b + n], crate::xact::memtx::DINODE_CRC_OFF);
+            }
+            let snapc = Arc::new(base.clone());
+            st.committed = snapc;
+            // The cluster's own AIL entry (an ordered chunk) is cleaned by
+            // its own candidate; this write carries its bytes too.
+            st.on_disk = true;
+            drop(st);
+            writes.push((cd * 512, base));
+            for (key, ip, snap) in inodes {
+                clean.push((key, AilItem::Inode(ip), snap));
+            }
+        }
+        writes.sort_by_key(|w| w.0);
+        let mut ios = 0u64;
+        let mut i = 0;
+        while i < writes.len() {
+            let start = writes[i].0;
+            let mut run = std::mem::take(&mut writes[i].1);
+            let mut j = i + 1;
+            while j < writes.len() && writes[j].0 == start + run.len() as u64 {
+                run.extend_from_slice(&writes[j].1);
+                j += 1;
+            }
+            self.dev.write_at(&run, start)?;
+            ios += 1;
+            i = j;
+        }
+        if ios > 0 {
+            self.dev.flush()?;
+        }
+        self.c.ios.fetch_add(ios, Relaxed);
+        let mut written = 0u64;
+        {
+            let mut inner = self.inner.lock();
+            for (key, it, snap) in clean {
+                let done = match &it {
+                    AilItem::Buf(b) => {
+                        let mut st = b.st.lock();
+                        let same = Arc::ptr_eq(&st.committed, &snap) || st.stale;
+                        if same && st.log.ail_lsn == Some(key.0) {
+                            st.on_disk = true;
+                            st.log.ail_lsn = None;
+                            self.view.clear_buf(b.daddr.bytes(), Some(&snap));
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                    AilItem::Inode(ip) => {
+                        let mut st = ip.st.lock();
+                        if Arc::ptr_eq(&st.committed, &snap) && st.log.ail_lsn == Some(key.0) {
+                            st.on_disk = true;
+                            st.log.ail_lsn = None;
+                            let (d, o) = self.geo.ino_location(ip.ino);
+                            self.view.clear_inode(d.bytes() + o as u64, &snap);
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                };
+                if done {
+                    inner.map.remove(&key);
+                    written += 1;
+                }
+            }
+        }
+        self.c.written.fetch_add(written, Relaxed);
+        self.move_tail();
+        if need_force {
+            if let Some(cil) = self.cil.get().and_then(|w| w.upgrade()) {
+                cil.force_all()?;
+            }
+        }
+        Ok(written > 0)
+    }
+
+    /// Tell the grant heads where the tail is now.
+    pub fn move_tail(&self) {
+        let Some(log) = self.log.get().and_then(|w| w.upgrade()) else {
+            return;
+        };
+        let first = self.inner.lock().map.first_key_value().map(|(k, _)| k.0);
+        let tail = first.unwrap_or_else(|| log.last_sync_lsn());
+        log.grant().move_tail(tail);
+    }
+}

@@ -1,0 +1,126 @@
+//! In-core inodes of a read-write mount: the committed dinode bytes, the
+//! inode's log item state, and the inode lock (`ilock`).
+//!
+//! The inode lock is taken by the operations (outside transactions),
+//! several in ascending inode number; a transaction may join only inodes
+//! whose lock its caller holds (or inodes just allocated under the AGI).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use parking_lot::{Mutex, RawRwLock, RwLock};
+
+use super::ItemLog;
+use crate::types::Ino;
+
+pub type ILockExcl = parking_lot::lock_api::ArcRwLockWriteGuard<RawRwLock, ()>;
+pub type ILockShared = parking_lot::lock_api::ArcRwLockReadGuard<RawRwLock, ()>;
+
+#[derive(Debug)]
+pub struct IState {
+    /// Dinode bytes as of the last commit (CRC valid).
+    pub committed: Arc<Vec<u8>>,
+    /// `committed` is in the inode's cluster on disk.
+    pub on_disk: bool,
+    pub log: ItemLog,
+}
+
+#[derive(Debug)]
+pub struct InodeItem {
+    pub ino: Ino,
+    /// Unique id (stable order for the CIL).
+    pub id: u64,
+    pub st: Mutex<IState>,
+}
+
+const SHARDS: usize = 64;
+
+/// In-core inode items and inode locks.
+pub struct InodeTable {
+    items: Vec<Mutex<HashMap<u64, Arc<InodeItem>>>>,
+    locks: Vec<Mutex<HashMap<u64, Arc<RwLock<()>>>>>,
+}
+
+impl Default for InodeTable {
+    fn default() -> Self {
+        InodeTable {
+            items: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            locks: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+        }
+    }
+}
+
+impl InodeTable {
+    fn lock_of(&self, ino: Ino) -> Arc<RwLock<()>> {
+        self.locks[ino.0 as usize % SHARDS]
+            .lock()
+            .entry(ino.0)
+            .or_insert_with(|| Arc::new(RwLock::new(())))
+            .clone()
+    }
+
+    pub fn ilock(&self, ino: Ino) -> ILockExcl {
+        self.lock_of(ino).write_arc()
+    }
+
+    pub fn ilock_shared(&self, ino: Ino) -> ILockShared {
+        self.lock_of(ino).read_arc()
+    }
+
+    pub fn get(&self, ino: Ino) -> Option<Arc<InodeItem>> {
+        self.items[ino.0 as usize % SHARDS]
+            .lock()
+            .get(&ino.0)
+            .cloned()
+    }
+
+    /// The item of `ino`, created from `dinode` if there is none.
+    pub fn get_or_insert(
+        &self,
+        ino: Ino,
+        id: u64,
+        dinode: impl FnOnce() -> Vec<u8>,
+    ) -> Arc<InodeItem> {
+        let mut sh = self.items[ino.0 as usize % SHARDS].lock();
+        if let Some(ip) = sh.get(&ino.0) {
+            return ip.clone();
+        }
+        let ip = Arc::new(InodeItem {
+            ino,
+            id,
+            st: Mutex::new(IState {
+                committed: Arc::new(dinode()),
+                on_disk: true,
+                log: ItemLog::default(),
+            }),
+        });
+        sh.insert(ino.0, ip.clone());
+        ip
+    }
+
+    /// Drop clean idle items (called by the AIL after write-back).
+    pub fn evict_clean(&self, max_per_shard: usize) {
+        for sh in &self.items {
+            let mut sh = sh.lock();
+            if sh.len() <= max_per_shard {
+                continue;
+            }
+            sh.retain(|_, ip| {
+                if Arc::strong_count(ip) > 1 {
+                    return true;
+                }
+                let Some(st) = ip.st.try_lock() else {
+                    return true;
+                };
+                !(st.on_disk && st.log.pin == 0 && st.log.lv.is_none() && st.log.ail_lsn.is_none())
+            });
+        }
+    }
+
+    pub fn all(&self) -> Vec<Arc<InodeItem>> {
+        self.items
+            .iter()
+            .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
+            .collect()
+    }
+}

@@ -1,0 +1,362 @@
+//! A read-write mount: the write path's parts and how they are wired.
+//!
+//! ```text
+//!  Trans (xact::trans) --commit--> Cil (cil) --push--> LogWriter (log) --> device
+//!      |                              ^ force (fsync)        | checkpoint stable
+//!      v                              |                      v
+//!  BufCache / InodeTable (cache) <--- Ail (ail): write-back, tail --> grant heads
+//!      |
+//!      v
+//!  CacheDevice (cache::view): what the read path reads
+//! ```
+//!
+//! Opening read-write: refuse what rxfs cannot write yet (rmapbt, realtime,
+//! external or striped logs, unaligned inode chunks), recover a dirty log
+//! onto the device first, then continue the (now clean) log.
+//!
+//! Unmount: stop new transactions, force the CIL, drain the AIL, log the
+//! superblock with exact counters (lazy counters are written only here),
+//! drain again, write the unmount record. `xfs_repair -n` is clean after.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+
+use super::{Filesystem, MountOptions};
+use crate::ail::Ail;
+use crate::bdev::BlockDevice;
+use crate::cache::inode_item::{ILockExcl, ILockShared};
+use crate::cache::{BufCache, CacheDevice, InodeTable};
+use crate::cil::Cil;
+use crate::error::{Error, Result};
+use crate::format::put_be64;
+use crate::format::sb::Superblock;
+use crate::fs::stats::FsStats;
+use crate::geometry::Geometry;
+use crate::log::{LogConfig, LogWriter};
+use crate::types::{Daddr, Ino};
+use crate::xact::{BufKind, MetaTx, Resv, Trans};
+
+/// Buffers kept in the cache (clean ones beyond this are dropped).
+const BUF_CAPACITY: usize = 65536;
+
+/// In-core superblock counters (lazy: exact in memory, on disk at unmount).
+#[derive(Debug, Clone, Copy)]
+pub struct SbCounters {
+    pub fdblocks: i64,
+    pub icount: i64,
+    pub ifree: i64,
+}
+
+pub struct RwCore {
+    pub(crate) raw: Arc<dyn BlockDevice>,
+    pub(crate) bufs: Arc<BufCache>,
+    pub(crate) inodes: InodeTable,
+    pub(crate) log: Arc<LogWriter>,
+    pub(crate) cil: Arc<Cil>,
+    pub(crate) ail: Arc<Ail>,
+    counters: Mutex<SbCounters>,
+    next_id: AtomicU64,
+    shut: AtomicBool,
+    unmounted: AtomicBool,
+    cancels: AtomicU64,
+}
+
+impl RwCore {
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Relaxed)
+    }
+
+    pub(crate) fn apply_sb_delta(&self, d: [i64; 3]) {
+        let mut c = self.counters.lock();
+        c.fdblocks += d[0];
+        c.icount += d[1];
+        c.ifree += d[2];
+    }
+
+    pub(crate) fn count_commit(&self) {}
+
+    pub(crate) fn count_cancel(&self) {
+        self.cancels.fetch_add(1, Relaxed);
+    }
+
+    pub fn counters(&self) -> SbCounters {
+        *self.counters.lock()
+    }
+}
+
+/// Refuse filesystems rxfs cannot change safely yet.
+fn check_writable(sb: &Superblock, geo: &Geometry, dev: &dyn BlockDevice) -> Result<()> {
+    let no = |what: &str| {
+        Err(Error::NotSupported(format!(
+            "read-write mounts of {what}: mount with -o ro"
+        )))
+    };
+    if dev.read_only() {
+        return Err(Error::ReadOnly(
+            "the device is read-only: mount with -o ro".into(),
+        ));
+    }
+    if sb.has_rmapbt() {
+        return no("filesystems with the reverse-mapping btree (rmapbt)");
+    }
+    if sb.rblocks > 0 || sb.rextents > 0 {
+        return no("filesystems with a realtime section");
+    }
+    if sb.logstart == 0 {
+        return no("filesystems with an external log");
+    }
+    if sb.logsunit > 512 {
+        return no("filesystems with a log stripe unit");
+    }
+    let bpc = geo.inode_cluster_blocks.max(1);
+    if geo.inoalignmt == 0 || !geo.inoalignmt.is_multiple_of(bpc) {
+        return no("filesystems whose inode chunks are not cluster-aligned");
+    }
+    if sb.unknown_ro_compat() != 0 {
+        return Err(Error::ReadOnly(
+            "unknown read-only-compatible features".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Filesystem {
+    /// Open read-write (see the module doc). Called by [`Filesystem::open`].
+    pub(super) fn open_rw(
+        dev: Arc<dyn BlockDevice>,
+        rtdev: Option<Arc<dyn BlockDevice>>,
+        opts: MountOptions,
+    ) -> Result<Arc<Self>> {
+        if opts.norecovery {
+            return Err(Error::Invalid(
+                "norecovery requires a read-only mount (-o ro,norecovery), as in the kernel".into(),
+            ));
+        }
+        let sb = super::read_primary_sb(&*dev)?;
+        let geo = Geometry::new(&sb);
+        check_writable(&sb, &geo, &*dev)?;
+        let need = geo.dblocks << geo.blocklog;
+        if dev.size() < need {
+            return Err(Error::corrupt(
+                "superblock",
+                crate::error::Location::Daddr(0),
+                format!("device has {} bytes, filesystem needs {need}", dev.size()),
+            ));
+        }
+        let st = super::log::Log::new(&*dev, &geo, &sb)?.find_state()?;
+        let recovery = if st.needs_recovery() {
+            let stats = super::recover_write::recover_to_device(&*dev)?;
+            tracing::info!("log recovered onto the device: {stats}");
+            Some(stats)
+        } else {
+            None
+        };
+        let sb = super::read_primary_sb(&*dev)?;
+        let geo = Geometry::new(&sb);
+        let st = super::log::Log::new(&*dev, &geo, &sb)?.find_state()?;
+        if st.needs_recovery() {
+            return Err(Error::corrupt(
+                "log",
+                crate::error::Location::Daddr(st.start.0),
+                "still dirty after recovery",
+            ));
+        }
+        let cfg = LogConfig::from_state(
+            &st,
+            sb.uuid,
+            opts.logbufs.unwrap_or(8),
+            opts.logbsize.unwrap_or(32 * 1024),
+        );
+        let view = Arc::new(CacheDevice::new(dev.clone()));
+        let bufs = Arc::new(BufCache::new(BUF_CAPACITY));
+        let uuid = sb.metadata_uuid();
+        let ail = Ail::new(dev.clone(), view.clone(), bufs.clone(), geo.clone(), uuid);
+        let log = Arc::new(LogWriter::new(dev.clone(), cfg, ail.clone())?);
+        let cil = Cil::new(
+            log.clone(),
+            ail.clone(),
+            view.clone(),
+            geo.clone(),
+            uuid,
+            opts.ablate_delaylog,
+        );
+        ail.start(&log, &cil);
+        let counters = SbCounters {
+            fdblocks: sb.fdblocks as i64,
+            icount: sb.icount as i64,
+            ifree: sb.ifree as i64,
+        };
+        let core = RwCore {
+            raw: dev,
+            bufs,
+            inodes: InodeTable::default(),
+            log,
+            cil,
+            ail,
+            counters: Mutex::new(counters),
+            next_id: AtomicU64::new(1),
+            shut: AtomicBool::new(false),
+            unmounted: AtomicBool::new(false),
+            cancels: AtomicU64::new(0),
+        };
+        let dev: Arc<dyn BlockDevice> = view;
+        Ok(Arc::new(Filesystem {
+            recovery,
+            dev,
+            rtdev,
+            sb,
+            geo,
+            opts,
+            log_state: Some(st),
+            icache: super::inode::InodeCache::new(super::INODE_CACHE_CAPACITY),
+            rw: Some(core),
+            epoch: AtomicU64::new(0),
+        }))
+    }
+
+    /// The write path, on read-write mounts.
+    pub fn rw(&self) -> Option<&RwCore> {
+        self.rw.as_ref()
+    }
+
+    fn rw_live(&self) -> Result<&RwCore> {
+        let rw = self
+            .rw
+            .as_ref()
+            .ok_or_else(|| Error::ReadOnly("mounted read-only".into()))?;
+        if rw.shut.load(Relaxed) {
+            return Err(Error::Shutdown);
+        }
+        Ok(rw)
+    }
+
+    /// Start a transaction with a log reservation for an operation of kind
+    /// `r`. Take inode locks *before* this (the reservation may wait for
+    /// log space, which needs the AIL, which never waits on inode locks).
+    pub fn trans_alloc(&self, r: Resv) -> Result<Trans<'_>> {
+        let rw = self.rw_live()?;
+        let unit = crate::xact::trans::reservation(&self.geo, r);
+        let t = rw.log.reserve(unit, 1, false)?;
+        Ok(Trans::new(self, t))
+    }
+
+    /// Lock inode `ino` exclusively (several: ascending inode number).
+    pub fn ilock(&self, ino: Ino) -> Result<ILockExcl> {
+        Ok(self.rw_live()?.inodes.ilock(ino))
+    }
+
+    pub fn ilock_shared(&self, ino: Ino) -> Result<ILockShared> {
+        Ok(self.rw_live()?.inodes.ilock_shared(ino))
+    }
+
+    /// Make every transaction committed up to CIL sequence `seq` stable.
+    pub fn log_force_seq(&self, seq: u64) -> Result<()> {
+        self.rw_live()?.cil.force_seq(seq)
+    }
+
+    /// Make every committed transaction stable.
+    pub fn log_force(&self) -> Result<()> {
+        self.rw_live()?.cil.force_all()
+    }
+
+    /// Make the last committed change of inode `ino` stable (fsync).
+    pub fn log_force_inode(&self, ino: Ino) -> Result<()> {
+        let rw = self.rw_live()?;
+        let seq = rw.inodes.get(ino).map(|ip| ip.st.lock().log.last_seq);
+        match seq {
+            Some(s) if s > 0 => rw.cil.force_seq(s),
+            _ => Ok(()),
+        }
+    }
+
+    /// sync(2): file data and every committed transaction on disk.
+    pub fn sync(&self) -> Result<()> {
+        let rw = self.rw_live()?;
+        rw.raw.flush()?;
+        rw.cil.force_all()
+    }
+
+    /// Counters of the write path (all zero on read-only mounts).
+    pub fn stats(&self) -> FsStats {
+        let Some(rw) = &self.rw else {
+            return FsStats::default();
+        };
+        let c = rw.cil.stats();
+        let a = rw.ail.stats();
+        FsStats {
+            trans_commits: c.commits,
+            trans_cancels: rw.cancels.load(Relaxed),
+            cil_items: c.items,
+            cil_relogged: c.relogged,
+            checkpoints: c.checkpoints,
+            checkpoint_bytes: c.ckpt_bytes,
+            checkpoint_max_bytes: c.ckpt_max,
+            checkpoint_trans: c.ckpt_trans,
+            cil_background_pushes: c.bg_pushes,
+            cil_forces: c.forces,
+            ail_pushes: a.pushes,
+            ail_items_written: a.written,
+            ail_write_ios: a.ios,
+            ail_pinned_skips: a.pinned,
+            log: rw.log.stats(),
+        }
+    }
+
+    /// Clean unmount (see the module doc). Later calls do nothing; later
+    /// transactions fail with `Shutdown`.
+    pub fn unmount(&self) -> Result<()> {
+        let Some(rw) = &self.rw else {
+            return Ok(());
+        };
+        if rw.unmounted.swap(true, Relaxed) {
+            return Ok(());
+        }
+        let r = self.unmount_inner(rw);
+        rw.shut.store(true, Relaxed);
+        rw.cil.stop();
+        rw.ail.stop();
+        r
+    }
+
+    fn unmount_inner(&self, rw: &RwCore) -> Result<()> {
+        let drain = Duration::from_secs(120);
+        rw.raw.flush()?;
+        rw.cil.force_all()?;
+        rw.ail.drain(drain)?;
+        // The superblock with exact counters, through the log.
+        let c = rw.counters();
+        let mut tp = self.trans_alloc(Resv::Misc)?;
+        let sect = self.geo.sectsize as usize;
+        let b = tp.read_buf(Daddr(0), sect, BufKind::Sb)?;
+        let d = tp.buf_mut(b);
+        put_be64(d, 128, c.icount.max(0) as u64);
+        put_be64(d, 136, c.ifree.max(0) as u64);
+        put_be64(d, 144, c.fdblocks.max(0) as u64);
+        tp.log_buf(b, 128..152);
+        let seq = tp.commit()?;
+        rw.cil.force_seq(seq)?;
+        rw.ail.drain(drain)?;
+        rw.log.unmount_record()?;
+        rw.raw.flush()
+    }
+
+    /// Stop without unmounting: the log is left as it is (a crash, as far
+    /// as the image is concerned). For tests and `kill -9` semantics.
+    pub fn abandon(&self) {
+        if let Some(rw) = &self.rw {
+            rw.shut.store(true, Relaxed);
+            rw.unmounted.store(true, Relaxed);
+            rw.log.shutdown();
+            rw.cil.stop();
+            rw.ail.stop();
+        }
+    }
+
+    /// The read path's cached copy of `ino` is stale.
+    pub(crate) fn invalidate_inode(&self, ino: Ino) {
+        self.icache.remove_bump(ino, &self.epoch);
+    }
+}

@@ -1,0 +1,411 @@
+//! The logged transaction of a read-write mount ([`Trans`]).
+//!
+//! A transaction holds a log reservation (a grant ticket) taken before it
+//! locks anything, the buffers it joined (each locked to it, with a
+//! private working copy) and the inodes it joined (working copies; the
+//! caller holds their inode locks). Commit hands the working copies to the
+//! CIL ([`crate::cil::Cil::commit`]), which publishes them; cancel drops
+//! them. Because changes are made to private copies, cancelling a
+//! transaction that already changed things is always safe (the kernel must
+//! shut down instead).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::{BufId, BufKind, InodeId, MetaTx, Resv, SbCounter};
+use crate::cache::buf::TxGuard;
+use crate::cache::{Buf, InodeItem};
+use crate::cil::format::map_set;
+use crate::cil::{TxBuf, TxInode};
+use crate::error::{Error, Location, Result};
+use crate::format::sb::Superblock;
+use crate::format::{be16, crc};
+use crate::fs::Filesystem;
+use crate::geometry::Geometry;
+use crate::log::Ticket;
+use crate::types::{AgBlock, AgNumber, Daddr, Ino};
+
+struct TBuf {
+    buf: Arc<Buf>,
+    _guard: TxGuard,
+    data: Vec<u8>,
+    kind: BufKind,
+    map: Vec<u32>,
+    dirty: bool,
+    stale: bool,
+    ordered: bool,
+}
+
+struct TInode {
+    item: Arc<InodeItem>,
+    data: Vec<u8>,
+    dirty: bool,
+}
+
+/// A logged transaction (see the module doc and [`MetaTx`]).
+pub struct Trans<'a> {
+    fs: &'a Filesystem,
+    ticket: Option<Ticket>,
+    bufs: Vec<TBuf>,
+    by_addr: HashMap<u64, BufId>,
+    inodes: Vec<TInode>,
+    by_ino: HashMap<u64, InodeId>,
+    sb_delta: [i64; 3],
+    busy: Vec<(AgNumber, AgBlock, u32)>,
+    raw: Vec<Vec<Vec<u8>>>,
+}
+
+/// Log bytes one transaction of kind `r` may need (generous: whole
+/// buffers of every block an operation of that kind can touch).
+pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
+    let blk = geo.blocksize as usize + 256;
+    let ino = geo.inodesize as usize + 256;
+    let dir = geo.dirblksize as usize + 256;
+    let n = match r {
+        Resv::Misc => 2 * blk + 2 * ino,
+        Resv::SetAttr => blk * 2 + ino * 2,
+        Resv::Create | Resv::Mkdir | Resv::Remove => 24 * blk + 4 * ino + 3 * dir,
+        Resv::Write | Resv::Truncate => 32 * blk + 2 * ino,
+    };
+    n as u32
+}
+
+impl<'a> Trans<'a> {
+    pub(crate) fn new(fs: &'a Filesystem, ticket: Ticket) -> Self {
+        Trans {
+            fs,
+            ticket: Some(ticket),
+            bufs: Vec::new(),
+            by_addr: HashMap::new(),
+            inodes: Vec::new(),
+            by_ino: HashMap::new(),
+            sb_delta: [0; 3],
+            busy: Vec::new(),
+            raw: Vec::new(),
+        }
+    }
+
+    fn core(&self) -> &'a crate::fs::rw::RwCore {
+        self.fs
+            .rw()
+            .expect("a transaction exists only on a read-write mount")
+    }
+
+    fn join(&mut self, daddr: Daddr, len: usize, kind: BufKind, read: bool) -> Result<BufId> {
+        if let Some(&id) = self.by_addr.get(&daddr.0) {
+            let b = &mut self.bufs[id.0 as usize];
+            if b.data.len() != len {
+                return Err(Error::Invalid(format!(
+                    "buffer at daddr {} joined with length {} and {len}",
+                    daddr.0,
+                    b.data.len()
+                )));
+            }
+            if !read {
+                b.data.fill(0);
+                b.kind = kind;
+                b.stale = false;
+                b.dirty = true;
+            }
+            return Ok(id);
+        }
+        let rw = self.core();
+        let uuid = self.fs.sb().metadata_uuid();
+        let buf = rw.bufs.get(&*rw.raw, &uuid, daddr, len, kind, read)?;
+        let guard = buf.tx_lock();
+        let data = {
+            let st = buf.st.lock();
+            if !read {
+                vec![0u8; len]
+            } else if st.stale || st.committed.len() != len {
+                drop(st);
+                let mut d = vec![0u8; len];
+                rw.raw.read_at(&mut d, daddr.bytes())?;
+                kind.verify(&d, daddr, &uuid)?;
+                d
+            } else {
+                let d = (*st.committed).clone();
+                if !kind.magic_ok(&d) {
+                    return Err(Error::corrupt(
+                        kind.name(),
+                        Location::Daddr(daddr.0),
+                        format!("cached as {}", st.kind.name()),
+                    ));
+                }
+                d
+            }
+        };
+        let id = BufId(self.bufs.len() as u32);
+        self.bufs.push(TBuf {
+            buf,
+            _guard: guard,
+            data,
+            kind,
+            map: Vec::new(),
+            dirty: !read,
+            stale: false,
+            ordered: false,
+        });
+        self.by_addr.insert(daddr.0, id);
+        Ok(id)
+    }
+
+    fn item(&self, ino: Ino, fresh: Option<&[u8]>) -> Result<Arc<InodeItem>> {
+        let rw = self.core();
+        if let Some(ip) = rw.inodes.get(ino) {
+            return Ok(ip);
+        }
+        let data = match fresh {
+            Some(d) => d.to_vec(),
+            None => self.read_disk_dinode(ino)?,
+        };
+        Ok(rw.inodes.get_or_insert(ino, rw.next_id(), || data))
+    }
+
+    fn read_disk_dinode(&self, ino: Ino) -> Result<Vec<u8>> {
+        let geo = self.fs.geo();
+        if !geo.ino_valid(ino) {
+            return Err(Error::Invalid(format!(
+                "inode number {} out of range",
+                ino.0
+            )));
+        }
+        let (daddr, off) = geo.ino_location(ino);
+        let mut d = vec![0u8; geo.inodesize as usize];
+        self.fs.dev().read_at(&mut d, daddr.bytes() + off as u64)?;
+        Ok(d)
+    }
+
+    /// Commit: hand everything to the CIL. Returns the CIL sequence of
+    /// this transaction (force it with [`Filesystem::log_force_seq`]).
+    pub fn commit(mut self) -> Result<u64> {
+        let rw = self.core();
+        let mut ticket = self.ticket.take().expect("ticket");
+        let bufs: Vec<TxBuf> = std::mem::take(&mut self.bufs)
+            .into_iter()
+            .filter(|b| b.dirty)
+            .map(|b| TxBuf {
+                buf: b.buf,
+                data: b.data,
+                kind: b.kind,
+                map: b.map,
+                stale: b.stale,
+                ordered: b.ordered,
+            })
+            .collect();
+        let mut changed = Vec::new();
+        let inodes: Vec<TxInode> = std::mem::take(&mut self.inodes)
+            .into_iter()
+            .filter(|i| i.dirty)
+            .map(|i| {
+                changed.push(i.item.ino);
+                TxInode {
+                    item: i.item,
+                    data: i.data,
+                }
+            })
+            .collect();
+        let raw = std::mem::take(&mut self.raw);
+        let empty = bufs.is_empty() && inodes.is_empty() && raw.is_empty();
+        let r = if empty {
+            Ok(rw.cil.current_seq())
+        } else {
+            rw.cil.commit(
+                &mut ticket,
+                bufs,
+                inodes,
+                raw,
+                std::mem::take(&mut self.busy),
+            )
+        };
+        rw.cil.log().grant().ungrant(ticket);
+        let seq = r?;
+        if !empty {
+            rw.apply_sb_delta(self.sb_delta);
+            for ino in changed {
+                self.fs.invalidate_inode(ino);
+            }
+            rw.count_commit();
+        }
+        Ok(seq)
+    }
+
+    /// Drop every change.
+    pub fn cancel(mut self) {
+        self.release();
+    }
+
+    fn release(&mut self) {
+        if let Some(t) = self.ticket.take() {
+            if let Some(rw) = self.fs.rw() {
+                rw.cil.log().grant().ungrant(t);
+                rw.count_cancel();
+            }
+        }
+        self.bufs.clear();
+        self.inodes.clear();
+    }
+}
+
+impl Drop for Trans<'_> {
+    fn drop(&mut self) {
+        if self.ticket.is_some() {
+            self.release();
+        }
+    }
+}
+
+impl MetaTx for Trans<'_> {
+    fn geo(&self) -> &Geometry {
+        self.fs.geo()
+    }
+    fn sb(&self) -> &Superblock {
+        self.fs.sb()
+    }
+    fn read_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId> {
+        self.join(daddr, len, kind, true)
+    }
+    fn new_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId> {
+        self.join(daddr, len, kind, false)
+    }
+    fn buf(&self, b: BufId) -> &[u8] {
+        &self.bufs[b.0 as usize].data
+    }
+    fn buf_mut(&mut self, b: BufId) -> &mut [u8] {
+        &mut self.bufs[b.0 as usize].data
+    }
+    fn log_buf(&mut self, b: BufId, range: std::ops::Range<usize>) {
+        let tb = &mut self.bufs[b.0 as usize];
+        let len = tb.data.len();
+        let end = range.end.min(len);
+        map_set(&mut tb.map, len, range.start.min(end), end);
+        tb.dirty = true;
+    }
+    fn stale_buf(&mut self, b: BufId) {
+        let tb = &mut self.bufs[b.0 as usize];
+        tb.stale = true;
+        tb.dirty = true;
+    }
+    fn ordered_buf(&mut self, b: BufId) {
+        let tb = &mut self.bufs[b.0 as usize];
+        tb.ordered = true;
+        tb.dirty = true;
+    }
+    fn log_icreate(&mut self, agno: AgNumber, agbno: AgBlock, count: u32, length: u32, gen: u32) {
+        let o = self.core().cil.log().config().order;
+        let mut r = vec![0u8; 28];
+        o.put_u16(&mut r, 0, crate::format::log_items::LI_ICREATE);
+        o.put_u16(&mut r, 2, 1);
+        let isize = self.fs.geo().inodesize;
+        for (i, v) in [agno.0, agbno.0, count, isize, length, gen]
+            .into_iter()
+            .enumerate()
+        {
+            crate::format::put_be32(&mut r, 4 + 4 * i, v);
+        }
+        self.raw.push(vec![r]);
+    }
+    fn ijoin(&mut self, ino: Ino) -> Result<InodeId> {
+        if let Some(&id) = self.by_ino.get(&ino.0) {
+            return Ok(id);
+        }
+        let item = self.item(ino, None)?;
+        let data = (*item.st.lock().committed).clone();
+        if data.len() < 176
+            || be16(&data, 0) != crate::format::inode::DINODE_MAGIC
+            || !crc::verify(&data, super::memtx::DINODE_CRC_OFF)
+        {
+            return Err(Error::corrupt(
+                "inode",
+                Location::Ino(ino.0),
+                "bad magic or CRC",
+            ));
+        }
+        let id = InodeId(self.inodes.len() as u32);
+        self.inodes.push(TInode {
+            item,
+            data,
+            dirty: false,
+        });
+        self.by_ino.insert(ino.0, id);
+        Ok(id)
+    }
+    fn ijoin_new(&mut self, ino: Ino, dinode: Vec<u8>) -> Result<InodeId> {
+        if dinode.len() != self.fs.geo().inodesize as usize {
+            return Err(Error::Invalid("new dinode has the wrong size".into()));
+        }
+        if let Some(&id) = self.by_ino.get(&ino.0) {
+            let ti = &mut self.inodes[id.0 as usize];
+            ti.data = dinode;
+            ti.dirty = true;
+            return Ok(id);
+        }
+        let item = self.item(ino, Some(&dinode))?;
+        let id = InodeId(self.inodes.len() as u32);
+        self.inodes.push(TInode {
+            item,
+            data: dinode,
+            dirty: true,
+        });
+        self.by_ino.insert(ino.0, id);
+        Ok(id)
+    }
+    fn read_dinode_raw(&mut self, ino: Ino) -> Result<Vec<u8>> {
+        if let Some(&id) = self.by_ino.get(&ino.0) {
+            return Ok(self.inodes[id.0 as usize].data.clone());
+        }
+        // A new chunk initialised in this transaction.
+        let geo = self.fs.geo();
+        if geo.ino_valid(ino) {
+            let (daddr, off) = geo.ino_location(ino);
+            let at = daddr.bytes() + off as u64;
+            let n = geo.inodesize as usize;
+            for b in &self.bufs {
+                let s = b.buf.daddr.bytes();
+                if b.kind == BufKind::Dino && s <= at && at + n as u64 <= s + b.data.len() as u64 {
+                    let o = (at - s) as usize;
+                    return Ok(b.data[o..o + n].to_vec());
+                }
+            }
+        }
+        if let Some(ip) = self.core().inodes.get(ino) {
+            return Ok((*ip.st.lock().committed).clone());
+        }
+        self.read_disk_dinode(ino)
+    }
+    fn inode(&self, i: InodeId) -> &[u8] {
+        &self.inodes[i.0 as usize].data
+    }
+    fn inode_mut(&mut self, i: InodeId) -> &mut [u8] {
+        let t = &mut self.inodes[i.0 as usize];
+        t.dirty = true;
+        &mut t.data
+    }
+    fn ifree_done(&mut self, i: InodeId) {
+        self.inodes[i.0 as usize].dirty = true;
+    }
+    fn log_raw_item(&mut self, regions: Vec<Vec<u8>>) {
+        self.raw.push(regions);
+    }
+    fn mod_sb(&mut self, c: SbCounter, delta: i64) {
+        let i = match c {
+            SbCounter::FreeBlocks => 0,
+            SbCounter::ICount => 1,
+            SbCounter::IFree => 2,
+        };
+        self.sb_delta[i] += delta;
+    }
+    fn mark_busy(&mut self, agno: AgNumber, agbno: AgBlock, len: u32) {
+        self.busy.push((agno, agbno, len));
+    }
+    fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)> {
+        self.busy
+            .iter()
+            .find(|(a, b, l)| *a == agno && b.0 < agbno.0 + len && agbno.0 < b.0 + l)
+            .map(|(_, b, l)| (*b, *l))
+            .or_else(|| self.core().cil.busy_overlap(agno, agbno, len))
+    }
+    fn force_busy(&mut self) -> Result<()> {
+        self.core().cil.force_busy()
+    }
+}
