@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use crash_support::fresh_image;
-use crash_support::rwapi::{ro, rw, RwShim};
+use crash_support::rwapi::{ro, rw};
 use crash_support::walk::{kernel_tree, repair_n, Mounted};
 use crash_support::workload::{fill_bytes, Params, Workload};
 use rxfs::bdev::CrashDevice;
@@ -263,6 +263,7 @@ fn checkpoints_span_buffers_and_wrap_the_log() {
     // The kill: the image as it is, without unmounting.
     let killed = scr.path("killed.img");
     std::fs::write(&killed, dev.live_image()).unwrap();
+    fs.abandon();
     drop(fs);
     let st = open_ro(&killed);
     let ls = st.log_state().cloned().expect("log state");
@@ -411,6 +412,7 @@ fn logprint_parses_a_killed_mount() {
     }
     let killed = scr.path("killed.img");
     std::fs::write(&killed, dev.live_image()).unwrap();
+    fs.abandon();
     drop(fs);
     let trans = logprint_clean(&killed);
     assert!(trans > 0, "xfs_logprint -t found no transaction");

@@ -20,7 +20,6 @@ mod recover_support;
 use std::process::Command;
 
 use common::*;
-use crash_support::rwapi::RwShim;
 use recover_support::*;
 use rxfs::{Filesystem, MountOptions};
 

@@ -24,7 +24,7 @@ use rxfs::{Filesystem, MountOptions};
 use crate::common::{mkfs_with, Scratch, FSTESTS_ENV};
 use check::{check_live, check_tree, Checked};
 use model::History;
-use rwapi::{ro, RwShim};
+use rwapi::ro;
 use walk::{kernel_tree, repair_n, rxfs_tree, tree_diff, Mounted};
 use workload::{Params, Stop, Workload};
 
@@ -145,6 +145,9 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
     }
     let h = std::mem::take(&mut w.h);
     drop(w);
+    if stop.is_some() {
+        fs.abandon();
+    }
     drop(fs);
     tot.ops += h.ops.len() - 1;
     tot.events += dev.event_count();
@@ -251,7 +254,7 @@ fn check_image(
     let fs = Filesystem::open(dev.clone(), None, rwapi::rw())
         .map_err(|e| format!("rxfs rw open (recovery): {e}"))?;
     let t = rxfs_tree(&fs);
-    let u = Arc::clone(&fs).unmount();
+    let u = fs.unmount();
     drop(fs);
     let t = t.map_err(|e| format!("rxfs walk after recovery: {e}"))?;
     u.map_err(|e| format!("rxfs unmount after recovery: {e}"))?;

@@ -22,7 +22,6 @@ use rxfs::types::Ino;
 use rxfs::{Error, Filesystem};
 
 use super::model::{Durable, History, Namespace, OpRec, Scope, State};
-use super::rwapi::RwShim;
 
 /// Entries per directory, so directories stay in block form.
 pub const MAX_ENTRIES: usize = 60;
@@ -687,7 +686,7 @@ impl<'a> Workload<'a> {
     /// Unmount as the last op (a durability point for everything).
     pub fn unmount(&mut self) -> Result<(), Stop> {
         let op = self.begin("unmount".into());
-        let r = Arc::clone(&self.fs).unmount();
+        let r = self.fs.unmount();
         self.end();
         self.check("unmount", r)?;
         self.durable_all(op);
