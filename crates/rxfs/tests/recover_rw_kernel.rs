@@ -134,8 +134,23 @@ fn run_seeds(name: &str, seeds: std::ops::Range<u64>, c: Case) {
     require_root();
     let scr = Scratch::new(name);
     let (mut n, mut unlinked, mut intents, mut replayed) = (0, 0, 0, 0);
+    let mut failed = Vec::new();
     for seed in seeds {
-        let s = recover_seed(&scr, seed, &c);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            recover_seed(&scr, seed, &c)
+        }));
+        let s = match r {
+            Ok(s) => s,
+            Err(p) => {
+                let msg = p
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                failed.push(msg);
+                continue;
+            }
+        };
         eprintln!("{name} seed {seed}: {s}");
         n += 1;
         unlinked += (s.unlinked_buckets > 0) as u32;
@@ -145,6 +160,13 @@ fn run_seeds(name: &str, seeds: std::ops::Range<u64>, c: Case) {
     eprintln!(
         "{name}: {n} kernel logs recovered read-write by rxfs, equal to the kernel's recovery; \
          {replayed} replayed blocks or inodes, {unlinked} had unlinked inodes, {intents} unfinished intents"
+    );
+    eprintln!("{name}: {} seeds failed", failed.len());
+    assert!(
+        failed.is_empty(),
+        "{} seeds failed; first: {}",
+        failed.len(),
+        failed[0]
     );
     assert!(replayed > 0, "no seed replayed anything");
 }
