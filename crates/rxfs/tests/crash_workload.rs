@@ -77,6 +77,28 @@ fn crash_workload_seeds() {
     assert_clean(&tot);
 }
 
+/// Namespace operations and sync only (runs before the data path exists).
+#[test]
+fn crash_workload_namespace_only() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let base = env_usize("RXFS_CRASH_SEED_BASE", 1) as u64;
+    let run = SeedRun {
+        params: Params {
+            ops: env_usize("RXFS_CRASH_OPS", 160),
+            data_ops: false,
+            ..Params::default()
+        },
+        opts: rw(),
+        points: env_usize("RXFS_CRASH_POINTS", 12),
+        kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
+    };
+    let tot = run_all("crash-ns", base + 500..base + 502, &[], run);
+    assert_clean(&tot);
+}
+
 /// Two small log buffers: checkpoints span several buffers, and a long
 /// workload wraps the minimum-size log.
 #[test]

@@ -31,6 +31,9 @@ pub struct Params {
     pub ops: usize,
     /// File size cap (keeps data forks in extent format).
     pub max_file: usize,
+    /// Data and attribute ops (write, truncate, setattr, fsync); without
+    /// them: namespace ops and sync only.
+    pub data_ops: bool,
 }
 
 impl Default for Params {
@@ -38,6 +41,7 @@ impl Default for Params {
         Params {
             ops: 160,
             max_file: 384 << 10,
+            data_ops: true,
         }
     }
 }
@@ -256,6 +260,16 @@ impl<'a> Workload<'a> {
         let files = self.paths(false);
         if files.is_empty() {
             return self.create(false);
+        }
+        if !self.params.data_ops {
+            return match self.rng.below(100) {
+                0..=39 => self.create(false),
+                40..=54 => self.create(true),
+                55..=74 => self.unlink(),
+                75..=84 => self.rmdir(),
+                85..=92 => self.sync(),
+                _ => self.bogus(),
+            };
         }
         match self.rng.below(100) {
             0..=11 => self.create(false),
