@@ -404,7 +404,8 @@ fn logprint_parses_a_killed_mount() {
     let scr = Scratch::new("logstruct-logprint");
     let dev = Arc::new(CrashDevice::new(fresh_image(&scr, &[]), 1 << 30));
     let fs = Filesystem::open(dev.clone(), None, rw()).unwrap();
-    let mut w = Workload::new(fs.clone(), &dev, 77, Params::default());
+    let target = crash_support::target::LibTarget::new(fs.clone(), dev.clone());
+    let mut w = Workload::new(Box::new(target), 77, Params::default());
     let r = w.run();
     drop(w);
     if let Err(e) = r {

@@ -12,6 +12,7 @@
 pub mod check;
 pub mod model;
 pub mod rwapi;
+pub mod target;
 pub mod walk;
 pub mod workload;
 
@@ -124,7 +125,8 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
             return;
         }
     };
-    let mut w = Workload::new(fs.clone(), &dev, seed, run.params);
+    let target = target::LibTarget::new(fs.clone(), dev.clone());
+    let mut w = Workload::new(Box::new(target), seed, run.params);
     let mut stop = w.run().err();
     if !matches!(stop, Some(Stop::Unexpected(_))) {
         let live = rxfs_tree(&fs).and_then(|t| check_live(&w.current(), &t));

@@ -7,21 +7,16 @@
 //! requests that must fail with a known error (create over an existing
 //! name, unlink of a missing one, rmdir of a non-empty directory): an error
 //! path must cancel its transaction without leaving anything behind.
-//! Directories stay in shortform or block form (at most [`MAX_ENTRIES`]
+//! Operations go to a [`Target`] (the library, or system calls on a
+//! mount). Directories stay in shortform or block form (at most [`MAX_ENTRIES`]
 //! entries) and files small (extent-format data forks): leaf/node
 //! directories and btree forks are issue 4.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use rxfs::bdev::CrashDevice;
-use rxfs::format::inode::Timestamp;
-use rxfs::fs::ops_data::SetAttr;
-use rxfs::fs::ops_ns::CreateArgs;
-use rxfs::types::Ino;
-use rxfs::{Error, Filesystem};
-
 use super::model::{Durable, History, Namespace, OpRec, Scope, State};
+use super::target::{parent_of, Attr, TErr, Target};
 
 /// Entries per directory, so directories stay in block form.
 pub const MAX_ENTRIES: usize = 60;
@@ -77,7 +72,6 @@ impl Rng {
 }
 
 struct Node {
-    ino: Ino,
     st: Arc<State>,
     /// Last op that changed anything of this inode (a directory: also its
     /// entries), and the last that changed its data or size (or made it).
@@ -85,26 +79,17 @@ struct Node {
     last_data: usize,
 }
 
-pub struct Workload<'a> {
-    fs: Arc<Filesystem>,
-    dev: &'a CrashDevice,
+pub struct Workload {
+    t: Box<dyn Target + Send>,
     rng: Rng,
     cur: BTreeMap<String, Node>,
     pub h: History,
     names: u64,
     params: Params,
     fill: u64,
-}
-
-fn parent_of(path: &str) -> &str {
-    match path.rfind('/') {
-        Some(0) | None => "/",
-        Some(i) => &path[..i],
-    }
-}
-
-fn name_of(path: &str) -> &[u8] {
-    path.rsplit('/').next().unwrap_or("").as_bytes()
+    /// An op that fails may still have happened (a daemon killed while
+    /// serving it): record its effect before stopping.
+    pub assume_on_error: bool,
 }
 
 fn join(dir: &str, name: &str) -> String {
@@ -126,8 +111,8 @@ pub fn fill_bytes(seed: u64, len: usize) -> Vec<u8> {
     v
 }
 
-impl<'a> Workload<'a> {
-    pub fn new(fs: Arc<Filesystem>, dev: &'a CrashDevice, seed: u64, params: Params) -> Self {
+impl Workload {
+    pub fn new(t: Box<dyn Target + Send>, seed: u64, params: Params) -> Self {
         let root = Arc::new(State {
             dir: true,
             content: Arc::new(Vec::new()),
@@ -140,7 +125,7 @@ impl<'a> Workload<'a> {
         h.ops.push(OpRec {
             desc: "mkfs".into(),
             ev_start: 0,
-            ev_end: dev.event_count(),
+            ev_end: t.clock(),
         });
         h.paths.insert("/".into(), vec![(0, Some(root.clone()))]);
         let mut ns = Namespace::new();
@@ -150,21 +135,20 @@ impl<'a> Workload<'a> {
         cur.insert(
             "/".to_string(),
             Node {
-                ino: fs.root_ino(),
                 st: root,
                 last_any: 0,
                 last_data: 0,
             },
         );
         Workload {
-            fs,
-            dev,
+            t,
             rng: Rng::new(seed ^ 0x6372_6173_6874_6573),
             cur,
             h,
             names: 0,
             params,
             fill: seed << 20,
+            assume_on_error: false,
         }
     }
 
@@ -177,22 +161,58 @@ impl<'a> Workload<'a> {
         Ok(())
     }
 
+    /// The target's clock now (the crash point "after everything").
+    pub fn clock(&self) -> usize {
+        self.t.clock()
+    }
+
     fn op(&self) -> usize {
         self.h.ops.len() - 1
     }
 
-    fn begin(&mut self, desc: String) -> usize {
+    /// Run `f` on the target as op `desc`; returns the op number and
+    /// `Some(stop)` if it failed (the effect is then recorded only with
+    /// `assume_on_error`, and the caller stops after recording).
+    fn exec(
+        &mut self,
+        desc: String,
+        f: impl FnOnce(&mut dyn Target) -> Result<(), TErr>,
+    ) -> Result<(usize, Option<Stop>), Stop> {
         self.h.ops.push(OpRec {
             desc,
-            ev_start: self.dev.event_count(),
+            ev_start: self.t.clock(),
             ev_end: usize::MAX,
         });
-        self.op()
+        let r = f(&mut *self.t);
+        let i = self.op();
+        self.h.ops[i].ev_end = self.t.clock();
+        match r {
+            Ok(()) => Ok((i, None)),
+            Err(e) => {
+                let stop = self.stop(e);
+                if self.assume_on_error {
+                    Ok((i, Some(stop)))
+                } else {
+                    Err(stop)
+                }
+            }
+        }
     }
 
-    fn end(&mut self) {
+    fn stop(&self, e: TErr) -> Stop {
         let i = self.op();
-        self.h.ops[i].ev_end = self.dev.event_count();
+        let d = &self.h.ops[i].desc;
+        match e {
+            TErr::NotSupported(m) => Stop::NotSupported(format!("op {i} {d}: {m}")),
+            e => Stop::Unexpected(format!("op {i} {d}: {e:?}")),
+        }
+    }
+
+    fn done(stop: Option<Stop>) -> Result<(), Stop> {
+        match stop {
+            None => Ok(()),
+            Some(s) => Err(s),
+        }
     }
 
     fn record(&mut self, path: &str, st: Option<Arc<State>>) {
@@ -227,33 +247,6 @@ impl<'a> Workload<'a> {
             .keys()
             .filter(|p| p.as_str() != "/" && parent_of(p) == dir)
             .count()
-    }
-
-    fn check<T>(&self, what: &str, r: rxfs::Result<T>) -> Result<T, Stop> {
-        r.map_err(|e| match e {
-            Error::NotSupported(m) => Stop::NotSupported(format!("{what}: {m}")),
-            e => Stop::Unexpected(format!("op {} {what}: {e}", self.op())),
-        })
-    }
-
-    fn expect_err<T>(
-        &self,
-        what: &str,
-        r: rxfs::Result<T>,
-        want: fn(&Error) -> bool,
-    ) -> Result<(), Stop> {
-        match r {
-            Err(e) if want(&e) => Ok(()),
-            Err(Error::NotSupported(m)) => Err(Stop::NotSupported(format!("{what}: {m}"))),
-            Err(e) => Err(Stop::Unexpected(format!(
-                "op {} {what}: wrong error {e}",
-                self.op()
-            ))),
-            Ok(_) => Err(Stop::Unexpected(format!(
-                "op {} {what}: succeeded",
-                self.op()
-            ))),
-        }
     }
 
     fn step(&mut self) -> Result<(), Stop> {
@@ -317,26 +310,10 @@ impl<'a> Workload<'a> {
             format!("f{}", self.names)
         };
         let path = join(&parent, &name);
-        let pino = self.cur[&parent].ino;
-        let (perm, kind) = if dir {
-            (0o755, 0o040000)
-        } else {
-            (0o644, 0o100000)
-        };
-        let args = CreateArgs {
-            mode: kind | perm,
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-        };
-        let op = self.begin(format!("{} {path}", if dir { "mkdir" } else { "create" }));
-        let r = if dir {
-            self.fs.mkdir(pino, name.as_bytes(), &args)
-        } else {
-            self.fs.create(pino, name.as_bytes(), &args)
-        };
-        self.end();
-        let ip = self.check("create", r)?;
+        let perm = if dir { 0o755 } else { 0o644 };
+        let desc = format!("{} {path}", if dir { "mkdir" } else { "create" });
+        let p2 = path.clone();
+        let (op, stop) = self.exec(desc, |t| t.create(&p2, dir, perm))?;
         let st = Arc::new(State {
             dir,
             content: Arc::new(Vec::new()),
@@ -348,7 +325,6 @@ impl<'a> Workload<'a> {
         self.cur.insert(
             path.clone(),
             Node {
-                ino: ip.ino,
                 st: st.clone(),
                 last_any: op,
                 last_data: op,
@@ -357,7 +333,7 @@ impl<'a> Workload<'a> {
         self.touch_parent(&parent, op);
         self.record(&path, Some(st));
         self.record_ns();
-        Ok(())
+        Self::done(stop)
     }
 
     fn touch_parent(&mut self, parent: &str, op: usize) {
@@ -379,15 +355,15 @@ impl<'a> Workload<'a> {
         self.record(path, Some(st));
     }
 
-    fn pick_file(&mut self) -> Option<(String, Ino, Arc<State>)> {
+    fn pick_file(&mut self) -> Option<(String, Arc<State>)> {
         let files = self.paths(false);
         let p = self.rng.pick(&files)?.clone();
-        let n = &self.cur[&p];
-        Some((p, n.ino, n.st.clone()))
+        let st = self.cur[&p].st.clone();
+        Some((p, st))
     }
 
     fn write(&mut self) -> Result<(), Stop> {
-        let Some((path, ino, st)) = self.pick_file() else {
+        let Some((path, st)) = self.pick_file() else {
             return Ok(());
         };
         let size = st.content.len();
@@ -411,15 +387,8 @@ impl<'a> Workload<'a> {
         }
         self.fill += 1;
         let data = fill_bytes(self.fill, len);
-        self.begin(format!("write {kind} {path} off {off} len {len}"));
-        let r = self.fs.write(ino, off as u64, &data);
-        self.end();
-        let n = self.check("write", r)?;
-        if n != len {
-            return Err(Stop::Unexpected(format!(
-                "short write {n} of {len} to {path}"
-            )));
-        }
+        let desc = format!("write {kind} {path} off {off} len {len}");
+        let (_, stop) = self.exec(desc, |t| t.write(&path, off as u64, &data))?;
         let mut c = (*st.content).clone();
         if c.len() < off + len {
             c.resize(off + len, 0);
@@ -431,11 +400,11 @@ impl<'a> Workload<'a> {
             ..(*st).clone()
         };
         self.set_state(&path, new, true);
-        Ok(())
+        Self::done(stop)
     }
 
     fn truncate(&mut self) -> Result<(), Stop> {
-        let Some((path, ino, st)) = self.pick_file() else {
+        let Some((path, st)) = self.pick_file() else {
             return Ok(());
         };
         let size = st.content.len() as u64;
@@ -445,16 +414,8 @@ impl<'a> Workload<'a> {
             _ => self.rng.below(size + 1),
         })
         .min(self.params.max_file as u64);
-        self.begin(format!("truncate {path} {size} -> {to}"));
-        let r = self.fs.setattr(
-            ino,
-            &SetAttr {
-                size: Some(to),
-                ..Default::default()
-            },
-        );
-        self.end();
-        self.check("truncate", r)?;
+        let desc = format!("truncate {path} {size} -> {to}");
+        let (_, stop) = self.exec(desc, |t| t.truncate(&path, to))?;
         let mut c = (*st.content).clone();
         c.resize(to as usize, 0);
         let new = State {
@@ -463,111 +424,73 @@ impl<'a> Workload<'a> {
             ..(*st).clone()
         };
         self.set_state(&path, new, true);
-        Ok(())
+        Self::done(stop)
     }
 
     /// A file or a directory (not the root).
-    fn pick_any(&mut self) -> Option<(String, Ino, Arc<State>)> {
+    fn pick_any(&mut self) -> Option<(String, Arc<State>)> {
         let all: Vec<String> = self.cur.keys().filter(|p| *p != "/").cloned().collect();
         let p = self.rng.pick(&all)?.clone();
-        let n = &self.cur[&p];
-        Some((p, n.ino, n.st.clone()))
+        let st = self.cur[&p].st.clone();
+        Some((p, st))
     }
 
-    fn setattr(
-        &mut self,
-        desc: String,
-        path: &str,
-        ino: Ino,
-        a: SetAttr,
-        new: State,
-    ) -> Result<(), Stop> {
-        self.begin(desc);
-        let r = self.fs.setattr(ino, &a);
-        self.end();
-        let ip = self.check("setattr", r)?;
-        if (ip.core.mode as u32 & 0o7777) != new.perm
-            || ip.core.uid != new.uid
-            || ip.core.gid != new.gid
-        {
-            return Err(Stop::Unexpected(format!(
-                "setattr of {path} returned mode {:o} uid {} gid {}, want {:o} {} {}",
-                ip.core.mode, ip.core.uid, ip.core.gid, new.perm, new.uid, new.gid
-            )));
-        }
+    fn setattr(&mut self, path: &str, a: Attr, new: State) -> Result<(), Stop> {
+        let desc = format!("setattr {path} {a:?}");
+        let (_, stop) = self.exec(desc, |t| t.setattr(path, a))?;
         self.set_state(path, new, false);
-        Ok(())
+        Self::done(stop)
     }
 
     fn chmod(&mut self) -> Result<(), Stop> {
-        let Some((path, ino, st)) = self.pick_any() else {
+        let Some((path, st)) = self.pick_any() else {
             return Ok(());
         };
-        let perm = 0o600 | (self.rng.below(0o10000) as u32 & 0o7177);
-        let a = SetAttr {
-            mode: Some(perm),
-            ..Default::default()
-        };
+        let perm = (0o600 | (self.rng.below(0o10000) as u32 & 0o7177)) & self.t.perm_mask();
         let new = State {
             perm,
             ..(*st).clone()
         };
-        self.setattr(format!("chmod {path} {perm:o}"), &path, ino, a, new)
+        self.setattr(&path, Attr::Perm(perm), new)
     }
 
     fn chown(&mut self) -> Result<(), Stop> {
-        let Some((path, ino, st)) = self.pick_any() else {
+        let Some((path, st)) = self.pick_any() else {
             return Ok(());
         };
+        // chown(2) clears setuid/setgid of files; leave those alone.
+        if st.perm & 0o6000 != 0 {
+            return Ok(());
+        }
         let (uid, gid) = (self.rng.below(70000) as u32, self.rng.below(70000) as u32);
-        let a = SetAttr {
-            uid: Some(uid),
-            gid: Some(gid),
-            ..Default::default()
-        };
-        // The kernel clears setuid/setgid on chown of a regular file; a
-        // library setattr is not chown(2), so the bits are kept only if
-        // rxfs keeps them: avoid them here.
         let new = State {
             uid,
             gid,
             ..(*st).clone()
         };
-        if new.perm & 0o6000 != 0 {
-            return Ok(());
-        }
-        self.setattr(format!("chown {path} {uid}:{gid}"), &path, ino, a, new)
+        self.setattr(&path, Attr::Owner(uid, gid), new)
     }
 
     fn utimens(&mut self) -> Result<(), Stop> {
-        let Some((path, ino, st)) = self.pick_any() else {
+        let Some((path, st)) = self.pick_any() else {
             return Ok(());
         };
-        let ts = |r: &mut Rng| Timestamp {
-            sec: 1_000_000_000 + r.below(1_000_000_000) as i64,
-            nsec: r.below(1_000_000_000) as u32,
+        let ts = |r: &mut Rng| {
+            (
+                1_000_000_000 + r.below(1_000_000_000) as i64,
+                r.below(1_000_000_000) as u32,
+            )
         };
         let (at, mt) = (ts(&mut self.rng), ts(&mut self.rng));
-        let a = SetAttr {
-            atime: Some(at),
-            mtime: Some(mt),
-            ..Default::default()
-        };
         let new = State {
-            mtime: Some((mt.sec, mt.nsec)),
+            mtime: Some(mt),
             ..(*st).clone()
         };
-        self.setattr(
-            format!("utimens {path} {}.{}", mt.sec, mt.nsec),
-            &path,
-            ino,
-            a,
-            new,
-        )
+        self.setattr(&path, Attr::Times(at, mt), new)
     }
 
     fn unlink(&mut self) -> Result<(), Stop> {
-        let Some((path, _, _)) = self.pick_file() else {
+        let Some((path, _)) = self.pick_file() else {
             return Ok(());
         };
         self.remove(path, false)
@@ -587,20 +510,13 @@ impl<'a> Workload<'a> {
 
     fn remove(&mut self, path: String, dir: bool) -> Result<(), Stop> {
         let parent = parent_of(&path).to_string();
-        let pino = self.cur[&parent].ino;
-        let op = self.begin(format!("{} {path}", if dir { "rmdir" } else { "unlink" }));
-        let r = if dir {
-            self.fs.rmdir(pino, name_of(&path))
-        } else {
-            self.fs.unlink(pino, name_of(&path))
-        };
-        self.end();
-        self.check(if dir { "rmdir" } else { "unlink" }, r)?;
+        let desc = format!("{} {path}", if dir { "rmdir" } else { "unlink" });
+        let (op, stop) = self.exec(desc, |t| t.remove(&path, dir))?;
         self.cur.remove(&path);
         self.touch_parent(&parent, op);
         self.record(&path, None);
         self.record_ns();
-        Ok(())
+        Self::done(stop)
     }
 
     fn fsync(&mut self, datasync: bool) -> Result<(), Stop> {
@@ -609,16 +525,15 @@ impl<'a> Workload<'a> {
         } else {
             self.pick_any()
         };
-        let Some((path, ino, _)) = pick else {
+        let Some((path, _)) = pick else {
             return Ok(());
         };
-        let op = self.begin(format!(
-            "{} {path}",
-            if datasync { "fdatasync" } else { "fsync" }
-        ));
-        let r = self.fs.fsync(ino, datasync);
-        self.end();
-        self.check("fsync", r)?;
+        let desc = format!("{} {path}", if datasync { "fdatasync" } else { "fsync" });
+        let (op, stop) = self.exec(desc, |t| t.fsync(&path, datasync))?;
+        if let Some(s) = stop {
+            // Not known to have returned: promises nothing.
+            return Err(s);
+        }
         let n = &self.cur[&path];
         let ns_lo = if datasync { n.last_data } else { n.last_any };
         self.h.durable.push(Durable {
@@ -634,16 +549,19 @@ impl<'a> Workload<'a> {
     }
 
     fn sync(&mut self) -> Result<(), Stop> {
-        let op = self.begin("sync".into());
-        let r = self.fs.sync();
-        self.end();
-        self.check("sync", r)?;
+        if !self.t.has_sync() {
+            return self.fsync(false);
+        }
+        let (op, stop) = self.exec("sync".into(), |t| t.sync())?;
+        if let Some(s) = stop {
+            return Err(s);
+        }
         self.durable_all(op);
         Ok(())
     }
 
     /// Everything as of `op` is durable (sync, unmount).
-    pub fn durable_all(&mut self, op: usize) {
+    fn durable_all(&mut self, op: usize) {
         self.h.durable.push(Durable {
             op,
             ev_end: self.h.ops[op].ev_end,
@@ -652,32 +570,24 @@ impl<'a> Workload<'a> {
         });
     }
 
-    /// Requests that must fail and change nothing.
+    /// Requests that must fail with a known error and change nothing.
     fn bogus(&mut self) -> Result<(), Stop> {
-        let args = CreateArgs {
-            mode: 0o100644,
-            uid: 0,
-            gid: 0,
-            rdev: 0,
-        };
-        match self.rng.below(3) {
+        let (desc, path, want, op): (String, String, TErr, u8) = match self.rng.below(3) {
             0 => {
-                let Some((path, _, _)) = self.pick_any() else {
+                let Some((path, st)) = self.pick_any() else {
                     return Ok(());
                 };
-                let pino = self.cur[parent_of(&path)].ino;
-                self.begin(format!("create over {path} (EEXIST)"));
-                let r = self.fs.create(pino, name_of(&path), &args);
-                self.end();
-                self.expect_err("create over existing", r, |e| matches!(e, Error::Exists))
+                let d = if st.dir { "mkdir" } else { "create" };
+                (
+                    format!("{d} over {path} (EEXIST)"),
+                    path,
+                    TErr::Exists,
+                    st.dir as u8,
+                )
             }
             1 => {
-                let dir = self.pick_dir();
-                let pino = self.cur[&dir].ino;
-                self.begin(format!("unlink {dir}/missing (ENOENT)"));
-                let r = self.fs.unlink(pino, b"missing");
-                self.end();
-                self.expect_err("unlink missing", r, |e| matches!(e, Error::NotFound))
+                let path = join(&self.pick_dir(), "missing");
+                (format!("unlink {path} (ENOENT)"), path, TErr::NotFound, 2)
             }
             _ => {
                 let full: Vec<String> = self
@@ -688,21 +598,36 @@ impl<'a> Workload<'a> {
                 let Some(path) = self.rng.pick(&full).cloned() else {
                     return Ok(());
                 };
-                let pino = self.cur[parent_of(&path)].ino;
-                self.begin(format!("rmdir {path} (ENOTEMPTY)"));
-                let r = self.fs.rmdir(pino, name_of(&path));
-                self.end();
-                self.expect_err("rmdir non-empty", r, |e| matches!(e, Error::NotEmpty))
+                (format!("rmdir {path} (ENOTEMPTY)"), path, TErr::NotEmpty, 3)
             }
+        };
+        let mut got = None;
+        let r = self.exec(desc, |t| {
+            got = Some(match op {
+                0 | 1 => t.create(&path, op == 1, 0o644),
+                2 => t.remove(&path, false),
+                _ => t.remove(&path, true),
+            });
+            Ok(())
+        });
+        r?;
+        match got {
+            Some(Err(e)) if e == want => Ok(()),
+            Some(Err(TErr::NotSupported(m))) => Err(Stop::NotSupported(m)),
+            other => Err(Stop::Unexpected(format!(
+                "op {} {}: got {other:?}, want {want:?}",
+                self.op(),
+                self.h.ops[self.op()].desc
+            ))),
         }
     }
 
     /// Unmount as the last op (a durability point for everything).
     pub fn unmount(&mut self) -> Result<(), Stop> {
-        let op = self.begin("unmount".into());
-        let r = self.fs.unmount();
-        self.end();
-        self.check("unmount", r)?;
+        let (op, stop) = self.exec("unmount".into(), |t| t.unmount())?;
+        if let Some(s) = stop {
+            return Err(s);
+        }
         self.durable_all(op);
         Ok(())
     }
