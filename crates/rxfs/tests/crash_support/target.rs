@@ -117,7 +117,7 @@ impl Target for LibTarget {
             self.fs.create(pino, name, &args)
         }
         .map_err(lib_err)?;
-        if ip.core.mode as u32 != args.mode || ip.core.size != 0 {
+        if ip.core.mode as u32 != args.mode || (!dir && ip.core.size != 0) {
             return Err(TErr::Other(format!(
                 "created {path} has mode {:o} size {}",
                 ip.core.mode, ip.core.size
