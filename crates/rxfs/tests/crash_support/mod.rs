@@ -11,6 +11,7 @@
 
 pub mod check;
 pub mod model;
+pub mod posix;
 pub mod rwapi;
 pub mod target;
 pub mod walk;
