@@ -20,7 +20,7 @@ pub mod workload;
 use std::path::Path;
 use std::sync::Arc;
 
-use rxfs::bdev::{for_each_crash_image, sample_points, CrashDevice, CrashImage, CrashMode};
+use rxfs::bdev::{for_each_crash_image, sample_points, CrashDevice, CrashImage, CrashMode, Event};
 use rxfs::{Filesystem, MountOptions};
 
 use crate::common::{mkfs_with, Scratch, FSTESTS_ENV};
@@ -96,16 +96,32 @@ pub struct SeedRun {
     pub kernel_every: usize,
 }
 
-/// The crash points to try: the moment each of a sample of durability
-/// ops returned (the guarantee is newest there), points anywhere, and the
-/// very end.
+/// The crash points to try: shortly after a sample of durability ops
+/// returned (their promise is newest there; the point falls somewhere in
+/// the unflushed window that follows, so the torn modes have writes to
+/// tear), points anywhere, and the very end.
 fn choose_points(dev: &CrashDevice, h: &History, n: usize, seed: u64) -> Vec<usize> {
     let all = dev.crash_points();
+    let events = dev.events();
+    let flushes: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Event::Flush))
+        .map(|(i, _)| i)
+        .collect();
+    let mut rng = workload::Rng::new(seed ^ 0xd0_7a61);
     let dpts: Vec<usize> = h
         .durable
         .iter()
-        .map(|d| d.ev_end)
-        .filter(|p| all.binary_search(p).is_ok())
+        .map(|d| {
+            // Up to the next flush (a crash at a flush's index precedes it).
+            let next = flushes
+                .iter()
+                .copied()
+                .find(|&f| f >= d.ev_end)
+                .unwrap_or(events.len());
+            d.ev_end + rng.below((next - d.ev_end) as u64 + 1) as usize
+        })
         .collect();
     let mut pts = sample_points(&dpts, n / 2, seed);
     pts.extend(sample_points(&all, n - pts.len(), seed ^ 0x5eed));
