@@ -223,27 +223,31 @@ fn checkpoints_span_buffers_and_wrap_the_log() {
     let fs = Filesystem::open(dev.clone(), None, opts).unwrap();
     let log_bytes = fs.sb().logblocks as u64 * fs.geo().blocksize as u64;
     let root = fs.root_ino();
-    // Rounds of 40 creates in one directory, then sync (a checkpoint of
-    // well over 16 KiB), then the previous round's directory emptied and
-    // removed; until the log has wrapped twice.
+    // Rounds of 150 creates in three directories, then sync (a checkpoint
+    // of several 16 KiB buffers), then the previous round's directories
+    // emptied and removed; until the log has wrapped twice.
     let t0 = Instant::now();
     let mut round = 0usize;
-    let mut prev: Option<(String, Ino)> = None;
+    let mut prev: Vec<(String, Ino)> = Vec::new();
     while fs.stats().log.bytes < 2 * log_bytes + log_bytes / 2 {
         assert!(round < 5000, "log never filled: {:?}", fs.stats().log);
-        let name = format!("r{round}");
-        let d = fs.mkdir(root, name.as_bytes(), &DIR).unwrap().ino;
-        for i in 0..40 {
-            fs.create(d, format!("f{i}").as_bytes(), &FILE).unwrap();
+        let mut made = Vec::new();
+        for sub in ["a", "b", "c"] {
+            let name = format!("r{round}{sub}");
+            let d = fs.mkdir(root, name.as_bytes(), &DIR).unwrap().ino;
+            for i in 0..50 {
+                fs.create(d, format!("f{i}").as_bytes(), &FILE).unwrap();
+            }
+            made.push((name, d));
         }
         fs.sync().unwrap();
-        if let Some((pname, pd)) = prev.take() {
-            for i in 0..40 {
+        for (pname, pd) in prev.drain(..) {
+            for i in 0..50 {
                 fs.unlink(pd, format!("f{i}").as_bytes()).unwrap();
             }
             fs.rmdir(root, pname.as_bytes()).unwrap();
         }
-        prev = Some((name, d));
+        prev = made;
         round += 1;
     }
     let s = fs.stats();
