@@ -336,9 +336,19 @@ impl Workload {
         Self::done(stop)
     }
 
+    /// An entry was added to or removed from `parent`: its mtime is now.
     fn touch_parent(&mut self, parent: &str, op: usize) {
-        if let Some(n) = self.cur.get_mut(parent) {
-            n.last_any = op;
+        let Some(n) = self.cur.get_mut(parent) else {
+            return;
+        };
+        n.last_any = op;
+        if n.st.mtime.is_some() {
+            let st = Arc::new(State {
+                mtime: None,
+                ..(*n.st).clone()
+            });
+            n.st = st.clone();
+            self.record(parent, Some(st));
         }
     }
 
