@@ -9,7 +9,7 @@
 //! also recovered by the kernel, which must show the same tree and pass
 //! `xfs_repair -n`.
 //!
-//! Environment: RXFS_CRASH_SEEDS (default 4), RXFS_CRASH_POINTS (crash
+//! Environment: RXFS_CRASH_SEEDS (default 6), RXFS_CRASH_POINTS (crash
 //! points per seed, default 12), RXFS_CRASH_OPS (default 160),
 //! RXFS_CRASH_SEED_BASE (first seed), RXFS_KEEP_SCRATCH (keep failing
 //! crash images under /tmp/rxfs-crash-failed). Needs root and xfsprogs;
@@ -63,7 +63,7 @@ fn crash_workload_seeds() {
     }
     require_root();
     let base = env_usize("RXFS_CRASH_SEED_BASE", 1) as u64;
-    let seeds = env_usize("RXFS_CRASH_SEEDS", 4) as u64;
+    let seeds = env_usize("RXFS_CRASH_SEEDS", 6) as u64;
     let run = SeedRun {
         params: Params {
             ops: env_usize("RXFS_CRASH_OPS", 160),
@@ -121,6 +121,12 @@ fn crash_workload_small_logbufs_wrapping() {
     };
     let tot = run_all("crash-wrap", 9001..9002, &[], run);
     assert_clean(&tot);
+    assert!(
+        tot.log_bytes > tot.log_size,
+        "the log did not wrap: {} bytes written, log size {}",
+        tot.log_bytes,
+        tot.log_size
+    );
 }
 
 /// The checker itself, on a hand-made history: it must accept what the

@@ -62,6 +62,12 @@ pub struct Totals {
     pub windowed: usize,
     pub failures: Vec<String>,
     pub stops: Vec<String>,
+    /// Log counters of the workloads (summed): bytes, checkpoints, commits.
+    pub log_bytes: u64,
+    pub checkpoints: u64,
+    pub commits: u64,
+    /// The largest log size among the images, in bytes.
+    pub log_size: u64,
 }
 
 impl Totals {
@@ -69,7 +75,8 @@ impl Totals {
         format!(
             "{name}: {} seeds, {} ops, {} events; {} crash points x {} modes = {} images \
              ({} also recovered by the kernel); files checked exactly {} / sector-wise {}; \
-             failures {}; workloads stopped early {}",
+             failures {}; workloads stopped early {}; log: {} commits, {} checkpoints, {} bytes \
+             (log size {})",
             self.seeds,
             self.ops,
             self.events,
@@ -80,7 +87,11 @@ impl Totals {
             self.exact,
             self.windowed,
             self.failures.len(),
-            self.stops.len()
+            self.stops.len(),
+            self.commits,
+            self.checkpoints,
+            self.log_bytes,
+            self.log_size
         )
     }
 }
@@ -153,6 +164,13 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
             ));
         }
     }
+    let st = fs.stats();
+    tot.log_bytes += st.log.bytes;
+    tot.checkpoints += st.checkpoints;
+    tot.commits += st.trans_commits;
+    tot.log_size = tot
+        .log_size
+        .max(fs.sb().logblocks as u64 * fs.geo().blocksize as u64);
     if stop.is_none() {
         stop = w.unmount().err();
     }
