@@ -72,6 +72,7 @@ fn crash_workload_seeds() {
         opts: rw(),
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
+        prefill_log: None,
     };
     let tot = run_all("crash-workload", base..base + seeds, &[], run);
     assert_clean(&tot);
@@ -94,13 +95,15 @@ fn crash_workload_namespace_only() {
         opts: rw(),
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
+        prefill_log: None,
     };
     let tot = run_all("crash-ns", base + 500..base + 502, &[], run);
     assert_clean(&tot);
 }
 
-/// Two small log buffers: checkpoints span several buffers, and a long
-/// workload wraps the minimum-size log.
+/// Two small log buffers (checkpoints span several of them), and the
+/// log end wrapped during the recorded workload: a durable prefill first
+/// brings the head of the minimum-size log to 95% of its size.
 #[test]
 fn crash_workload_small_logbufs_wrapping() {
     if kernel_tests_disabled() {
@@ -118,12 +121,14 @@ fn crash_workload_small_logbufs_wrapping() {
         opts,
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
+        prefill_log: Some(0.95),
     };
     let tot = run_all("crash-wrap", 9001..9002, &[], run);
     assert_clean(&tot);
     assert!(
-        tot.log_bytes > tot.log_size,
-        "the log did not wrap: {} bytes written, log size {}",
+        tot.log_bytes + tot.prefill_bytes > tot.log_size,
+        "the log did not wrap: {} + {} bytes written, log size {}",
+        tot.prefill_bytes,
         tot.log_bytes,
         tot.log_size
     );

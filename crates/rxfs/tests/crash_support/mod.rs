@@ -64,6 +64,8 @@ pub struct Totals {
     pub stops: Vec<String>,
     /// Log counters of the workloads (summed): bytes, checkpoints, commits.
     pub log_bytes: u64,
+    /// Log bytes written before the recorded workloads (prefill).
+    pub prefill_bytes: u64,
     pub checkpoints: u64,
     pub commits: u64,
     /// The largest log size among the images, in bytes.
@@ -76,7 +78,7 @@ impl Totals {
             "{name}: {} seeds, {} ops, {} events; {} crash points x {} modes = {} images \
              ({} also recovered by the kernel); files checked exactly {} / sector-wise {}; \
              failures {}; workloads stopped early {}; log: {} commits, {} checkpoints, {} bytes \
-             (log size {})",
+             (+{} prefill; log size {})",
             self.seeds,
             self.ops,
             self.events,
@@ -91,6 +93,7 @@ impl Totals {
             self.commits,
             self.checkpoints,
             self.log_bytes,
+            self.prefill_bytes,
             self.log_size
         )
     }
@@ -105,6 +108,47 @@ pub struct SeedRun {
     pub points: usize,
     /// Every n-th image is also recovered by the kernel (0: never).
     pub kernel_every: usize,
+    /// Before the recorded workload, push this fraction of the log's size
+    /// through the log (creates and unlinks that leave nothing behind), so
+    /// the workload's records wrap the log end.
+    pub prefill_log: Option<f64>,
+}
+
+/// Push `fraction` of the log size through the log with namespace churn
+/// that leaves the tree as it was: a fresh directory per round (100
+/// creates, sync, 100 unlinks, rmdir, sync).
+fn prefill(fs: &Filesystem, fraction: f64) -> rxfs::Result<()> {
+    use rxfs::fs::ops_ns::CreateArgs;
+    let size = fs.sb().logblocks as u64 * fs.geo().blocksize as u64;
+    let want = (size as f64 * fraction) as u64;
+    let args = |mode| CreateArgs {
+        mode,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+    };
+    let root = fs.root_ino();
+    let mut round = 0;
+    while fs.stats().log.bytes < want {
+        let name = format!("prefill{round}");
+        let d = fs.mkdir(root, name.as_bytes(), &args(0o040755))?.ino;
+        for i in 0..100 {
+            fs.create(d, format!("f{i}").as_bytes(), &args(0o100644))?;
+        }
+        fs.sync()?;
+        for i in 0..100 {
+            fs.unlink(d, format!("f{i}").as_bytes())?;
+        }
+        fs.rmdir(root, name.as_bytes())?;
+        fs.sync()?;
+        round += 1;
+        if round > 10_000 {
+            return Err(rxfs::Error::Invalid(
+                "prefill: the log does not fill".into(),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// The crash points to try: shortly after a sample of durability ops
@@ -153,6 +197,16 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
             return;
         }
     };
+    if let Some(f) = run.prefill_log {
+        if let Err(e) = prefill(&fs, f) {
+            tot.stops.push(format!("seed {seed}: prefill: {e}"));
+            fs.abandon();
+            return;
+        }
+        // The prefill is durable: crash points start after it.
+        dev.rebase();
+    }
+    let log_before = fs.stats().log.bytes;
     let target = target::LibTarget::new(fs.clone(), dev.clone());
     let mut w = Workload::new(Box::new(target), seed, run.params);
     let mut stop = w.run().err();
@@ -165,7 +219,8 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
         }
     }
     let st = fs.stats();
-    tot.log_bytes += st.log.bytes;
+    tot.log_bytes += st.log.bytes - log_before;
+    tot.prefill_bytes += log_before;
     tot.checkpoints += st.checkpoints;
     tot.commits += st.trans_commits;
     tot.log_size = tot
