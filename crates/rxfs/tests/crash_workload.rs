@@ -132,6 +132,7 @@ fn crash_workload_small_logbufs_wrapping() {
         tot.log_bytes,
         tot.log_size
     );
+    assert!(tot.log_end_writes > 0, "no log write reached the log end");
 }
 
 /// The checker itself, on a hand-made history: it must accept what the

@@ -64,6 +64,8 @@ pub struct Totals {
     pub stops: Vec<String>,
     /// Log counters of the workloads (summed): bytes, checkpoints, commits.
     pub log_bytes: u64,
+    /// Writes that reached the log end, with crash points around them.
+    pub log_end_writes: usize,
     /// Log bytes written before the recorded workloads (prefill).
     pub prefill_bytes: u64,
     pub checkpoints: u64,
@@ -78,7 +80,7 @@ impl Totals {
             "{name}: {} seeds, {} ops, {} events; {} crash points x {} modes = {} images \
              ({} also recovered by the kernel); files checked exactly {} / sector-wise {}; \
              failures {}; workloads stopped early {}; log: {} commits, {} checkpoints, {} bytes \
-             (+{} prefill; log size {})",
+             (+{} prefill; log size {}; {} writes at the log end)",
             self.seeds,
             self.ops,
             self.events,
@@ -94,7 +96,8 @@ impl Totals {
             self.checkpoints,
             self.log_bytes,
             self.prefill_bytes,
-            self.log_size
+            self.log_size,
+            self.log_end_writes
         )
     }
 }
@@ -155,7 +158,13 @@ fn prefill(fs: &Filesystem, fraction: f64) -> rxfs::Result<()> {
 /// returned (their promise is newest there; the point falls somewhere in
 /// the unflushed window that follows, so the torn modes have writes to
 /// tear), points anywhere, and the very end.
-fn choose_points(dev: &CrashDevice, h: &History, n: usize, seed: u64) -> Vec<usize> {
+fn choose_points(
+    dev: &CrashDevice,
+    h: &History,
+    n: usize,
+    seed: u64,
+    log_end: Option<u64>,
+) -> (Vec<usize>, usize) {
     let all = dev.crash_points();
     let events = dev.events();
     let flushes: Vec<usize> = events
@@ -181,9 +190,22 @@ fn choose_points(dev: &CrashDevice, h: &History, n: usize, seed: u64) -> Vec<usi
     let mut pts = sample_points(&dpts, n / 2, seed);
     pts.extend(sample_points(&all, n - pts.len(), seed ^ 0x5eed));
     pts.push(dev.event_count());
+    // Around the log end: the write that reaches it, and the one after
+    // it (a record or checkpoint continuing at the log's start).
+    let mut wraps = 0;
+    if let Some(end) = log_end {
+        for (i, e) in events.iter().enumerate() {
+            if let Event::Write { offset, data } = e {
+                if offset + data.len() as u64 == end && wraps < 3 {
+                    pts.extend([i, i + 1, (i + 2).min(events.len())]);
+                    wraps += 1;
+                }
+            }
+        }
+    }
     pts.sort_unstable();
     pts.dedup();
-    pts
+    (pts, wraps)
 }
 
 /// Run the workload of `seed` on `base` and check crash images.
@@ -207,6 +229,9 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
         dev.rebase();
     }
     let log_before = fs.stats().log.bytes;
+    let log_end = fs
+        .log_state()
+        .map(|l| (l.start.0 + l.size_bbs as u64) * 512);
     let target = target::LibTarget::new(fs.clone(), dev.clone());
     let mut w = Workload::new(Box::new(target), seed, run.params);
     let mut stop = w.run().err();
@@ -243,7 +268,8 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
     drop(fs);
     tot.ops += h.ops.len() - 1;
     tot.events += dev.event_count();
-    let pts = choose_points(&dev, &h, run.points, seed);
+    let (pts, wraps) = choose_points(&dev, &h, run.points, seed, log_end);
+    tot.log_end_writes += wraps;
     tot.points += pts.len();
     let mut n = 0usize;
     let r = for_each_crash_image(&dev, &pts, &CrashMode::EVERY, seed, |img| {
