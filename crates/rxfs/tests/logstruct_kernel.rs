@@ -336,7 +336,7 @@ fn full_log_under_load() {
     let (img, log_bytes) = image(&scr, "img");
     let fs = open_rw(&img, rw());
     let threads = 8;
-    let per_thread = 400;
+    let per_thread = 1500;
     let (tx, rx) = std::sync::mpsc::channel();
     for t in 0..threads {
         let fs = fs.clone();
@@ -356,7 +356,7 @@ fn full_log_under_load() {
                     let len = 4096 + (i * 997 + t * 131) % 28000;
                     fs.write(ip.ino, 0, &fill_bytes((t * 100_000 + i) as u64, len))
                         .unwrap();
-                    if i % 10 == 9 {
+                    if i % 5 == 4 {
                         fs.fsync(ip.ino, false).unwrap();
                     }
                 }
