@@ -17,289 +17,21 @@
 //!
 //! A failing seed is printed; `RXFS_ALLOC_SEED=n` replays one.
 
+mod alloc_support;
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
 
+use alloc_support::*;
 use common::*;
-use rxfs::alloc::{alloc_extent, free_extent, AllocReq};
-use rxfs::bdev::{BlockDevice, FileDevice};
-use rxfs::format::btree::{AllocRec, BtreeKind, SBLOCK_HDR_SIZE};
-use rxfs::format::{be16, be32};
+use rxfs::alloc::{alloc_extent, free_extent};
+use rxfs::format::btree::BtreeKind;
 use rxfs::fs::btree::BtreeRoot;
 use rxfs::types::{AgBlock, AgNumber};
 use rxfs::xact::memtx::MemTx;
+use rxfs::xact::MetaTx;
 use rxfs::{Error, Filesystem, MountOptions};
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-fn seed(default: u64) -> u64 {
-    let s = std::env::var("RXFS_ALLOC_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default);
-    eprintln!("seed {s} (RXFS_ALLOC_SEED={s} replays it)");
-    s
-}
-
-fn setup() {
-    if kernel_tests_disabled() {
-        return;
-    }
-    require_root();
-    require_tools(&["mkfs.xfs", "xfs_db", "xfs_repair"]);
-}
-
-fn dev(img: &Path) -> Arc<dyn BlockDevice> {
-    Arc::new(FileDevice::open(img, false, false).unwrap())
-}
-
-/// One AG as the read path sees it.
-#[derive(Debug, Clone)]
-struct AgState {
-    ag_len: u32,
-    freeblks: u32,
-    flcount: u32,
-
-    levels: (u32, u32),
-    free: Vec<AllocRec>,
-    agfl: Vec<u32>,
-    /// Blocks of the bnobt and cntbt.
-    tree_blocks: Vec<u32>,
-}
-
-impl AgState {
-    /// Blocks used by something other than free space and its trees.
-    fn used(&self) -> u64 {
-        self.ag_len as u64
-            - self.freeblks as u64
-            - self.flcount as u64
-            - self.tree_blocks.len() as u64
-    }
-}
-
-/// Check the shape of one tree below `agbno` (at `level`); collects its
-/// blocks; returns the first key bytes of the block.
-fn shape(
-    fs: &Filesystem,
-    kind: BtreeKind,
-    agno: AgNumber,
-    agbno: u32,
-    level: u32,
-    root: bool,
-    blocks: &mut Vec<u32>,
-) -> Vec<u8> {
-    let geo = fs.geo();
-    let bs = geo.blocksize as usize;
-    let b = fs
-        .read_raw(geo.agb_to_daddr(agno, AgBlock(agbno)), bs)
-        .unwrap();
-    blocks.push(agbno);
-    assert_eq!(be16(&b, 4) as u32, level, "{kind:?} block {agbno} level");
-    let n = be16(&b, 6) as usize;
-    let leaf = level == 0;
-    let max = kind.max_recs(bs, leaf);
-    assert!(
-        root || n >= max / 2,
-        "{kind:?} AG {agno} block {agbno} level {level}: {n} recs < min {}",
-        max / 2
-    );
-    assert!(n >= 1 || (root && leaf), "{kind:?} empty block {agbno}");
-    let ks = kind.key_size();
-    if leaf {
-        return b[SBLOCK_HDR_SIZE..SBLOCK_HDR_SIZE + ks].to_vec();
-    }
-    let mut first = Vec::new();
-    for i in 0..n {
-        let key = b[SBLOCK_HDR_SIZE + i * ks..SBLOCK_HDR_SIZE + (i + 1) * ks].to_vec();
-        let ptr = be32(&b, SBLOCK_HDR_SIZE + max * ks + 4 * i);
-        let child = shape(fs, kind, agno, ptr, level - 1, false, blocks);
-        assert_eq!(key, child, "{kind:?} AG {agno} node {agbno} key {i}");
-        if i == 0 {
-            first = key;
-        }
-    }
-    first
-}
-
-/// Read every AG through the read path and check its internal consistency.
-fn snapshot(img: &Path) -> (Vec<AgState>, u64) {
-    let opts = MountOptions {
-        read_only: true,
-        ..Default::default()
-    };
-    let fs = Filesystem::open(dev(img), None, opts).unwrap();
-    let mut out = Vec::new();
-    for a in 0..fs.geo().agcount {
-        let agno = AgNumber(a);
-        let agf = fs.read_agf(agno).unwrap();
-        let agfl = fs.read_agfl(agno).unwrap();
-        let c = fs.ag_check(agno).unwrap();
-        let fl: Vec<u32> = agfl
-            .active_blocks(&agf, &c)
-            .unwrap()
-            .iter()
-            .map(|b| b.0)
-            .collect();
-        let mut recs = Vec::new();
-        let mut blocks = Vec::new();
-        for kind in [BtreeKind::Bno, BtreeKind::Cnt] {
-            let root = BtreeRoot::from_agf(kind, agno, &agf);
-            let r: Vec<AllocRec> = fs.btree_records(&root).unwrap();
-            shape(
-                &fs,
-                kind,
-                agno,
-                root.root.0,
-                root.levels - 1,
-                true,
-                &mut blocks,
-            );
-            recs.push(r);
-        }
-        let mut by_size = recs[1].clone();
-        by_size.sort();
-        let mut by_bno = recs[0].clone();
-        by_bno.sort();
-        assert_eq!(by_bno, by_size, "AG {a}: bnobt and cntbt differ");
-        for w in recs[0].windows(2) {
-            assert!(
-                w[0].start + w[0].len < w[1].start,
-                "AG {a}: free extents {w:?} touch or overlap"
-            );
-        }
-        let sum: u64 = recs[0].iter().map(|r| r.len as u64).sum();
-        assert_eq!(sum, agf.freeblks as u64, "AG {a} freeblks");
-        let longest = recs[0].iter().map(|r| r.len).max().unwrap_or(0);
-        assert_eq!(longest, agf.longest, "AG {a} longest");
-        assert_eq!(blocks.len() as u32 - 2, agf.btreeblks, "AG {a} btreeblks");
-        let st = AgState {
-            ag_len: agf.length,
-            freeblks: agf.freeblks,
-            flcount: agf.flcount,
-
-            levels: (agf.bno_level, agf.cnt_level),
-            free: recs.swap_remove(0),
-            agfl: fl,
-            tree_blocks: blocks,
-        };
-        // AGFL and tree blocks are neither free nor each other.
-        let mut meta: Vec<u32> = st.agfl.iter().chain(&st.tree_blocks).copied().collect();
-        meta.sort();
-        let n = meta.len();
-        meta.dedup();
-        assert_eq!(n, meta.len(), "AG {a}: a block is on the AGFL and in a tree");
-        for b in &meta {
-            assert!(!in_free(&st.free, *b, 1), "AG {a}: block {b} is free and metadata");
-        }
-        out.push(st);
-    }
-    (out, fs.sb().fdblocks)
-}
-
-fn in_free(free: &[AllocRec], b: u32, len: u32) -> bool {
-    free.iter().any(|r| r.start < b + len && b < r.start + r.len)
-}
-
-/// Compare the image with the model of allocated extents.
-fn check_model(img: &Path, init: &(Vec<AgState>, u64), model: &Model) -> Vec<AgState> {
-    let (ags, fdblocks) = snapshot(img);
-    let total_alloc: u64 = model.0.values().map(|&l| l as u64).sum();
-    assert_eq!(fdblocks, init.1 - total_alloc, "sb fdblocks");
-    let mut db_free = 0u64;
-    for (a, st) in ags.iter().enumerate() {
-        let mine: Vec<(u32, u32)> = model
-            .0
-            .range((a as u32, 0)..(a as u32 + 1, 0))
-            .map(|(&(_, b), &l)| (b, l))
-            .collect();
-        let alloc: u64 = mine.iter().map(|&(_, l)| l as u64).sum();
-        assert_eq!(
-            st.used() - alloc,
-            init.0[a].used(),
-            "AG {a}: blocks leaked or double counted"
-        );
-        for &(b, l) in &mine {
-            assert!(!in_free(&st.free, b, l), "AG {a}: allocated {b}+{l} is free");
-            for m in st.agfl.iter().chain(&st.tree_blocks) {
-                assert!(!(b <= *m && *m < b + l), "AG {a}: allocated {b}+{l} holds metadata {m}");
-            }
-        }
-        db_free += st.freeblks as u64 + st.flcount as u64;
-    }
-    assert_eq!(freesp_total(img), db_free, "xfs_db freesp -s total");
-    ags
-}
-
-fn freesp_total(img: &Path) -> u64 {
-    let out = run_output("xfs_db", &["-r", "-c", "freesp -s", img.to_str().unwrap()]);
-    let s = String::from_utf8_lossy(&out.stdout);
-    let line = s
-        .lines()
-        .find(|l| l.starts_with("total free blocks"))
-        .unwrap_or_else(|| panic!("no total in freesp output: {s}"));
-    line.rsplit(' ').next().unwrap().trim().parse().unwrap()
-}
-
-fn repair_clean(img: &Path) {
-    let out = std::process::Command::new("xfs_repair")
-        .args(["-n", img.to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "xfs_repair -n failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// What we hold: (agno, agbno) -> len.
-struct Model(BTreeMap<(u32, u32), u32>);
-
-impl Model {
-    fn add(&mut self, a: u32, b: u32, l: u32) {
-        let clash = self
-            .0
-            .range((a, 0)..(a, b + l))
-            .next_back()
-            .filter(|(&(_, s), &sl)| s + sl > b);
-        assert!(clash.is_none(), "{a}/{b}+{l} handed out twice: {clash:?}");
-        self.0.insert((a, b), l);
-    }
-}
-
-/// Run a batch of operations in one MemTx and commit it.
-fn batch(img: &Path, f: impl FnOnce(&mut MemTx)) {
-    let mut tx = MemTx::new(dev(img)).unwrap();
-    f(&mut tx);
-    tx.commit().unwrap();
-}
-
-fn req(agno: u32, minlen: u32, maxlen: u32) -> AllocReq {
-    AllocReq {
-        agno: AgNumber(agno),
-        near: None,
-        minlen,
-        maxlen,
-        align: 1,
-        any_ag: false,
-        meta: false,
-    }
-}
 
 /// Allocate single blocks until `count` per AG, then free every other one.
 fn fragment(img: &Path, agcount: u32, count: u32, model: &mut Model) {
@@ -330,14 +62,24 @@ fn fragment(img: &Path, agcount: u32, count: u32, model: &mut Model) {
     }
 }
 
-/// Random allocations and frees.
-fn random_ops(img: &Path, rng: &mut Rng, agcount: u32, ops: usize, model: &mut Model) {
+/// Random allocations and frees; allocation stops while we hold more than
+/// `cap` blocks (room for the kernel's turn).
+fn random_ops(
+    img: &Path,
+    rng: &mut Rng,
+    agcount: u32,
+    ops: usize,
+    cap: u64,
+    model: &mut Model,
+) -> [u32; 3] {
     let mut done = 0;
+    let mut stats = [0u32; 3]; // allocated, NoSpace, freed
     while done < ops {
         batch(img, |tx| {
             for _ in 0..200 {
                 done += 1;
-                if model.0.is_empty() || rng.below(10) < 6 {
+                let held: u64 = model.0.values().map(|&l| l as u64).sum();
+                if model.0.is_empty() || (held < cap && rng.below(10) < 6) {
                     let a = rng.below(agcount as u64) as u32;
                     let minlen = 1 + rng.below(4) as u32;
                     let mut r = req(a, minlen, minlen + rng.below(17) as u32);
@@ -352,8 +94,9 @@ fn random_ops(img: &Path, rng: &mut Rng, agcount: u32, ops: usize, model: &mut M
                             assert_eq!(e.agbno.0 % r.align, 0, "{r:?} -> {e:?}");
                             assert!(e.agno.0 == a || (r.any_ag && e.agno.0 > a));
                             model.add(e.agno.0, e.agbno.0, e.len);
+                            stats[0] += 1;
                         }
-                        Err(Error::NoSpace) => {}
+                        Err(Error::NoSpace) => stats[1] += 1,
                         Err(e) => panic!("{r:?}: {e}"),
                     }
                 } else {
@@ -373,10 +116,12 @@ fn random_ops(img: &Path, rng: &mut Rng, agcount: u32, ops: usize, model: &mut M
                         (b, l)
                     };
                     free_extent(tx, AgNumber(a), AgBlock(fb), fl).unwrap();
+                    stats[2] += 1;
                 }
             }
         });
     }
+    stats
 }
 
 fn free_all(img: &Path, rng: &mut Rng, model: &mut Model) {
@@ -394,14 +139,40 @@ fn free_all(img: &Path, rng: &mut Rng, model: &mut Model) {
     model.0.clear();
 }
 
-fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_seed: u64) {
+/// The kernel allocates and frees on a copy of our fragmented trees: it
+/// must accept them (its verifiers run on every block it touches) and
+/// leave an image `xfs_repair -n` accepts.
+fn kernel_uses(s: &Scratch, img: &Path) {
+    let copy = s.path("kernel.img");
+    std::fs::copy(img, &copy).unwrap();
+    let m = KernelMount::new(&copy, &s.path("mnt"), "");
+    for i in 0..300u64 {
+        let data = vec![i as u8; 4096 * (1 + (i as usize * 7) % 23)];
+        std::fs::write(m.dir.join(format!("f{i}")), data).unwrap();
+    }
+    run("sync", &[]);
+    for i in (0..300u64).step_by(2) {
+        std::fs::remove_file(m.dir.join(format!("f{i}"))).unwrap();
+    }
+    m.umount();
+    repair_clean(&copy);
+}
+
+fn run_random(
+    name: &str,
+    size: u64,
+    opts: &[&str],
+    frag: u32,
+    want_levels: u32,
+    default_seed: u64,
+) {
     setup();
     if kernel_tests_disabled() {
         return;
     }
     let s = Scratch::new(name);
     let img = s.path("a.img");
-    mkfs_with(&img, 64 << 20, opts, FSTESTS_ENV);
+    mkfs_with(&img, size, opts, FSTESTS_ENV);
     repair_clean(&img);
     let init = snapshot(&img);
     let agcount = init.0.len() as u32;
@@ -410,7 +181,11 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
 
     fragment(&img, agcount, frag, &mut model);
     let ags = check_model(&img, &init, &model);
-    let top = ags.iter().map(|a| a.levels.0.max(a.levels.1)).max().unwrap();
+    let top = ags
+        .iter()
+        .map(|a| a.levels.0.max(a.levels.1))
+        .max()
+        .unwrap();
     eprintln!(
         "after fragmenting: levels {:?}, free extents {:?}",
         ags.iter().map(|a| a.levels).collect::<Vec<_>>(),
@@ -419,9 +194,18 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
     assert!(top >= want_levels, "trees reached only {top} levels");
 
     for _ in 0..3 {
-        random_ops(&img, &mut rng, agcount, 1000, &mut model);
-        check_model(&img, &init, &model);
+        let st = random_ops(&img, &mut rng, agcount, 1000, init.1 / 2, &mut model);
+        let ags = check_model(&img, &init, &model);
+        eprintln!(
+            "random: {} allocs, {} NoSpace, {} frees; levels {:?}, free extents {:?}",
+            st[0],
+            st[1],
+            st[2],
+            ags.iter().map(|a| a.levels).collect::<Vec<_>>(),
+            ags.iter().map(|a| a.free.len()).collect::<Vec<_>>()
+        );
     }
+    kernel_uses(&s, &img);
 
     free_all(&img, &mut rng, &mut model);
     let ags = check_model(&img, &init, &model);
@@ -439,17 +223,38 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
 
 #[test]
 fn alloc_free_random_4k() {
-    run_random("alloc4k", &["-d", "size=64m,agcount=2"], 2400, 2, 0x5eed_0001);
+    run_random(
+        "alloc4k",
+        64 << 20,
+        &["-d", "size=64m,agcount=2"],
+        2400,
+        2,
+        0x5eed_0001,
+    );
 }
 
 #[test]
 fn alloc_free_random_1k() {
     run_random(
         "alloc1k",
+        64 << 20,
         &["-b", "size=1024", "-d", "size=64m,agcount=2"],
         16000,
         3,
         0x5eed_0002,
+    );
+}
+
+/// 4 KiB sectors (a larger AGFL) and a short last AG.
+#[test]
+fn alloc_free_random_4k_sectors_short_ag() {
+    run_random(
+        "alloc4ks",
+        67 << 20,
+        &["-s", "size=4096", "-d", "size=67m,agcount=3"],
+        1800,
+        2,
+        0x5eed_0004,
     );
 }
 
@@ -486,16 +291,462 @@ fn enospc_and_back() {
     let ags = check_model(&img, &init, &model);
     for (a, st) in ags.iter().enumerate() {
         // Only what the AGFL minimum holds back may be left.
-        assert!(st.freeblks <= 8, "AG {a}: NoSpace with {} free blocks", st.freeblks);
+        assert!(
+            st.freeblks <= 8,
+            "AG {a}: NoSpace with {} free blocks",
+            st.freeblks
+        );
     }
     // Nothing fits, also not in a fresh transaction.
     batch(&img, |tx| {
-        assert!(matches!(alloc_extent(tx, &req(0, 1, 1)), Err(Error::NoSpace)));
+        assert!(matches!(
+            alloc_extent(tx, &req(0, 1, 1)),
+            Err(Error::NoSpace)
+        ));
     });
     free_all(&img, &mut rng, &mut model);
     let ags = check_model(&img, &init, &model);
-    let free: u64 = ags.iter().map(|a| a.freeblks as u64 + a.flcount as u64).sum();
-    let free0: u64 = init.0.iter().map(|a| a.freeblks as u64 + a.flcount as u64).sum();
+    let free: u64 = ags
+        .iter()
+        .map(|a| a.freeblks as u64 + a.flcount as u64)
+        .sum();
+    let free0: u64 = init
+        .0
+        .iter()
+        .map(|a| a.freeblks as u64 + a.flcount as u64)
+        .sum();
     assert_eq!(free, free0, "free space back to what mkfs left");
     repair_clean(&img);
+}
+
+#[test]
+fn busy_extents_are_not_reused() {
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocbusy");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let init = snapshot(&img);
+    let mut model = Model(BTreeMap::new());
+    let mut exts = Vec::new();
+    batch(&img, |tx| {
+        for _ in 0..100 {
+            let e = alloc_extent(tx, &req(0, 8, 8)).unwrap();
+            model.add(0, e.agbno.0, e.len);
+            exts.push(e);
+        }
+    });
+    // Freed in this transaction: not handed out again in it, even when
+    // asked for right there (the AG has plenty of other space).
+    let x = exts[50];
+    batch(&img, |tx| {
+        free_extent(tx, AgNumber(0), x.agbno, x.len).unwrap();
+        model.0.remove(&(0, x.agbno.0));
+        for _ in 0..20 {
+            let mut r = req(0, 1, 8);
+            r.near = Some(x.agbno);
+            let e = alloc_extent(tx, &r).unwrap();
+            assert!(
+                e.agbno.0 + e.len <= x.agbno.0 || x.agbno.0 + x.len <= e.agbno.0,
+                "busy {x:?} reused as {e:?}"
+            );
+            model.add(0, e.agbno.0, e.len);
+        }
+    });
+    // A new transaction may reuse it (MemTx busy lists are per transaction).
+    batch(&img, |tx| {
+        let mut r = req(0, 8, 8);
+        r.near = Some(x.agbno);
+        let e = alloc_extent(tx, &r).unwrap();
+        assert_eq!(e.agbno, x.agbno, "nearest free extent not used");
+        model.add(0, e.agbno.0, e.len);
+    });
+    // Fill AG 0; free one extent; allocating in the same transaction must
+    // force the busy extent out (log force) and then get it.
+    batch(&img, |tx| loop {
+        match alloc_extent(tx, &req(0, 1, 64)) {
+            Ok(e) => model.add(0, e.agbno.0, e.len),
+            Err(Error::NoSpace) => break,
+            Err(e) => panic!("{e}"),
+        }
+    });
+    let y = exts[10];
+    batch(&img, |tx| {
+        free_extent(tx, AgNumber(0), y.agbno, y.len).unwrap();
+        model.0.remove(&(0, y.agbno.0));
+        let e = alloc_extent(tx, &req(0, 4, 8)).expect("busy space forced out");
+        model.add(0, e.agbno.0, e.len);
+    });
+    check_model(&img, &init, &model);
+    let mut rng = Rng(7);
+    free_all(&img, &mut rng, &mut model);
+    check_model(&img, &init, &model);
+}
+
+/// inobt/finobt editing through btree_edit: fake chunk records inserted
+/// until both trees have two levels, then deleted again.
+#[test]
+fn inobt_finobt_edit() {
+    use rxfs::alloc::btree_edit::{self as bt, Lookup, Tree};
+    use rxfs::format::btree::{BtreeKey, InobtRec};
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocino");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let init = snapshot(&img);
+    let opts = MountOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let (geo, sparse) = {
+        let fs = Filesystem::open(dev(&img), None, opts.clone()).unwrap();
+        (fs.geo().clone(), fs.sb().has_sparse_inodes())
+    };
+    let chunk_blocks = 64 / geo.inopblock;
+    let agno = AgNumber(1);
+    let mut rng = Rng(0x1b7 | 1);
+    // Chunks from block 64 on, in random order.
+    let mut starts: Vec<u32> = (0..700u32)
+        .map(|i| (64 + i * chunk_blocks) << geo.inopblog)
+        .collect();
+    for i in (1..starts.len()).rev() {
+        starts.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    let mut added = Vec::new();
+    batch(&img, |tx| {
+        for &st in &starts {
+            let r = InobtRec {
+                startino: st,
+                holemask: 0,
+                count: 64,
+                freecount: 64,
+                free: u64::MAX,
+            };
+            let mut b = [0u8; 16];
+            r.encode(&mut b, sparse);
+            match bt::insert(tx, Tree::Ino, agno, &b) {
+                Ok(()) => {}
+                Err(Error::Exists) => continue,
+                Err(e) => panic!("{e}"),
+            }
+            bt::insert(tx, Tree::Fino, agno, &b).unwrap();
+            added.push(st);
+        }
+        // Lookups see what was inserted.
+        let k = BtreeKey(added[3] as u64, 0, 0);
+        let f = bt::lookup(tx, Tree::Fino, agno, k, Lookup::Eq)
+            .unwrap()
+            .unwrap();
+        assert_eq!(InobtRec::decode(&f.rec, sparse).startino, added[3]);
+        let g = bt::lookup(
+            tx,
+            Tree::Ino,
+            agno,
+            BtreeKey(added[3] as u64 + 1, 0, 0),
+            Lookup::Le,
+        );
+        assert_eq!(g.unwrap().unwrap().key, k);
+    });
+    let tree_blocks = |img: &Path| {
+        let fs = Filesystem::open(dev(img), None, opts.clone()).unwrap();
+        let agi = fs.read_agi(agno).unwrap();
+        let mut counts = Vec::new();
+        for kind in [BtreeKind::Ino, BtreeKind::Fino] {
+            let root = BtreeRoot::from_agi(kind, agno, &agi);
+            let n = fs.btree_records::<InobtRec>(&root).unwrap().len();
+            let mut blocks = Vec::new();
+            shape(
+                &fs,
+                kind,
+                agno,
+                root.root.0,
+                root.levels - 1,
+                true,
+                &mut blocks,
+            );
+            counts.push((n, blocks.len() as u32, root.levels));
+        }
+        assert_eq!(
+            (agi.iblocks, agi.fblocks),
+            (counts[0].1, counts[1].1),
+            "inobtcount"
+        );
+        (counts, fs.sb().fdblocks)
+    };
+    let (counts, fd) = tree_blocks(&img);
+    eprintln!("inobt/finobt (records, blocks, levels): {counts:?}");
+    assert!(counts[0].2 >= 2 && counts[1].2 >= 2, "trees did not grow");
+    let grown = (counts[0].1 + counts[1].1 - 2) as u64; // both were one block
+    assert_eq!(fd, init.1 - grown, "fdblocks counts the new btree blocks");
+    snapshot(&img);
+    for i in (1..added.len()).rev() {
+        added.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    batch(&img, |tx| {
+        for &st in &added {
+            let k = BtreeKey(st as u64, 0, 0);
+            bt::delete(tx, Tree::Ino, agno, k).unwrap();
+            bt::delete(tx, Tree::Fino, agno, k).unwrap();
+        }
+        assert!(matches!(
+            bt::delete(tx, Tree::Ino, agno, BtreeKey(added[0] as u64, 0, 0)),
+            Err(Error::NotFound)
+        ));
+    });
+    let (counts, fd) = tree_blocks(&img);
+    assert_eq!(counts[0].2, 1, "inobt shrank back to its root");
+    assert_eq!(counts[1].2, 1, "finobt shrank back to its root");
+    assert_eq!(fd, init.1, "fdblocks back");
+    repair_clean(&img);
+    check_model(&img, &init, &Model(BTreeMap::new()));
+}
+
+#[test]
+fn bad_requests_and_double_frees() {
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocbad");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let init = snapshot(&img);
+    let mut e0 = None;
+    batch(&img, |tx| {
+        for r in [req(0, 0, 1), req(0, 5, 4), req(2, 1, 1)] {
+            assert!(
+                matches!(alloc_extent(tx, &r), Err(Error::Invalid(_))),
+                "{r:?}"
+            );
+        }
+        let mut r = req(0, 1, 1);
+        r.align = 0;
+        assert!(matches!(alloc_extent(tx, &r), Err(Error::Invalid(_))));
+        // maxlen past the AG: as much as possible.
+        let big = alloc_extent(tx, &req(1, 1, u32::MAX)).unwrap();
+        assert!(big.len > 6000, "{big:?}");
+        free_extent(tx, big.agno, big.agbno, big.len).unwrap();
+        tx.force_busy().unwrap();
+        // Larger than anything free: NoSpace, nothing changed.
+        assert!(matches!(
+            alloc_extent(tx, &req(1, 8000, 8000)),
+            Err(Error::NoSpace)
+        ));
+        let e = alloc_extent(tx, &req(1, 16, 16)).unwrap();
+        free_extent(tx, e.agno, e.agbno, e.len).unwrap();
+        e0 = Some(e);
+    });
+    let e = e0.unwrap();
+    // Freeing free space (all of it, or a part overlapping it) is corruption.
+    for (b, l) in [(e.agbno.0, e.len), (e.agbno.0 + 3, 2), (e.agbno.0 - 1, 2)] {
+        let mut tx = MemTx::new(dev(&img)).unwrap();
+        let r = free_extent(&mut tx, e.agno, AgBlock(b), l);
+        assert!(matches!(r, Err(Error::Corrupt { .. })), "{b}+{l}: {r:?}");
+    }
+    // Outside the AG or on its headers.
+    let mut tx = MemTx::new(dev(&img)).unwrap();
+    for (b, l) in [(0, 1), (8190, 10)] {
+        let r = free_extent(&mut tx, AgNumber(0), AgBlock(b), l);
+        assert!(matches!(r, Err(Error::Invalid(_))), "{b}+{l}: {r:?}");
+    }
+    drop(tx);
+    check_model(&img, &init, &Model(BTreeMap::new()));
+}
+
+#[test]
+fn rmapbt_is_not_supported() {
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("allocrmap");
+    let img = s.path("a.img");
+    mkfs_with(
+        &img,
+        64 << 20,
+        &["-m", "rmapbt=1", "-d", "size=64m,agcount=2"],
+        FSTESTS_ENV,
+    );
+    let mut tx = MemTx::new(dev(&img)).unwrap();
+    assert!(matches!(
+        alloc_extent(&mut tx, &req(0, 1, 1)),
+        Err(Error::NotSupported(_))
+    ));
+    let r = free_extent(&mut tx, AgNumber(0), AgBlock(100), 1);
+    assert!(matches!(r, Err(Error::NotSupported(_))));
+}
+
+/// Lookups in every direction on both free-space trees (two levels)
+/// agree with the records the read path lists.
+#[test]
+fn lookups_match_read_path() {
+    use rxfs::alloc::btree_edit::{self as bt, Lookup, Tree};
+    use rxfs::format::btree::{AllocRec, BtreeKey};
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("alloclookup");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let mut model = Model(BTreeMap::new());
+    fragment(&img, 1, 2400, &mut model);
+    let (ags, _) = snapshot(&img);
+    assert!(ags[0].levels.0 >= 2);
+    let by_bno: Vec<(BtreeKey, AllocRec)> = ags[0]
+        .free
+        .iter()
+        .map(|r| (BtreeKey(r.start as u64, 0, 0), *r))
+        .collect();
+    let mut by_cnt: Vec<(BtreeKey, AllocRec)> = ags[0]
+        .free
+        .iter()
+        .map(|r| (BtreeKey(r.len as u64, r.start as u64, 0), *r))
+        .collect();
+    by_cnt.sort();
+    let expect = |v: &[(BtreeKey, AllocRec)], k: BtreeKey, d: Lookup| -> Option<AllocRec> {
+        let r = match d {
+            Lookup::Eq => v.iter().find(|e| e.0 == k),
+            Lookup::Ge => v.iter().find(|e| e.0 >= k),
+            Lookup::Gt => v.iter().find(|e| e.0 > k),
+            Lookup::Le => v.iter().rev().find(|e| e.0 <= k),
+            Lookup::Lt => v.iter().rev().find(|e| e.0 < k),
+        };
+        r.map(|e| e.1)
+    };
+    let mut rng = Rng(99);
+    let mut tx = MemTx::new(dev(&img)).unwrap();
+    let dirs = [Lookup::Eq, Lookup::Ge, Lookup::Gt, Lookup::Le, Lookup::Lt];
+    for i in 0..3000 {
+        let (tree, v) = if i % 2 == 0 {
+            (Tree::Bno, &by_bno)
+        } else {
+            (Tree::Cnt, &by_cnt)
+        };
+        // Half the keys exactly on a record, half anywhere.
+        let k = if rng.below(2) == 0 {
+            v[rng.below(v.len() as u64) as usize].0
+        } else if tree == Tree::Bno {
+            BtreeKey(rng.below(8300), 0, 0)
+        } else {
+            BtreeKey(rng.below(4), rng.below(8300), 0)
+        };
+        let d = dirs[rng.below(5) as usize];
+        let got = bt::lookup(&mut tx, tree, AgNumber(0), k, d)
+            .unwrap()
+            .map(|f| AllocRec::decode(&f.rec));
+        assert_eq!(got, expect(v, k, d), "{tree:?} {d:?} {k:?}");
+    }
+    // An update may not move a record past its neighbours.
+    let (a, b) = (by_bno[10].1, by_bno[11].1);
+    let mut moved = [0u8; 8];
+    AllocRec {
+        start: b.start + 1,
+        len: 1,
+    }
+    .encode(&mut moved);
+    let r = bt::update(&mut tx, Tree::Bno, AgNumber(0), by_bno[10].0, &moved);
+    assert!(
+        matches!(r, Err(Error::Invalid(_))),
+        "{a:?} -> past {b:?}: {r:?}"
+    );
+    let r = bt::insert(&mut tx, Tree::Bno, AgNumber(0), &moved[..4]);
+    assert!(matches!(r, Err(Error::Invalid(_))));
+}
+
+/// Bad bytes on disk (with good CRCs) give errors, never panics.
+#[test]
+fn corrupt_trees_give_errors() {
+    use rxfs::bdev::MemDevice;
+    use rxfs::format::btree::SBLOCK_CRC_OFF;
+    use rxfs::format::{be32, crc, put_be16, put_be32};
+    setup();
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("alloccorrupt");
+    let img = s.path("a.img");
+    mkfs_with(&img, 64 << 20, &["-d", "size=64m,agcount=2"], FSTESTS_ENV);
+    let mut model = Model(BTreeMap::new());
+    fragment(&img, 1, 2400, &mut model);
+    let pristine = std::fs::read(&img).unwrap();
+    let (bs, ss) = (4096usize, 512usize);
+    let agf_off = ss;
+    let bno_root = be32(&pristine, agf_off + 16) as usize;
+    assert_eq!(
+        be32(&pristine, agf_off + 28),
+        2,
+        "bnobt should have 2 levels"
+    );
+    let root_off = bno_root * bs;
+    let max_node = BtreeKind::Bno.max_recs(bs, false);
+    let leaf0 = be32(&pristine, root_off + 56 + max_node * 8) as usize * bs;
+    type Edit = Box<dyn Fn(&mut Vec<u8>)>;
+    let agf_edit = |off: usize, v: u32| -> Edit {
+        Box::new(move |d: &mut Vec<u8>| {
+            put_be32(d, agf_off + off, v);
+            crc::update(&mut d[agf_off..agf_off + ss], 216);
+        })
+    };
+    let blk_edit = |blk: usize, f: fn(&mut [u8])| -> Edit {
+        Box::new(move |d: &mut Vec<u8>| {
+            f(&mut d[blk..blk + bs]);
+            crc::update(&mut d[blk..blk + bs], SBLOCK_CRC_OFF);
+        })
+    };
+    let cases: Vec<(&str, Edit)> = vec![
+        ("bnobt level 9", agf_edit(28, 9)),
+        ("cntbt root outside the AG", agf_edit(20, 0x00ff_ffff)),
+        ("flcount 5000", agf_edit(48, 5000)),
+        ("freeblks 0", agf_edit(52, 0)),
+        (
+            "root numrecs 60000",
+            blk_edit(root_off, |b| put_be16(b, 6, 60000)),
+        ),
+        (
+            "root ptr outside",
+            blk_edit(root_off, |b| put_be32(b, 56 + 336 * 8, 0xffff_fff0)),
+        ),
+        ("root level 7", blk_edit(root_off, |b| put_be16(b, 4, 7))),
+        (
+            "leaf record overflows",
+            blk_edit(leaf0, |b| put_be32(b, 60, u32::MAX)),
+        ),
+        ("leaf numrecs 0", blk_edit(leaf0, |b| put_be16(b, 6, 0))),
+    ];
+    for (name, edit) in cases {
+        let mut data = pristine.clone();
+        edit(&mut data);
+        let dev: std::sync::Arc<dyn rxfs::bdev::BlockDevice> =
+            std::sync::Arc::new(MemDevice::new(data));
+        let mut tx = MemTx::new(dev).unwrap();
+        let mut rng = Rng(5);
+        let mut errors = 0;
+        for _ in 0..100 {
+            let mut r = req(0, 1, 1 + rng.below(8) as u32);
+            r.near = Some(AgBlock(rng.below(8192) as u32));
+            let res = if rng.below(3) == 0 {
+                free_extent(
+                    &mut tx,
+                    AgNumber(0),
+                    AgBlock(64 + 2 * rng.below(2000) as u32),
+                    1,
+                )
+            } else {
+                alloc_extent(&mut tx, &r).map(|_| ())
+            };
+            if res.is_err() {
+                errors += 1;
+                // A half-changed transaction is cancelled: start afresh.
+                break;
+            }
+        }
+        eprintln!("{name}: {errors} error(s)");
+        assert!(errors > 0, "{name}: no operation noticed");
+    }
 }

@@ -255,6 +255,7 @@ fn concurrent_commits_forces_and_write_back_with_a_small_log() {
     assert_eq!(st.trans_commits, (threads * rounds) as u64);
     assert!(st.checkpoints < st.trans_commits, "{st:?}");
     assert!(st.log.writes > 0);
+    assert_eq!(st.trans_resv_overruns, 0, "{st:?}");
     fs.unmount().unwrap();
     let st = fs.stats();
     eprintln!("{st:#?}");
@@ -271,4 +272,108 @@ fn concurrent_commits_forces_and_write_back_with_a_small_log() {
         assert_eq!(Some(&((md.mode() & 0o7777) as u16)), want.get(&md.ino()));
     }
     m.umount();
+}
+
+fn free_blocks(img: &Path) -> u64 {
+    let out = db(img, &["freesp -s"]);
+    let line = out
+        .lines()
+        .find(|l| l.contains("total free blocks"))
+        .unwrap_or_else(|| panic!("{out}"));
+    line.split_whitespace().last().unwrap().parse().unwrap()
+}
+
+fn alloc_some(fs: &Filesystem, n: usize) -> Vec<rxfs::alloc::AgExtent> {
+    let mut tp = fs.trans_alloc(Resv::Write).unwrap();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let req = rxfs::alloc::AllocReq {
+            agno: rxfs::types::AgNumber((i % 2) as u32),
+            near: None,
+            minlen: 3,
+            maxlen: 3,
+            align: 1,
+            any_ag: false,
+            meta: false,
+        };
+        out.push(rxfs::alloc::alloc_extent(&mut tp, &req).unwrap());
+    }
+    tp.commit().unwrap();
+    out
+}
+
+#[test]
+fn deferred_frees_log_intents_that_the_kernel_and_rxfs_replay() {
+    if !enabled() {
+        return;
+    }
+    let s = Scratch::new("trans-efi");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let before = free_blocks(&img);
+    // Allocate, then free through deferred frees (EFI + follow-up EFD).
+    let fs = open_rw(&img, rw());
+    let ext = alloc_some(&fs, 20);
+    let mut tp = fs.trans_alloc(Resv::Truncate).unwrap();
+    for e in &ext {
+        tp.defer_free(e.agno, e.agbno, e.len).unwrap();
+    }
+    let seq = tp.commit().unwrap();
+    fs.log_force_seq(seq).unwrap();
+    fs.abandon();
+    drop(fs);
+    let lp = run_output("xfs_logprint", &["-t", img.to_str().unwrap()]);
+    let lps = String::from_utf8_lossy(&lp.stdout).into_owned();
+    assert!(lps.contains("EFI") && lps.contains("EFD"), "{lps}");
+    let copy = s.path("copy");
+    std::fs::copy(&img, &copy).unwrap();
+    // The kernel replays: everything free again.
+    let m = KernelMount::new(&img, &s.path("mnt"), "");
+    m.umount();
+    repair_clean(&img);
+    assert_eq!(free_blocks(&img), before);
+    // rxfs replays the same log.
+    let fs = open_rw(&copy, rw());
+    fs.unmount().unwrap();
+    drop(fs);
+    repair_clean(&copy);
+    assert_eq!(free_blocks(&copy), before);
+}
+
+#[test]
+fn an_unfinished_intent_of_ours_is_finished_by_kernel_recovery() {
+    if !enabled() {
+        return;
+    }
+    let s = Scratch::new("trans-efi-open");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let before = free_blocks(&img);
+    let fs = open_rw(&img, rw());
+    let ext = alloc_some(&fs, 4);
+    // An EFI with no EFD: the crash came between the two transactions.
+    let mut tp = fs.trans_alloc(Resv::Truncate).unwrap();
+    let mut efi = vec![0u8; 16 + 16 * ext.len()];
+    let o = rxfs::format::log::HostOrder::native();
+    o.put_u16(&mut efi, 0, rxfs::format::log_items::LI_EFI);
+    o.put_u16(&mut efi, 2, 1);
+    o.put_u32(&mut efi, 4, ext.len() as u32);
+    o.put_u64(&mut efi, 8, 0x5eed);
+    for (i, e) in ext.iter().enumerate() {
+        o.put_u64(
+            &mut efi,
+            16 + 16 * i,
+            fs.geo().agb_to_fsb(e.agno, e.agbno).0,
+        );
+        o.put_u32(&mut efi, 24 + 16 * i, e.len);
+    }
+    tp.log_raw_item(vec![efi]);
+    let seq = tp.commit().unwrap();
+    fs.log_force_seq(seq).unwrap();
+    fs.abandon();
+    drop(fs);
+    let m = KernelMount::new(&img, &s.path("mnt"), "");
+    m.umount();
+    repair_clean(&img);
+    assert_eq!(free_blocks(&img), before);
 }

@@ -49,10 +49,37 @@ pub const BATCH: usize = 4096;
 /// An AIL untouched for this long is written back in the background.
 pub const IDLE_PUSH: Duration = Duration::from_millis(500);
 
+/// An intent (EFI) logged by a transaction whose follow-up (the EFD) is
+/// still to come: it holds the log tail until its done item is stable.
+#[derive(Debug)]
+pub struct IntentItem {
+    pub id: u64,
+    pub st: Mutex<IntentState>,
+}
+
+#[derive(Debug, Default)]
+pub struct IntentState {
+    pub ail_lsn: Option<Lsn>,
+    pub done: bool,
+}
+
+impl IntentItem {
+    pub fn new(id: u64) -> Arc<Self> {
+        Arc::new(IntentItem {
+            id,
+            st: Mutex::new(IntentState::default()),
+        })
+    }
+}
+
 #[derive(Clone)]
 pub enum AilItem {
     Buf(Arc<Buf>),
     Inode(Arc<InodeItem>),
+    /// An intent entering the AIL (its checkpoint is stable).
+    Intent(Arc<IntentItem>),
+    /// The done item of an intent is stable: the intent leaves the AIL.
+    Done(Arc<IntentItem>),
 }
 
 impl AilItem {
@@ -60,6 +87,7 @@ impl AilItem {
         match self {
             AilItem::Buf(b) => b.id,
             AilItem::Inode(i) => i.id | (1 << 63),
+            AilItem::Intent(i) | AilItem::Done(i) => i.id | (1 << 62),
         }
     }
 }
@@ -200,6 +228,25 @@ impl Ail {
                     }
                     (old, false)
                 }
+                AilItem::Intent(x) => {
+                    let mut st = x.st.lock();
+                    if !ok || st.done {
+                        continue;
+                    }
+                    st.ail_lsn = Some(start);
+                    (None, false)
+                }
+                AilItem::Done(x) => {
+                    let mut st = x.st.lock();
+                    if !ok {
+                        continue;
+                    }
+                    st.done = true;
+                    if let Some(l) = st.ail_lsn.take() {
+                        i.map.remove(&(l, id));
+                    }
+                    continue;
+                }
             };
             if !ok {
                 continue;
@@ -339,6 +386,8 @@ impl Ail {
                     }
                     clean.push((key, it.clone(), snap));
                 }
+                // Intents wait for their done item; nothing to write.
+                AilItem::Intent(_) | AilItem::Done(_) => {}
                 AilItem::Inode(ip) => {
                     let st = ip.st.lock();
                     if st.log.pin > 0 {
@@ -430,6 +479,7 @@ impl Ail {
                             false
                         }
                     }
+                    AilItem::Intent(_) | AilItem::Done(_) => false,
                     AilItem::Inode(ip) => {
                         let mut st = ip.st.lock();
                         if Arc::ptr_eq(&st.committed, &snap) && st.log.ail_lsn == Some(key.0) {

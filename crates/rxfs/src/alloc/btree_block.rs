@@ -67,9 +67,10 @@ impl Ents {
     pub fn append(&mut self, o: &Ents) {
         self.data.extend_from_slice(&o.data);
     }
-    /// The key bytes a parent stores for the block holding these entries.
+    /// The key bytes a parent stores for the block holding these entries
+    /// (empty if there are none).
     pub fn low_key_bytes(&self) -> Vec<u8> {
-        self.data[..self.ksz].to_vec()
+        self.data.get(..self.ksz).map_or(Vec::new(), <[u8]>::to_vec)
     }
     /// Child pointer of node entry `i`.
     pub fn ptr(&self, i: usize) -> u32 {

@@ -46,8 +46,12 @@
 //!   is forced ([`MetaTx::force_busy`]) and the search runs once more.
 //! - AGs: `req.agno` first; with `any_ag` then every *higher* AG in order.
 //!   We never wrap to lower AGs inside one transaction (AGF lock order is
-//!   ascending, see [`crate::xact`]); a caller that wants the whole
-//!   filesystem starts at AG 0 or retries in a new transaction.
+//!   ascending, see [`crate::xact`], and there is no trylock to do what the
+//!   kernel does). A caller that wants the whole filesystem starts at AG 0,
+//!   or on `NoSpace` cancels the transaction (safe: changes are private
+//!   until commit) and retries from AG 0 in a new one.
+//! - An AGF whose free list needs the kernel's "reset" (laid out by an old
+//!   kernel with another slot count) is reported as corruption, not reset.
 //! - Not done (yet): per-AG metadata reservations (the kernel holds back
 //!   space for finobt/refcountbt growth), `meta` only documents intent,
 //!   filesystems with an rmapbt (`Err(NotSupported)`).
@@ -61,11 +65,11 @@ mod search;
 
 pub use ag_hdr::agfl_blocks;
 
-use ag_hdr::{self as hdr, AGF_BNO_LEVEL, AGF_CNT_LEVEL, AGF_FREEBLKS, AGF_LONGEST};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::BtreeKind;
 use crate::types::{AgBlock, AgNumber};
 use crate::xact::{BufId, MetaTx, SbCounter};
+use ag_hdr::{self as hdr, AGF_BNO_LEVEL, AGF_CNT_LEVEL, AGF_FREEBLKS, AGF_LONGEST};
 use search::Cand;
 
 /// An allocation request.
@@ -77,7 +81,8 @@ pub struct AllocReq {
     pub near: Option<AgBlock>,
     /// Fewest blocks acceptable (>= 1).
     pub minlen: u32,
-    /// Most blocks wanted (>= minlen).
+    /// Most blocks wanted (>= minlen; may exceed the AG: "as many as
+    /// possible").
     pub maxlen: u32,
     /// The start must be a multiple of this (AG-relative); 1 = none.
     pub align: u32,
@@ -121,13 +126,29 @@ fn min_freelist_of(tx: &dyn MetaTx, agf: BufId) -> u32 {
         geo.agino_log(),
         tx.sb().has_reflink(),
     );
-    let per = |level: u32| 2 * (level.saturating_add(1)).min(maxl) - 2;
-    per(hdr::get(tx, agf, AGF_BNO_LEVEL)) + per(hdr::get(tx, agf, AGF_CNT_LEVEL))
+    min_freelist_calc(
+        hdr::get(tx, agf, AGF_BNO_LEVEL),
+        hdr::get(tx, agf, AGF_CNT_LEVEL),
+        maxl,
+    )
+}
+
+/// Per free-space tree, room for a split of every level plus a new root,
+/// and for a second split below the old root while the AGFL is refilled:
+/// `2 * min(level + 1, maxlevels) - 2`.
+fn min_freelist_calc(bno_level: u32, cnt_level: u32, maxlevels: u32) -> u32 {
+    let per = |level: u32| 2 * level.saturating_add(1).min(maxlevels).max(1) - 2;
+    per(bno_level) + per(cnt_level)
 }
 
 /// Bring the AGFL of `agno` to its minimum length (see the module doc).
 /// When `freeing`, a refill that finds no space is not an error.
-fn fix_freelist(tx: &mut dyn MetaTx, agno: AgNumber, freeing: bool) -> Result<()> {
+fn fix_freelist(
+    tx: &mut dyn MetaTx,
+    agno: AgNumber,
+    freeing: bool,
+    busy_seen: &mut bool,
+) -> Result<()> {
     let agf = hdr::agf(tx, agno)?;
     for _ in 0..FIX_ROUNDS_MAX {
         let need = min_freelist_of(tx, agf);
@@ -150,8 +171,7 @@ fn fix_freelist(tx: &mut dyn MetaTx, agno: AgNumber, freeing: bool) -> Result<()
             any_ag: false,
             meta: true,
         };
-        let mut busy = false;
-        let Some(c) = search::find(tx, agno, &req, None, &mut busy)? else {
+        let Some(c) = search::find(tx, agno, &req, None, busy_seen)? else {
             return if freeing { Ok(()) } else { Err(Error::NoSpace) };
         };
         search::take(tx, agno, c)?;
@@ -168,12 +188,7 @@ fn fix_freelist(tx: &mut dyn MetaTx, agno: AgNumber, freeing: bool) -> Result<()
 
 fn check_req(tx: &dyn MetaTx, req: &AllocReq) -> Result<()> {
     let geo = tx.geo();
-    if req.agno.0 >= geo.agcount
-        || req.minlen == 0
-        || req.maxlen < req.minlen
-        || req.align == 0
-        || req.maxlen > geo.agblocks
-    {
+    if req.agno.0 >= geo.agcount || req.minlen == 0 || req.maxlen < req.minlen || req.align == 0 {
         return Err(Error::Invalid(format!("bad allocation request {req:?}")));
     }
     Ok(())
@@ -230,7 +245,7 @@ fn alloc_in_ag(
     {
         return Err(Error::NoSpace);
     }
-    fix_freelist(tx, agno, false)?;
+    fix_freelist(tx, agno, false, busy_seen)?;
     let ag_len = hdr::ag_len(tx, agno);
     let near = near.map(|b| AgBlock(b.0.min(ag_len - 1)));
     let c = search::find(tx, agno, req, near, busy_seen)?.ok_or(Error::NoSpace)?;
@@ -249,7 +264,7 @@ pub fn free_extent(tx: &mut dyn MetaTx, agno: AgNumber, agbno: AgBlock, len: u32
             agbno.0
         )));
     }
-    fix_freelist(tx, agno, true)?;
+    fix_freelist(tx, agno, true, &mut false)?;
     search::give_back(tx, agno, agbno.0, len)?;
     tx.mark_busy(agno, agbno, len);
     tx.mod_sb(SbCounter::FreeBlocks, len as i64);

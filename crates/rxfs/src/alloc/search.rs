@@ -45,8 +45,11 @@ fn corrupt(detail: String) -> Error {
     Error::corrupt("free space btrees", Location::Unknown, detail)
 }
 
+/// Busy lookup: the first busy range overlapping `(agbno, len)`.
+pub type BusyFn<'a> = &'a dyn Fn(u32, u32) -> Option<(u32, u32)>;
+
 /// The parts of `[start, start + len)` no busy extent covers.
-fn unbusy_parts(tx: &dyn MetaTx, agno: AgNumber, r: AllocRec, busy_seen: &mut bool) -> Vec<(u32, u32)> {
+fn unbusy_parts(busy: BusyFn, r: AllocRec, busy_seen: &mut bool) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut work = vec![(r.start, r.start + r.len)];
     let mut splits = 0;
@@ -54,7 +57,7 @@ fn unbusy_parts(tx: &dyn MetaTx, agno: AgNumber, r: AllocRec, busy_seen: &mut bo
         if a >= z {
             continue;
         }
-        match tx.busy_overlap(agno, AgBlock(a), z - a) {
+        match busy(a, z - a) {
             None => out.push((a, z)),
             Some((b, l)) => {
                 *busy_seen = true;
@@ -62,8 +65,8 @@ fn unbusy_parts(tx: &dyn MetaTx, agno: AgNumber, r: AllocRec, busy_seen: &mut bo
                 if splits > BUSY_SPLIT_MAX {
                     break;
                 }
-                let be = b.0.saturating_add(l);
-                work.push((a, b.0.max(a).min(z)));
+                let be = b.saturating_add(l);
+                work.push((a, b.max(a).min(z)));
                 work.push((be.max(a).min(z), z));
             }
         }
@@ -78,9 +81,8 @@ fn dist(x: u32, target: Option<u32>) -> u64 {
 
 /// The best allocation out of free record `r` for `req` (longest, then
 /// closest to `target`), avoiding busy blocks; `None` if nothing fits.
-fn eval(
-    tx: &dyn MetaTx,
-    agno: AgNumber,
+pub fn eval(
+    busy: BusyFn,
     r: AllocRec,
     req: &AllocReq,
     target: Option<u32>,
@@ -88,7 +90,7 @@ fn eval(
 ) -> Option<Cand> {
     let align = req.align.max(1) as u64;
     let mut best: Option<Cand> = None;
-    for (a, z) in unbusy_parts(tx, agno, r, busy_seen) {
+    for (a, z) in unbusy_parts(busy, r, busy_seen) {
         let b = (a as u64).div_ceil(align) * align;
         if b >= z as u64 {
             continue;
@@ -104,7 +106,10 @@ fn eval(
             None => b,
             Some(t) => {
                 let down = (t as u64 / align * align).clamp(b, hi);
-                let up = (t as u64).div_ceil(align).saturating_mul(align).clamp(b, hi);
+                let up = (t as u64)
+                    .div_ceil(align)
+                    .saturating_mul(align)
+                    .clamp(b, hi);
                 if dist(up as u32, target) < dist(down as u32, target) {
                     up
                 } else {
@@ -125,7 +130,7 @@ fn eval(
 }
 
 /// Whether `a` beats `b`: longer wins, then closer to the target.
-fn better(a: Option<Cand>, b: Option<Cand>, target: Option<u32>) -> bool {
+pub fn better(a: Option<Cand>, b: Option<Cand>, target: Option<u32>) -> bool {
     match (a, b) {
         (Some(_), None) => true,
         (Some(a), Some(b)) => {
@@ -135,19 +140,34 @@ fn better(a: Option<Cand>, b: Option<Cand>, target: Option<u32>) -> bool {
     }
 }
 
+fn busy_fn(tx: &dyn MetaTx, agno: AgNumber) -> impl Fn(u32, u32) -> Option<(u32, u32)> + '_ {
+    move |b, l| tx.busy_overlap(agno, AgBlock(b), l).map(|(s, n)| (s.0, n))
+}
+
 fn alloc_rec(f: &bt::Found) -> AllocRec {
     AllocRec::decode(&f.rec)
 }
 
 /// Search by size: the smallest free extent that holds `maxlen`, else the
 /// longest one that holds at least `minlen`.
-fn find_by_size(tx: &mut dyn MetaTx, agno: AgNumber, req: &AllocReq, busy_seen: &mut bool) -> Result<Option<Cand>> {
+fn find_by_size(
+    tx: &mut dyn MetaTx,
+    agno: AgNumber,
+    req: &AllocReq,
+    busy_seen: &mut bool,
+) -> Result<Option<Cand>> {
     let mut best = None;
-    let mut f = bt::lookup(tx, Tree::Cnt, agno, BtreeKey(req.maxlen as u64, 0, 0), Lookup::Ge)?;
+    let mut f = bt::lookup(
+        tx,
+        Tree::Cnt,
+        agno,
+        BtreeKey(req.maxlen as u64, 0, 0),
+        Lookup::Ge,
+    )?;
     for _ in 0..SCAN_MAX {
         let Some(found) = f else { break };
         let r = alloc_rec(&found);
-        let c = eval(tx, agno, r, req, None, busy_seen);
+        let c = eval(&busy_fn(tx, agno), r, req, None, busy_seen);
         if better(c, best, None) {
             best = c;
         }
@@ -157,14 +177,20 @@ fn find_by_size(tx: &mut dyn MetaTx, agno: AgNumber, req: &AllocReq, busy_seen: 
         f = bt::lookup(tx, Tree::Cnt, agno, found.key, Lookup::Gt)?;
     }
     // Nothing holds maxlen: walk down from the longest shorter extents.
-    let mut f = bt::lookup(tx, Tree::Cnt, agno, BtreeKey(req.maxlen as u64, 0, 0), Lookup::Lt)?;
+    let mut f = bt::lookup(
+        tx,
+        Tree::Cnt,
+        agno,
+        BtreeKey(req.maxlen as u64, 0, 0),
+        Lookup::Lt,
+    )?;
     for _ in 0..SCAN_MAX {
         let Some(found) = f else { break };
         let r = alloc_rec(&found);
         if r.len < req.minlen || best.is_some_and(|b: Cand| b.len >= r.len) {
             break;
         }
-        let c = eval(tx, agno, r, req, None, busy_seen);
+        let c = eval(&busy_fn(tx, agno), r, req, None, busy_seen);
         if better(c, best, None) {
             best = c;
         }
@@ -193,7 +219,9 @@ fn find_near(
             let r = alloc_rec(f);
             (target as u64).saturating_sub(r.start as u64 + r.len as u64 - 1)
         });
-        let rd = right.as_ref().map(|f| (alloc_rec(f).start as u64).saturating_sub(target as u64));
+        let rd = right
+            .as_ref()
+            .map(|f| (alloc_rec(f).start as u64).saturating_sub(target as u64));
         let take_left = match (ld, rd) {
             (None, None) => break,
             (Some(l), Some(r)) => l <= r,
@@ -204,7 +232,7 @@ fn find_near(
             break;
         }
         let cur = if take_left { left.take() } else { right.take() }.expect("side chosen");
-        let c = eval(tx, agno, alloc_rec(&cur), req, t, busy_seen);
+        let c = eval(&busy_fn(tx, agno), alloc_rec(&cur), req, t, busy_seen);
         if better(c, best, t) {
             best = c;
         }
@@ -220,7 +248,11 @@ fn find_near(
         return Ok(best);
     }
     let by_size = find_by_size(tx, agno, req, busy_seen)?;
-    Ok(if better(by_size, best, t) { by_size } else { best })
+    Ok(if better(by_size, best, t) {
+        by_size
+    } else {
+        best
+    })
 }
 
 /// Find an allocation for `req` in AG `agno` (no changes made).
@@ -239,7 +271,13 @@ pub fn find(
 
 /// Set `agf_longest` from the cntbt's last record.
 fn update_longest(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
-    let last = bt::lookup(tx, Tree::Cnt, agno, BtreeKey(u64::MAX, u64::MAX, u64::MAX), Lookup::Le)?;
+    let last = bt::lookup(
+        tx,
+        Tree::Cnt,
+        agno,
+        BtreeKey(u64::MAX, u64::MAX, u64::MAX),
+        Lookup::Le,
+    )?;
     let longest = last.map_or(0, |f| alloc_rec(&f).len);
     let agf = hdr::agf(tx, agno)?;
     if hdr::get(tx, agf, AGF_LONGEST) != longest {
@@ -255,7 +293,12 @@ pub fn take(tx: &mut dyn MetaTx, agno: AgNumber, c: Cand) -> Result<()> {
     debug_assert!(r.start <= c.x && xe <= re && c.len > 0);
     match bt::lookup(tx, Tree::Bno, agno, bno_key(r.start), Lookup::Eq)? {
         Some(f) if alloc_rec(&f) == r => {}
-        _ => return Err(corrupt(format!("free extent {}+{} vanished", r.start, r.len))),
+        _ => {
+            return Err(corrupt(format!(
+                "free extent {}+{} vanished",
+                r.start, r.len
+            )))
+        }
     }
     bt::delete(tx, Tree::Cnt, agno, cnt_key(r))?;
     let before = AllocRec {

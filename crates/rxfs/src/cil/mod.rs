@@ -47,7 +47,7 @@ use std::sync::Arc;
 
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use crate::ail::{Ail, AilItem};
+use crate::ail::{Ail, AilItem, IntentItem};
 use crate::cache::{Buf, CacheDevice, InodeItem};
 use crate::error::{Error, Result};
 use crate::format::log::{HostOrder, OP_HEADER_SIZE};
@@ -86,7 +86,15 @@ pub struct Busy {
 enum CtxItem {
     Buf(Arc<Buf>),
     Inode(Arc<InodeItem>),
-    Raw(LogVec),
+    Raw(LogVec, Option<AilItem>),
+}
+
+/// An item a transaction built itself: plain (ICREATE), an intent that
+/// enters the AIL, or a done item that releases its intent.
+pub enum RawItem {
+    Plain(Vec<Vec<u8>>),
+    Intent(Arc<IntentItem>, Vec<Vec<u8>>),
+    Done(Arc<IntentItem>, Vec<Vec<u8>>),
 }
 
 struct Ctx {
@@ -109,6 +117,7 @@ struct Counters {
     ckpt_trans: AtomicU64,
     bg_pushes: AtomicU64,
     forces: AtomicU64,
+    resv_short: AtomicU64,
 }
 
 #[derive(Default)]
@@ -160,6 +169,8 @@ pub struct CilStats {
     pub ckpt_trans: u64,
     pub bg_pushes: u64,
     pub forces: u64,
+    /// Commits whose reservation was smaller than what they logged.
+    pub resv_short: u64,
 }
 
 impl Cil {
@@ -231,6 +242,7 @@ impl Cil {
             ckpt_trans: r(&self.c.ckpt_trans),
             bg_pushes: r(&self.c.bg_pushes),
             forces: r(&self.c.forces),
+            resv_short: r(&self.c.resv_short),
         }
     }
 
@@ -260,7 +272,7 @@ impl Cil {
         ticket: &mut Ticket,
         bufs: Vec<TxBuf>,
         inodes: Vec<TxInode>,
-        raw: Vec<Vec<Vec<u8>>>,
+        raw: Vec<RawItem>,
         busy: Vec<(AgNumber, AgBlock, u32)>,
     ) -> Result<u64> {
         let _shared = self.ctx_lock.read();
@@ -355,7 +367,12 @@ impl Cil {
             let (daddr, ioff) = self.geo.ino_location(ti.item.ino);
             self.view.set_inode(daddr.bytes() + ioff as u64, snap);
         }
-        for regions in raw {
+        for ri in raw {
+            let (regions, ail) = match ri {
+                RawItem::Plain(r) => (r, None),
+                RawItem::Intent(x, r) => (r, Some(AilItem::Intent(x))),
+                RawItem::Done(x, r) => (r, Some(AilItem::Done(x))),
+            };
             let bytes: usize = regions.iter().map(|r| r.len()).sum();
             let (mut lv, _) = LogVec::start(None, bytes, regions.len());
             for r in &regions {
@@ -363,7 +380,7 @@ impl Cil {
             }
             delta += bytes as isize;
             dvecs += regions.len() as isize;
-            new_items.push(CtxItem::Raw(lv));
+            new_items.push(CtxItem::Raw(lv, ail));
         }
         let nitems = new_items.len() as u64;
         let over = {
@@ -371,7 +388,9 @@ impl Cil {
             let first = ctx.trans == 0;
             let d = delta.max(0) as usize;
             let steal = self.steal_for(d, dvecs.max(0) as usize, first);
-            ticket.steal_into(&mut ctx.ticket, steal);
+            if ticket.steal_into(&mut ctx.ticket, steal) < steal {
+                self.c.resv_short.fetch_add(1, Relaxed);
+            }
             ctx.items.extend(new_items);
             ctx.space += d + dvecs.max(0) as usize * OP_HEADER_SIZE;
             ctx.trans += 1;
@@ -435,7 +454,7 @@ impl Cil {
                         st.log.lv.take().unwrap_or_default()
                     }
                     CtxItem::Inode(i) => i.st.lock().log.lv.take().unwrap_or_default(),
-                    CtxItem::Raw(v) => v.clone(),
+                    CtxItem::Raw(v, _) => v.clone(),
                 };
                 lvs.push(lv);
             }
@@ -469,7 +488,7 @@ impl Cil {
             .filter_map(|i| match i {
                 CtxItem::Buf(b) => Some(AilItem::Buf(b)),
                 CtxItem::Inode(i) => Some(AilItem::Inode(i)),
-                CtxItem::Raw(_) => None,
+                CtxItem::Raw(_, a) => a,
             })
             .collect();
         let ail = self.ail.clone();

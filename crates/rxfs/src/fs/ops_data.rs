@@ -1,12 +1,25 @@
 //! Data and attribute operations of a read-write mount: write, setattr
 //! (including truncate), fsync.
+//!
+//! Each takes the inode lock (exclusive), allocates a transaction, runs the
+//! generic algorithm of [`crate::bmapop::data`] on it and commits; on error
+//! the transaction is cancelled (its changes were private copies). A write
+//! is split into transactions of at most
+//! [`crate::bmapop::data::WRITE_TX_BLOCKS`] new blocks each, all under one
+//! hold of the inode lock; its data reaches the device (through
+//! [`Filesystem::dev`], so the read path sees it) before each transaction
+//! commits. A write that fails after some transactions committed returns
+//! the bytes written so far (a short write), as POSIX allows.
 
 use std::sync::Arc;
 
 use super::{Filesystem, Inode};
+use crate::bmapop::data::{self, WriteOpts};
+use crate::bmapop::Placement;
 use crate::error::{Error, Result};
 use crate::format::inode::Timestamp;
 use crate::types::Ino;
+use crate::xact::{MetaTx, Resv};
 
 /// Attribute changes (`None`: unchanged). Setting `size` truncates or
 /// extends; ctime is set to `ctime` or now when anything changes.
@@ -25,20 +38,86 @@ pub struct SetAttr {
 impl Filesystem {
     /// Write `data` at byte `off` of a regular file; returns bytes written.
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
-        let _ = (ino, off, data);
-        Err(Error::NotSupported("write".into()))
+        let _lock = self.ilock(ino)?;
+        let mut done = 0usize;
+        let mut opts = WriteOpts::now();
+        while done < data.len() {
+            let pos = off + done as u64;
+            let mut tx = self.trans_alloc(Resv::Write)?;
+            opts.now = data::now();
+            let r = tx.ijoin(ino).and_then(|ip| {
+                data::write_step(&mut tx, self.dev(), ip, ino, pos, &data[done..], opts)
+            });
+            let n = match r {
+                Ok(n) => n,
+                Err(Error::NoSpace) if opts.place == Placement::Near || opts.max_blocks > 1 => {
+                    // Near the file only its AG and higher ones were
+                    // searched: once more from AG 0, in a fresh
+                    // transaction; then ask for less, down to one block.
+                    tx.cancel();
+                    if opts.place == Placement::Near {
+                        opts.place = Placement::Anywhere;
+                    } else {
+                        opts.max_blocks /= 2;
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    tx.cancel();
+                    return if done > 0 { Ok(done) } else { Err(e) };
+                }
+            };
+            opts.place = Placement::Near;
+            match tx.commit() {
+                Ok(_) => done += n,
+                Err(e) if done > 0 => {
+                    tracing::warn!("write of inode {} cut short: {e}", ino.0);
+                    return Ok(done);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(done)
     }
 
     /// Change attributes; returns the inode as changed.
     pub fn setattr(&self, ino: Ino, attr: &SetAttr) -> Result<Arc<Inode>> {
-        let _ = (ino, attr);
-        Err(Error::NotSupported("setattr".into()))
+        {
+            let _lock = self.ilock(ino)?;
+            let resv = if attr.size.is_some() {
+                Resv::Truncate
+            } else {
+                Resv::SetAttr
+            };
+            let mut tx = self.trans_alloc(resv)?;
+            let r = tx
+                .ijoin(ino)
+                .and_then(|ip| data::setattr(&mut tx, self.dev(), ip, attr, data::now()));
+            match r {
+                Ok(()) => {
+                    tx.commit()?;
+                }
+                Err(e) => {
+                    tx.cancel();
+                    return Err(e);
+                }
+            }
+        }
+        self.iget(ino)
     }
 
     /// Make the file's data (and, unless `datasync` and only timestamps
-    /// changed, its metadata) durable.
+    /// changed, its metadata) durable: the device cache is flushed (data
+    /// written in place and into new blocks), then the log is forced up to
+    /// the inode's last committed change (its mappings and size). The
+    /// metadata is always forced, `datasync` or not.
     pub fn fsync(&self, ino: Ino, datasync: bool) -> Result<()> {
-        let _ = (ino, datasync);
-        Err(Error::NotSupported("fsync".into()))
+        let _ = datasync;
+        if self.rw().is_none() {
+            // Nothing can be dirty on a read-only mount.
+            return Ok(());
+        }
+        self.dev().flush()?;
+        self.log_force_inode(ino)
     }
 }

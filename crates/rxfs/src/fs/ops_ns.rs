@@ -1,14 +1,23 @@
 //! Namespace operations of a read-write mount: create, mkdir, unlink, rmdir.
 //!
 //! Each takes the inode locks it needs (ascending inode number), allocates
-//! a transaction, runs the algorithms of [`crate::dirop`] and
-//! [`crate::ialloc`] on it and commits.
+//! a transaction, runs the algorithms of [`crate::dirop::ns`] (which use
+//! [`crate::ialloc`] and [`crate::bmapop`]) on it and commits; on error the
+//! transaction is cancelled.
+//!
+//! unlink/rmdir find the child with the read path first (to know which
+//! inode to lock), lock parent and child, then look the name up again
+//! inside the transaction: if the entry changed in between, they start
+//! over (a bounded number of times).
 
 use std::sync::Arc;
 
 use super::{Filesystem, Inode};
+use crate::dirop::{self, NsCreate};
 use crate::error::{Error, Result};
+use crate::format::inode::Timestamp;
 use crate::types::Ino;
+use crate::xact::{MetaTx, Resv};
 
 /// Who creates an inode, and what it is.
 #[derive(Debug, Clone, Copy)]
@@ -21,29 +30,149 @@ pub struct CreateArgs {
     pub rdev: u32,
 }
 
+/// Tries of unlink/rmdir when the entry changes under them.
+const RELOOKUP_TRIES: usize = 8;
+
+fn now() -> Timestamp {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        sec: d.as_secs() as i64,
+        nsec: d.subsec_nanos(),
+    }
+}
+
+/// Linux `dev_t` (as `stat` gives it) to the on-disk XFS encoding
+/// (major << 18 | minor).
+pub fn xfs_rdev(linux: u32) -> u32 {
+    let dev = linux as libc::dev_t;
+    let (major, minor) = (libc::major(dev), libc::minor(dev));
+    ((major & 0x1ff) << 18) | (minor & 0x3ffff)
+}
+
+impl CreateArgs {
+    fn ns(&self) -> NsCreate {
+        NsCreate {
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            rdev: xfs_rdev(self.rdev),
+            time: now(),
+            alloc_from_ag0: false,
+        }
+    }
+}
+
 impl Filesystem {
     /// Create a regular file, device, FIFO or socket named `name` in `parent`.
     pub fn create(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
-        let _ = (parent, name, args);
-        Err(Error::NotSupported("create".into()))
+        dirop::check_name(name)?;
+        let ino = self.retry_from_ag0(args, &mut |ns| {
+            self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
+                let dp = tx.ijoin(parent)?;
+                dirop::create(tx, dp, name, ns).map(|(ino, _)| ino)
+            })
+        })?;
+        self.iget(ino)
     }
 
     /// Create a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
-        let _ = (parent, name, args);
-        Err(Error::NotSupported("mkdir".into()))
+        dirop::check_name(name)?;
+        let ino = self.retry_from_ag0(args, &mut |ns| {
+            self.ns_transaction(Resv::Mkdir, &[parent], &mut |tx| {
+                let dp = tx.ijoin(parent)?;
+                dirop::mkdir(tx, dp, name, ns).map(|(ino, _)| ino)
+            })
+        })?;
+        self.iget(ino)
     }
 
     /// Remove a non-directory entry; the inode is freed when its link count
     /// reaches zero.
     pub fn unlink(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let _ = (parent, name);
-        Err(Error::NotSupported("unlink".into()))
+        self.remove_entry(parent, name, false)
     }
 
     /// Remove an empty directory.
     pub fn rmdir(&self, parent: Ino, name: &[u8]) -> Result<()> {
-        let _ = (parent, name);
-        Err(Error::NotSupported("rmdir".into()))
+        self.remove_entry(parent, name, true)
+    }
+
+    fn remove_entry(&self, parent: Ino, name: &[u8], dir: bool) -> Result<()> {
+        dirop::check_name(name)?;
+        for _ in 0..RELOOKUP_TRIES {
+            let pdir = self.iget(parent)?;
+            let child = self.lookup(&pdir, name)?;
+            let t = now();
+            let r = self.ns_transaction(Resv::Remove, &[parent, child], &mut |tx| {
+                let dp = tx.ijoin(parent)?;
+                if dirop::dir_lookup(tx, dp, name)? != Some(child) {
+                    // Changed since the unlocked lookup: try again.
+                    return Ok(false);
+                }
+                if dir {
+                    dirop::rmdir(tx, dp, name, t)?;
+                } else {
+                    dirop::unlink(tx, dp, name, t)?;
+                }
+                Ok(true)
+            })?;
+            if r {
+                return Ok(());
+            }
+        }
+        Err(Error::Invalid(format!(
+            "entry {:?} kept changing during removal",
+            String::from_utf8_lossy(name)
+        )))
+    }
+
+    /// Run a create-like operation; when it found no space for a directory
+    /// block from the directory's AG upwards, run it once more looking from
+    /// AG 0 (a new transaction, so the AGF lock order holds).
+    fn retry_from_ag0(
+        &self,
+        args: &CreateArgs,
+        op: &mut dyn FnMut(&NsCreate) -> Result<Ino>,
+    ) -> Result<Ino> {
+        let mut ns = args.ns();
+        match op(&ns) {
+            Err(Error::NoSpace) => {
+                ns.alloc_from_ag0 = true;
+                op(&ns)
+            }
+            r => r,
+        }
+    }
+
+    /// Run `f` in a transaction with the inodes `inos` locked (ascending
+    /// inode number, before the log reservation), commit on success,
+    /// cancel on error. The read path's caches are updated by the commit.
+    fn ns_transaction<T>(
+        &self,
+        resv: Resv,
+        inos: &[Ino],
+        f: &mut dyn FnMut(&mut dyn MetaTx) -> Result<T>,
+    ) -> Result<T> {
+        let mut order = inos.to_vec();
+        order.sort_unstable();
+        order.dedup();
+        let _locks = order
+            .iter()
+            .map(|&i| self.ilock(i))
+            .collect::<Result<Vec<_>>>()?;
+        let mut tx = self.trans_alloc(resv)?;
+        match f(&mut tx) {
+            Ok(v) => {
+                tx.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                tx.cancel();
+                Err(e)
+            }
+        }
     }
 }

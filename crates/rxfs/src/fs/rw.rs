@@ -289,6 +289,7 @@ impl Filesystem {
         FsStats {
             trans_commits: c.commits,
             trans_cancels: rw.cancels.load(Relaxed),
+            trans_resv_overruns: c.resv_short,
             cil_items: c.items,
             cil_relogged: c.relogged,
             checkpoints: c.checkpoints,

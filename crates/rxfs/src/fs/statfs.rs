@@ -88,7 +88,23 @@ impl Filesystem {
         let geo = self.geo();
         let recompute = !log_was_clean || !self.sb_counters_sane();
         let agfs_read = recompute || sb.has_finobt() || sb.has_reflink() || sb.has_rmapbt();
-        let (fdblocks, icount, ifree, allocbt) = if agfs_read {
+        let (fdblocks, icount, ifree, allocbt) = if let Some(rw) = self.rw() {
+            // A read-write mount: the in-core counters, exact at every
+            // commit (the kernel's rw statfs also holds back per-AG
+            // reservations, which rxfs does not make).
+            let c = rw.counters();
+            let allocbt = if agfs_read {
+                self.ag_summary()?.allocbt_blocks
+            } else {
+                0
+            };
+            (
+                c.fdblocks.max(0) as u64,
+                c.icount.max(0) as u64,
+                c.ifree.max(0) as u64,
+                allocbt,
+            )
+        } else if agfs_read {
             let s = self.ag_summary()?;
             if recompute {
                 if s.fdblocks > sb.dblocks || s.ifree > s.icount {

@@ -8,6 +8,10 @@ pub struct FsStats {
     /// Transactions committed, and cancelled.
     pub trans_commits: u64,
     pub trans_cancels: u64,
+    /// Commits that logged more than their reservation (a reservation
+    /// too small for the operation: a bug to report; the CIL still writes
+    /// them, from the log's headroom).
+    pub trans_resv_overruns: u64,
     /// Log items inserted into the CIL (one per item per commit), and
     /// those that were already in the CIL (relogged in the same checkpoint).
     pub cil_items: u64,
@@ -38,6 +42,7 @@ impl FsStats {
         vec![
             ("trans_commits", self.trans_commits),
             ("trans_cancels", self.trans_cancels),
+            ("trans_resv_overruns", self.trans_resv_overruns),
             ("cil_items", self.cil_items),
             ("cil_relogged", self.cil_relogged),
             ("checkpoints", self.checkpoints),

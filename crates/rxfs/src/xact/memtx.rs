@@ -254,6 +254,9 @@ impl MetaTx for MemTx {
     fn log_raw_item(&mut self, regions: Vec<Vec<u8>>) {
         self.raw_items.push(regions);
     }
+    fn defer_free(&mut self, agno: AgNumber, agbno: AgBlock, len: u32) -> Result<()> {
+        crate::alloc::free_extent(self, agno, agbno, len)
+    }
     fn mod_sb(&mut self, c: SbCounter, delta: i64) {
         let name = match c {
             SbCounter::FreeBlocks => "fdblocks",

@@ -143,6 +143,13 @@ pub trait MetaTx {
     /// in this transaction's checkpoint, after the items joined above.
     fn log_raw_item(&mut self, regions: Vec<Vec<u8>>);
 
+    /// Free an extent as a deferred operation: the transaction logs an
+    /// extent-free intent (EFI) for it, and at commit a follow-up
+    /// transaction frees it and logs the done item (EFD), so a crash in
+    /// between leaves an intent recovery finishes. [`memtx::MemTx`] frees
+    /// at once.
+    fn defer_free(&mut self, agno: AgNumber, agbno: AgBlock, len: u32) -> Result<()>;
+
     /// Change an in-core superblock counter by `delta` at commit.
     fn mod_sb(&mut self, c: SbCounter, delta: i64);
     /// `len` blocks at `agbno` were freed: busy until this transaction's

@@ -13,11 +13,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{BufId, BufKind, InodeId, MetaTx, Resv, SbCounter};
+use crate::ail::IntentItem;
 use crate::cache::buf::TxGuard;
 use crate::cache::{Buf, InodeItem};
 use crate::cil::format::map_set;
-use crate::cil::{TxBuf, TxInode};
+use crate::cil::{RawItem, TxBuf, TxInode};
 use crate::error::{Error, Location, Result};
+use crate::format::log::HostOrder;
+use crate::format::log_items::{FreeExtent, LI_EFD, LI_EFI};
 use crate::format::sb::Superblock;
 use crate::format::{be16, crc};
 use crate::fs::Filesystem;
@@ -52,8 +55,28 @@ pub struct Trans<'a> {
     by_ino: HashMap<u64, InodeId>,
     sb_delta: [i64; 3],
     busy: Vec<(AgNumber, AgBlock, u32)>,
-    raw: Vec<Vec<Vec<u8>>>,
+    raw: Vec<RawItem>,
+    /// Extents to free after commit (EFI now, EFD in follow-ups).
+    deferred: Vec<(AgNumber, AgBlock, u32)>,
 }
+
+/// An EFI (`done == false`) or EFD region: 16-byte header, then 16-byte
+/// `(start u64, len u32, pad u32)` extents, host order.
+fn free_extents_region(o: HostOrder, done: bool, id: u64, ext: &[FreeExtent]) -> Vec<u8> {
+    let mut b = vec![0u8; 16 + 16 * ext.len()];
+    o.put_u16(&mut b, 0, if done { LI_EFD } else { LI_EFI });
+    o.put_u16(&mut b, 2, 1);
+    o.put_u32(&mut b, 4, ext.len() as u32);
+    o.put_u64(&mut b, 8, id);
+    for (i, e) in ext.iter().enumerate() {
+        o.put_u64(&mut b, 16 + 16 * i, e.start);
+        o.put_u32(&mut b, 24 + 16 * i, e.len);
+    }
+    b
+}
+
+/// Extents per EFI (one follow-up transaction frees them all).
+pub const EFI_MAX_EXTENTS: usize = 16;
 
 /// Log bytes one transaction of kind `r` may need (generous: whole
 /// buffers of every block an operation of that kind can touch).
@@ -65,7 +88,7 @@ pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
         Resv::Misc => 2 * blk + 2 * ino,
         Resv::SetAttr => blk * 2 + ino * 2,
         Resv::Create | Resv::Mkdir | Resv::Remove => 24 * blk + 4 * ino + 3 * dir,
-        Resv::Write | Resv::Truncate => 32 * blk + 2 * ino,
+        Resv::Write | Resv::Truncate => 64 * blk + 2 * ino,
     };
     n as u32
 }
@@ -82,6 +105,7 @@ impl<'a> Trans<'a> {
             sb_delta: [0; 3],
             busy: Vec::new(),
             raw: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -178,19 +202,79 @@ impl<'a> Trans<'a> {
 
     /// Commit: hand everything to the CIL. Returns the CIL sequence of
     /// this transaction (force it with [`Filesystem::log_force_seq`]).
+    ///
+    /// Deferred frees ([`MetaTx::defer_free`]): this transaction carries
+    /// an EFI for them (at most [`EFI_MAX_EXTENTS`] extents each); then one
+    /// follow-up transaction per EFI frees its extents and logs the EFD.
+    /// The EFI holds the log tail until its EFD is stable, so a crash
+    /// anywhere in the chain is finished by recovery. A follow-up that
+    /// fails leaves the filesystem shut down (the intent stays in the log
+    /// for recovery), as the kernel does.
     pub fn commit(mut self) -> Result<u64> {
+        let deferred = std::mem::take(&mut self.deferred);
+        if deferred.is_empty() {
+            return self.commit_one();
+        }
+        let rw = self.core();
+        let o = rw.cil.log().config().order;
+        let geo = self.fs.geo();
+        let mut chain = Vec::new();
+        for group in deferred.chunks(EFI_MAX_EXTENTS) {
+            let ext: Vec<FreeExtent> = group
+                .iter()
+                .map(|(a, b, l)| FreeExtent {
+                    start: geo.agb_to_fsb(*a, *b).0,
+                    len: *l,
+                })
+                .collect();
+            let intent = IntentItem::new(rw.next_id());
+            let efi = free_extents_region(o, false, intent.id, &ext);
+            self.raw.push(RawItem::Intent(intent.clone(), vec![efi]));
+            chain.push((intent, group.to_vec(), ext));
+        }
+        let fs = self.fs;
+        let mut seq = self.commit_one()?;
+        for (intent, group, ext) in chain {
+            let r = (|| {
+                let mut tp = fs.trans_alloc(Resv::Truncate)?;
+                for (a, b, l) in &group {
+                    crate::alloc::free_extent(&mut tp, *a, *b, *l)?;
+                }
+                let efd = free_extents_region(o, true, intent.id, &ext);
+                tp.raw.push(RawItem::Done(intent.clone(), vec![efd]));
+                tp.commit_one()
+            })();
+            match r {
+                Ok(s) => seq = s,
+                Err(e) => {
+                    tracing::error!("deferred free failed, shutting down: {e}");
+                    fs.abandon();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(seq)
+    }
+
+    fn commit_one(mut self) -> Result<u64> {
         let rw = self.core();
         let mut ticket = self.ticket.take().expect("ticket");
+        // The buffers stay locked to this transaction until the CIL has
+        // published their new contents (and the busy extents): a
+        // transaction waiting for one of them must not read the old ones.
+        let mut guards = Vec::new();
         let bufs: Vec<TxBuf> = std::mem::take(&mut self.bufs)
             .into_iter()
-            .filter(|b| b.dirty)
-            .map(|b| TxBuf {
-                buf: b.buf,
-                data: b.data,
-                kind: b.kind,
-                map: b.map,
-                stale: b.stale,
-                ordered: b.ordered,
+            .filter_map(|b| {
+                guards.push(b._guard);
+                b.dirty.then_some(TxBuf {
+                    buf: b.buf,
+                    data: b.data,
+                    kind: b.kind,
+                    map: b.map,
+                    stale: b.stale,
+                    ordered: b.ordered,
+                })
             })
             .collect();
         let mut changed = Vec::new();
@@ -227,6 +311,7 @@ impl<'a> Trans<'a> {
             }
             rw.count_commit();
         }
+        drop(guards);
         Ok(seq)
     }
 
@@ -303,7 +388,7 @@ impl MetaTx for Trans<'_> {
         {
             crate::format::put_be32(&mut r, 4 + 4 * i, v);
         }
-        self.raw.push(vec![r]);
+        self.raw.push(RawItem::Plain(vec![r]));
     }
     fn ijoin(&mut self, ino: Ino) -> Result<InodeId> {
         if let Some(&id) = self.by_ino.get(&ino.0) {
@@ -385,7 +470,17 @@ impl MetaTx for Trans<'_> {
         self.inodes[i.0 as usize].dirty = true;
     }
     fn log_raw_item(&mut self, regions: Vec<Vec<u8>>) {
-        self.raw.push(regions);
+        self.raw.push(RawItem::Plain(regions));
+    }
+    fn defer_free(&mut self, agno: AgNumber, agbno: AgBlock, len: u32) -> Result<()> {
+        if len == 0 || !self.fs.geo().agbno_valid(agno, agbno) {
+            return Err(Error::Invalid(format!(
+                "deferred free of {len} blocks at AG {} block {}",
+                agno.0, agbno.0
+            )));
+        }
+        self.deferred.push((agno, agbno, len));
+        Ok(())
     }
     fn mod_sb(&mut self, c: SbCounter, delta: i64) {
         let i = match c {

@@ -1,0 +1,330 @@
+//! Data fork extent map editing, for forks in EXTENTS format.
+//!
+//! The data fork of an EXTENTS-format inode is an array of packed 16-byte
+//! extent records in the inode's literal area, right after the 176-byte
+//! core, sorted by file offset:
+//! ```text
+//! 176: rec 0 | rec 1 | ... | rec n-1 | (unused, kept zero) | attr fork at 176 + forkoff*8
+//!      rec = l0: [63] unwritten [62..9] startoff [8..0] startblock hi
+//!            l1: [63..21] startblock lo [20..0] blockcount
+//! ```
+//! `n` is di_nextents (32 bits at 76, or 64 bits at 24 with NREXT64); at
+//! most `data fork bytes / 16` records fit. A fork that needs more becomes
+//! a bmbt (BTREE format): not written here yet (`NotSupported`, issue 4).
+//!
+//! Invariants kept (on top of [`map::ExtentMap`]'s list invariants):
+//! - di_nextents = number of records; di_nblocks changes by exactly the
+//!   blocks mapped or unmapped here (it also counts attr fork blocks);
+//! - every mapping lies in one AG, and is allocated in the free-space
+//!   btrees ([`crate::alloc`]) before it is inserted; an unmapped extent
+//!   is freed as a deferred operation ([`MetaTx::defer_free`]: an EFI in
+//!   the unmapping transaction, the free and its EFD in a follow-up), as
+//!   the kernel does, so a truncate's transaction stays small;
+//! - within one call, allocations never move to a lower AG than one
+//!   already used (AGF lock order, see [`crate::xact`]);
+//! - on error the fork is unchanged; when the refusal is the extent
+//!   limit (`NotSupported`) every block the call allocated was freed again
+//!   and the transaction may still commit; after any other error (the
+//!   allocator's) the transaction must be cancelled.
+//!
+//! Layers: [`map`] edits an in-memory extent list (pure, unit-tested
+//! against a block model); this module loads/stores it in the joined
+//! inode and allocates/frees through [`crate::alloc`]; [`data`] builds the
+//! file operations (write step, size change, setattr) on top, used by
+//! `fs/ops_data.rs`.
+//!
+//! Not handled (refused with `NotSupported`): BTREE-format forks,
+//! realtime files, filesystems with the reverse-mapping btree (every
+//! mapping would need an rmap record), and freeing blocks of inodes flagged
+//! REFLINK (they may be shared: the refcount btree would have to decide).
+
+pub mod data;
+pub mod map;
+#[cfg(test)]
+mod tests;
+
+use crate::alloc::{alloc_extent, free_extent, AllocReq};
+use crate::error::{Error, Location, Result};
+use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::format::dinode_edit as di;
+use crate::format::inode::{Timestamp, DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
+use crate::types::{AgBlock, AgNumber, FileBlock, FsBlock, Ino};
+use crate::xact::{InodeId, MetaTx};
+
+pub use map::{ExtentMap, Space};
+
+/// Where new blocks go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Placement {
+    /// Next to the previous mapping (or the next one, or the inode),
+    /// moving only to higher AGs when that AG is full.
+    #[default]
+    Near,
+    /// The first allocation searches every AG from AG 0 up: for a retry
+    /// in a fresh transaction after `Near` found no space (a transaction
+    /// never moves back to a lower AG, see [`crate::xact`]'s lock order).
+    Anywhere,
+}
+
+/// The data fork's mappings of a joined inode, sorted by file offset.
+pub fn read_map(tx: &mut dyn MetaTx, ip: InodeId) -> Result<Vec<Extent>> {
+    Ok(load(&*tx, ip)?.0.exts)
+}
+
+/// Allocate blocks for every hole in `[off, off + count)` of the data fork
+/// of `ip` (inode number `ino`); returns the new mappings (written state),
+/// sorted. Updates the fork, di_nextents and di_nblocks. The caller writes
+/// the data (or zeros) to the new blocks before the transaction commits.
+pub fn alloc_range(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    ino: Ino,
+    off: FileBlock,
+    count: u64,
+) -> Result<Vec<Extent>> {
+    Ok(map_range(tx, ip, ino, off, count, false, Placement::Near)?.0)
+}
+
+/// Make `[off, off + count)` ready for a data write: unwritten mappings in
+/// it become written, holes get new blocks. Returns `(new, converted)`:
+/// both lists are blocks that the caller must write whole (data, zeros
+/// elsewhere) before the transaction commits; other blocks of the range
+/// were already written. `place` says where new blocks go. The extent-count limit is checked before
+/// anything changes when the conversion alone would exceed it.
+pub fn prepare_write(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    ino: Ino,
+    off: FileBlock,
+    count: u64,
+    place: Placement,
+) -> Result<(Vec<Extent>, Vec<Extent>)> {
+    map_range(tx, ip, ino, off, count, true, place)
+}
+
+fn map_range(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    ino: Ino,
+    off: FileBlock,
+    count: u64,
+    convert: bool,
+    place: Placement,
+) -> Result<(Vec<Extent>, Vec<Extent>)> {
+    refuse_rmap(&*tx)?;
+    let (mut map, max_recs) = load(&*tx, ip)?;
+    let converted = if convert {
+        map.mark_written(off.0, off.0.saturating_add(count))
+    } else {
+        Vec::new()
+    };
+    if map.exts.len() > max_recs {
+        return Err(Error::NotSupported("btree data forks: issue 4".into()));
+    }
+    let geo = tx.geo();
+    let home = geo.agb_to_fsb(geo.ino_agno(ino), geo.agino_agbno(geo.ino_agino(ino)));
+    let mut space = TxSpace {
+        tx: &mut *tx,
+        min_agno: 0,
+        anywhere: place == Placement::Anywhere,
+    };
+    let new = map::fill(
+        &mut map,
+        off.0,
+        count,
+        max_recs,
+        Some(home.0),
+        false,
+        &mut space,
+    )?;
+    if !new.is_empty() || !converted.is_empty() {
+        let added: u64 = new.iter().map(|e| e.len).sum();
+        store(tx, ip, &map, added as i64)?;
+    }
+    Ok((new, converted))
+}
+
+/// Remove every mapping at or beyond file block `from` and free its blocks
+/// (truncate). The caller sets di_size. The frees are deferred
+/// ([`MetaTx::defer_free`]): this transaction logs the unmapping and an
+/// extent-free intent, follow-up transactions free the space.
+pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<()> {
+    refuse_rmap(&*tx)?;
+    let (mut map, _) = load(&*tx, ip)?;
+    let d = tx.inode(ip);
+    if map.exts.iter().any(|e| e.end() > from.0) && di::flags2(d) & DIFLAG2_REFLINK != 0 {
+        return Err(Error::NotSupported(
+            "freeing blocks of a reflinked file (shared extents)".into(),
+        ));
+    }
+    let mut freed = map.truncate(from.0);
+    if freed.is_empty() {
+        return Ok(());
+    }
+    // Ascending fsblock = ascending AG: the AGF lock order.
+    freed.sort_unstable();
+    let total: u64 = freed.iter().map(|f| f.1).sum();
+    for (start, len) in freed {
+        let geo = tx.geo();
+        let fsb = FsBlock(start);
+        let (agno, agbno) = (geo.fsb_agno(fsb), geo.fsb_agbno(fsb));
+        tx.defer_free(agno, agbno, len as u32)?;
+    }
+    store(tx, ip, &map, -(total as i64))
+}
+
+/// Set di_size.
+pub fn set_size(tx: &mut dyn MetaTx, ip: InodeId, size: u64) {
+    di::set_size(tx.inode_mut(ip), size);
+}
+
+/// Set any of atime/mtime/ctime (bigtime-aware, clamped to the encoding).
+pub fn set_times(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    atime: Option<Timestamp>,
+    mtime: Option<Timestamp>,
+    ctime: Option<Timestamp>,
+) {
+    let d = tx.inode_mut(ip);
+    if let Some(t) = atime {
+        di::set_atime(d, t);
+    }
+    if let Some(t) = mtime {
+        di::set_mtime(d, t);
+    }
+    if let Some(t) = ctime {
+        di::set_ctime(d, t);
+    }
+}
+
+fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
+    if tx.sb().has_rmapbt() {
+        return Err(Error::NotSupported(
+            "data fork changes on a filesystem with rmapbt (issue 4)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Decode and check the data fork of a joined inode; returns the map and
+/// the most records the fork can hold.
+fn load(tx: &dyn MetaTx, ip: InodeId) -> Result<(ExtentMap, usize)> {
+    let d = tx.inode(ip);
+    let geo = tx.geo();
+    let at = Location::Ino(di::ino(d));
+    let bad = |detail: String| Error::corrupt("inode data fork", at, detail);
+    if di::flags(d) & DIFLAG_REALTIME != 0 {
+        return Err(Error::NotSupported(
+            "realtime files: data fork editing".into(),
+        ));
+    }
+    match di::format(d) {
+        FMT_EXTENTS => {}
+        FMT_BTREE => return Err(Error::NotSupported("btree data forks: issue 4".into())),
+        f => {
+            return Err(Error::Invalid(format!(
+                "data fork format {f} has no extent map"
+            )))
+        }
+    }
+    let fork = di::data_fork(d);
+    let max_recs = fork.len() / EXTENT_REC_SIZE;
+    let n = di::nextents(d);
+    if n > max_recs as u64 {
+        return Err(bad(format!("{n} extents in a fork that holds {max_recs}")));
+    }
+    let mut exts = Vec::with_capacity(n as usize);
+    for i in 0..n as usize {
+        let e = Extent::decode(&fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
+        if !geo.fsb_extent_valid(FsBlock(e.start), e.len) {
+            return Err(bad(format!(
+                "extent {i} ({} blocks at fsblock {}) outside one AG",
+                e.len, e.start
+            )));
+        }
+        exts.push(e);
+    }
+    let map = ExtentMap::new(exts, geo.agblklog);
+    map.check().map_err(bad)?;
+    Ok((map, max_recs))
+}
+
+/// Write the map into the fork (unused record space zeroed), di_nextents,
+/// and di_nblocks += `delta`.
+fn store(tx: &mut dyn MetaTx, ip: InodeId, map: &ExtentMap, delta: i64) -> Result<()> {
+    let d = tx.inode_mut(ip);
+    let at = Location::Ino(di::ino(d));
+    let nblocks = di::nblocks(d)
+        .checked_add_signed(delta)
+        .ok_or_else(|| Error::corrupt("inode", at, "di_nblocks would wrap"))?;
+    let fork = di::data_fork_mut(d);
+    debug_assert!(map.exts.len() * EXTENT_REC_SIZE <= fork.len());
+    for (i, e) in map.exts.iter().enumerate() {
+        e.encode(&mut fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
+    }
+    fork[map.exts.len() * EXTENT_REC_SIZE..].fill(0);
+    di::set_nextents(d, map.exts.len() as u64);
+    di::set_nblocks(d, nblocks);
+    Ok(())
+}
+
+/// [`Space`] on the free-space btrees of a transaction.
+struct TxSpace<'a> {
+    tx: &'a mut dyn MetaTx,
+    /// No allocation below this AG (AGF lock order within the call).
+    min_agno: u32,
+    /// The next allocation ignores `near` and scans from AG `min_agno`.
+    anywhere: bool,
+}
+
+impl Space for TxSpace<'_> {
+    fn alloc(&mut self, near: Option<u64>, maxlen: u64) -> Result<(u64, u64)> {
+        let geo = self.tx.geo();
+        let (mut agno, mut agbno) = match near {
+            Some(f) => {
+                let fsb = FsBlock(f);
+                (geo.fsb_agno(fsb), Some(geo.fsb_agbno(fsb)))
+            }
+            None => (AgNumber(self.min_agno), None),
+        };
+        if agno.0 < self.min_agno || agno.0 >= geo.agcount {
+            agno = AgNumber(self.min_agno);
+            agbno = None;
+        }
+        if agbno.is_some_and(|b| !geo.agbno_valid(agno, b)) || self.anywhere {
+            agbno = None;
+        }
+        if self.anywhere {
+            agno = AgNumber(self.min_agno);
+            self.anywhere = false;
+        }
+        let req = AllocReq {
+            agno,
+            near: agbno,
+            minlen: 1,
+            maxlen: maxlen.min(u32::MAX as u64) as u32,
+            align: 1,
+            any_ag: true,
+            meta: false,
+        };
+        let x = alloc_extent(&mut *self.tx, &req)?;
+        let geo = self.tx.geo();
+        let fsb = geo.agb_to_fsb(x.agno, x.agbno);
+        if !geo.fsb_extent_valid(fsb, x.len as u64) || x.agno.0 < self.min_agno {
+            return Err(Error::Invalid(format!(
+                "allocator returned {} blocks at {}/{}",
+                x.len, x.agno.0, x.agbno.0
+            )));
+        }
+        self.min_agno = x.agno.0;
+        Ok((fsb.0, x.len as u64))
+    }
+
+    fn free(&mut self, start: u64, len: u64) -> Result<()> {
+        let geo = self.tx.geo();
+        let fsb = FsBlock(start);
+        let (agno, agbno): (AgNumber, AgBlock) = (geo.fsb_agno(fsb), geo.fsb_agbno(fsb));
+        free_extent(&mut *self.tx, agno, agbno, len as u32)
+    }
+}

@@ -1,0 +1,430 @@
+//! Directory modification on a transaction: shortform and single-block
+//! (XDB3) directories, and the namespace operations built on them
+//! ([`ns`]).
+//!
+//! Layers:
+//! - [`sf`] and [`block`]: pure edits of a decoded shortform directory and
+//!   of the bytes of a directory block (no I/O);
+//! - this module: find the directory's form from its dinode, read its
+//!   block through the transaction, run the pure edit, write back and log;
+//!   convert shortform -> block when an entry no longer fits the inode,
+//!   and block -> shortform when the entries fit the inode again (as the
+//!   kernel does after a removal);
+//! - [`ns`]: create, mkdir, unlink, rmdir.
+//!
+//! Forms handled:
+//! ```text
+//!  shortform: format LOCAL, di_size = bytes of the sf directory
+//!  block:     format EXTENTS, mappings covering exactly fork blocks
+//!             [0, dir_fsbs) and physically contiguous, di_size = dirblksize
+//! ```
+//! Anything else (leaf, node, btree forks, a discontiguous block) is
+//! `NotSupported` (issue 4), as is an addition that would need the leaf
+//! form; in both cases nothing has been changed.
+//!
+//! Invariants: every change is planned on copies first (including the
+//! block an sf->block conversion would build), so an `Err` leaves the
+//! transaction's buffers and inodes as they were, except for errors of
+//! the allocator itself. The directory block is allocated with
+//! [`crate::alloc::alloc_extent`] (one contiguous extent of `dir_fsbs`
+//! blocks near the inode) and freed as a deferred operation
+//! ([`MetaTx::defer_free`]: an extent-free intent in this transaction, the
+//! free itself in a follow-up one, as the kernel does).
+//!
+//! Entry points: [`dir_init`], [`dir_lookup`], [`dir_add`], [`dir_remove`],
+//! [`dir_is_empty`], and [`dir_can_add`] (the check before allocating an
+//! inode). Names are checked by [`check_name`] (`NameTooLong` past 255
+//! bytes, `Invalid` for empty names or names with '/' or NUL); adding "."
+//! or ".." is `Exists`, removing them `Invalid`.
+//!
+//! Limits: case-insensitive (ascii-ci) filesystems and filesystems with an
+//! rmapbt refuse conversions (`NotSupported`). The directory block is
+//! asked for in the directory's AG and then higher AGs only (from AG 0 on
+//! with [`dir_add_from`], which the `Filesystem` wrappers use to retry in a
+//! new transaction after `NoSpace`); when an earlier step of the same
+//! transaction locked the AGF of a higher AG (a new inode chunk) the AGF
+//! lock order may still be broken (the kernel tracks the highest AG a
+//! transaction locked; [`MetaTx`] does not tell it yet).
+
+pub mod block;
+pub mod ns;
+pub mod sf;
+#[cfg(test)]
+mod tests;
+
+use crate::alloc::{alloc_extent, AllocReq};
+use crate::error::{Error, Location, Result};
+use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::format::dinode_edit as di;
+use crate::format::dir::{DirGeo, MAXNAMELEN};
+use crate::format::dir_sf::{decode_sf, encode_sf, SfDir};
+use crate::format::inode::{FMT_BTREE, FMT_EXTENTS, FMT_LOCAL};
+use crate::types::{AgBlock, AgNumber, FileBlock, FsBlock, Ino};
+use crate::xact::{BufId, BufKind, InodeId, MetaTx};
+
+use block::BlockState;
+use sf::SfAdd;
+
+pub use ns::{create, mkdir, rmdir, unlink, NsCreate};
+
+/// `sb_versionnum` bit of case-insensitive (ASCII) directory names: they
+/// hash differently.
+const VERSION_BORGBIT: u16 = 0x4000;
+
+/// Directory geometry of the transaction's filesystem.
+pub fn dir_geo(tx: &dyn MetaTx) -> DirGeo {
+    DirGeo::new(tx.geo().blocklog, tx.geo().dirblklog, tx.sb().has_ftype())
+}
+
+/// Check a name given to a directory operation.
+pub fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > MAXNAMELEN {
+        return Err(Error::NameTooLong);
+    }
+    if !crate::format::dir::name_valid(name) {
+        return Err(Error::Invalid(format!(
+            "bad file name {:?}",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
+/// A block directory as read through the transaction.
+struct BlockDir {
+    buf: BufId,
+    st: BlockState,
+    /// First filesystem block of the directory block.
+    fsb: FsBlock,
+}
+
+enum Dir {
+    Short(SfDir),
+    Block(BlockDir),
+}
+
+fn corrupt(dp_ino: u64, detail: impl Into<String>) -> Error {
+    Error::corrupt("directory", Location::Ino(dp_ino), detail)
+}
+
+/// Read the directory `dp` in whichever form it has.
+fn load(tx: &mut dyn MetaTx, dp: InodeId) -> Result<Dir> {
+    if tx.sb().versionnum & VERSION_BORGBIT != 0 {
+        return Err(Error::NotSupported(
+            "directories with case-insensitive names".into(),
+        ));
+    }
+    let geo = dir_geo(tx);
+    let d = tx.inode(dp);
+    let ino = Ino(di::ino(d));
+    if di::mode(d) as u32 & di::S_IFMT != di::S_IFDIR {
+        return Err(Error::NotDir);
+    }
+    let size = di::size(d);
+    match di::format(d) {
+        FMT_LOCAL => {
+            let fork = di::data_fork(d);
+            if size > fork.len() as u64 {
+                return Err(corrupt(ino.0, format!("shortform size {size}")));
+            }
+            Ok(Dir::Short(decode_sf(&fork[..size as usize], &geo, ino)?))
+        }
+        FMT_EXTENTS => {
+            let fork = di::data_fork(d);
+            let n = di::nextents(d);
+            if n == 0 || n > (fork.len() / EXTENT_REC_SIZE) as u64 {
+                return Err(corrupt(ino.0, format!("{n} extents")));
+            }
+            let exts: Vec<Extent> = (0..n as usize)
+                .map(|i| Extent::decode(&fork[i * EXTENT_REC_SIZE..]))
+                .collect();
+            let fsbs = geo.fsbs() as u64;
+            let last = exts[exts.len() - 1];
+            if last.end() != fsbs || size != geo.blksize as u64 {
+                return Err(Error::NotSupported(
+                    "leaf and node directories: issue 4".into(),
+                ));
+            }
+            // One contiguous run mapping [0, fsbs).
+            let mut expect_off = 0;
+            let mut expect_start = exts[0].start;
+            for e in &exts {
+                if e.off.0 != expect_off || e.start != expect_start || e.unwritten {
+                    return Err(Error::NotSupported(
+                        "a directory block in discontiguous extents".into(),
+                    ));
+                }
+                expect_off += e.len;
+                expect_start += e.len;
+            }
+            let fsb = FsBlock(exts[0].start);
+            if !tx.geo().fsb_extent_valid(fsb, fsbs) {
+                return Err(corrupt(ino.0, format!("block at fsblock {}", fsb.0)));
+            }
+            let daddr = tx.geo().fsb_to_daddr(fsb);
+            let buf = tx.read_buf(daddr, geo.blksize as usize, BufKind::DirBlock)?;
+            let uuid = tx.sb().metadata_uuid();
+            // The transaction verified the block when it joined it; the
+            // CRC of a block changed earlier in this transaction is stamped
+            // only at write-back, so check the structure on a stamped copy.
+            let mut copy = tx.buf(buf).to_vec();
+            crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
+            let st = BlockState::decode(&copy, &geo, daddr, ino, &uuid)?;
+            Ok(Dir::Block(BlockDir { buf, st, fsb }))
+        }
+        FMT_BTREE => Err(Error::NotSupported(
+            "btree-format directories: issue 4".into(),
+        )),
+        f => Err(corrupt(ino.0, format!("data fork format {f}"))),
+    }
+}
+
+/// Write `sf` as the data fork of `dp` (format LOCAL, size set).
+fn store_sf(tx: &mut dyn MetaTx, dp: InodeId, sf: &SfDir) {
+    let geo = dir_geo(tx);
+    let bytes = encode_sf(sf, &geo);
+    let d = tx.inode_mut(dp);
+    di::set_format(d, FMT_LOCAL);
+    let fork = di::data_fork_mut(d);
+    debug_assert!(bytes.len() <= fork.len());
+    fork.fill(0);
+    fork[..bytes.len()].copy_from_slice(&bytes);
+    di::set_nextents(d, 0);
+    di::set_size(d, bytes.len() as u64);
+}
+
+/// Copy the edited block `new` into the buffer and log what changed.
+fn store_block(tx: &mut dyn MetaTx, buf: BufId, new: &[u8]) {
+    let ranges = block::diff_ranges(tx.buf(buf), new);
+    for r in ranges {
+        tx.buf_mut(buf)[r.clone()].copy_from_slice(&new[r.clone()]);
+        tx.log_buf(buf, r);
+    }
+}
+
+/// Initialise the data fork of the new directory `dp` as an empty
+/// shortform directory whose parent is `parent`.
+pub fn dir_init(tx: &mut dyn MetaTx, dp: InodeId, parent: Ino) -> Result<()> {
+    store_sf(tx, dp, &sf::sf_empty(parent));
+    Ok(())
+}
+
+/// Look `name` up in directory `dp` ("." and ".." included).
+pub fn dir_lookup(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Option<Ino>> {
+    check_name(name)?;
+    let dir = load(tx, dp)?;
+    if name == b"." {
+        return Ok(Some(Ino(di::ino(tx.inode(dp)))));
+    }
+    let geo = dir_geo(tx);
+    Ok(match dir {
+        Dir::Short(s) => sf::sf_lookup(&s, name),
+        Dir::Block(b) => b.st.find(&geo, name).map(|(_, i)| b.st.entries[i].ino),
+    })
+}
+
+/// True when `dp` has no entries besides "." and "..".
+pub fn dir_is_empty(tx: &mut dyn MetaTx, dp: InodeId) -> Result<bool> {
+    Ok(match load(tx, dp)? {
+        Dir::Short(s) => s.entries.is_empty(),
+        Dir::Block(b) => b.st.user_entries().next().is_none(),
+    })
+}
+
+/// What adding an entry will do, decided before anything changes.
+enum AddPlan {
+    Short(SfDir),
+    /// Convert to a block directory, then add in the block.
+    Convert(SfDir),
+    Block(BlockDir),
+}
+
+/// Plan the addition of `name -> ino`; `Err` when it cannot be done
+/// (exists, needs the leaf form...).
+fn plan_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) -> Result<AddPlan> {
+    check_name(name)?;
+    if name == b"." || name == b".." {
+        return Err(Error::Exists);
+    }
+    let geo = dir_geo(tx);
+    let dir = load(tx, dp)?;
+    let dp_ino = Ino(di::ino(tx.inode(dp)));
+    let fork_size = di::data_fork_size(tx.inode(dp));
+    match dir {
+        Dir::Short(s) => {
+            if sf::sf_lookup(&s, name).is_some() {
+                return Err(Error::Exists);
+            }
+            match sf::sf_add(&geo, &s, fork_size, name, ino, ftype) {
+                SfAdd::Fits(n) => Ok(AddPlan::Short(n)),
+                SfAdd::ToBlock => {
+                    if tx.sb().has_rmapbt() {
+                        return Err(Error::NotSupported(
+                            "directory blocks on a filesystem with rmapbt (issue 4)".into(),
+                        ));
+                    }
+                    // Try the whole conversion on a scratch block.
+                    let uuid = tx.sb().metadata_uuid();
+                    let (mut buf, mut st) =
+                        block::block_from_sf(&geo, &s, dp_ino, crate::types::Daddr(0), &uuid)?;
+                    block::block_add(&geo, &mut buf, &mut st, name, ino, ftype)?;
+                    Ok(AddPlan::Convert(s))
+                }
+            }
+        }
+        Dir::Block(b) => {
+            if b.st.find(&geo, name).is_some() {
+                return Err(Error::Exists);
+            }
+            let mut scratch = tx.buf(b.buf).to_vec();
+            let mut st = b.st.clone();
+            block::block_add(&geo, &mut scratch, &mut st, name, ino, ftype)?;
+            Ok(AddPlan::Block(b))
+        }
+    }
+}
+
+/// Whether `name` could be added to `dp` now (pointing at an inode number
+/// like `ino`): the check namespace operations make before allocating.
+pub fn dir_can_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> Result<()> {
+    plan_add(tx, dp, name, ino, 0).map(|_| ())
+}
+
+/// Add the entry `name -> ino` (with directory-entry file type `ftype`).
+/// `Err(Exists)` when the name is there; `Err(NotSupported)` when the
+/// directory would need the leaf form.
+pub fn dir_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) -> Result<()> {
+    dir_add_from(tx, dp, name, ino, ftype, false)
+}
+
+/// [`dir_add`]; with `from_ag0` a directory block is searched for from AG
+/// 0 on (not from the directory's AG): the retry after `NoSpace`, in a new
+/// transaction that has locked no AGF before (AGF lock order).
+pub fn dir_add_from(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+    from_ag0: bool,
+) -> Result<()> {
+    let geo = dir_geo(tx);
+    match plan_add(tx, dp, name, ino, ftype)? {
+        AddPlan::Short(n) => {
+            store_sf(tx, dp, &n);
+            Ok(())
+        }
+        AddPlan::Block(mut b) => {
+            let mut bytes = tx.buf(b.buf).to_vec();
+            block::block_add(&geo, &mut bytes, &mut b.st, name, ino, ftype)?;
+            store_block(tx, b.buf, &bytes);
+            Ok(())
+        }
+        AddPlan::Convert(s) => sf_to_block(tx, dp, &s, name, ino, ftype, from_ag0),
+    }
+}
+
+/// Allocate the directory block, build it from `s` plus the new entry,
+/// and switch the fork to one extent.
+fn sf_to_block(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    s: &SfDir,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+    from_ag0: bool,
+) -> Result<()> {
+    let geo = dir_geo(tx);
+    let dp_ino = Ino(di::ino(tx.inode(dp)));
+    let fsbs = geo.fsbs();
+    let g = tx.geo();
+    let agno = g.ino_agno(dp_ino);
+    let near = g.agino_agbno(g.ino_agino(dp_ino));
+    let (agno, near) = if from_ag0 && agno.0 != 0 {
+        (AgNumber(0), None)
+    } else {
+        (agno, Some(near))
+    };
+    let req = AllocReq {
+        agno,
+        near,
+        minlen: fsbs,
+        maxlen: fsbs,
+        align: 1,
+        any_ag: true,
+        meta: true,
+    };
+    let ext = alloc_extent(tx, &req)?;
+    if ext.len != fsbs {
+        return Err(Error::Invalid(format!(
+            "allocator gave {} blocks for a {fsbs}-block directory block",
+            ext.len
+        )));
+    }
+    let fsb = tx.geo().agb_to_fsb(ext.agno, ext.agbno);
+    let daddr = tx.geo().fsb_to_daddr(fsb);
+    let uuid = tx.sb().metadata_uuid();
+    let (mut bytes, mut st) = block::block_from_sf(&geo, s, dp_ino, daddr, &uuid)?;
+    block::block_add(&geo, &mut bytes, &mut st, name, ino, ftype)?;
+    let buf = tx.new_buf(daddr, bytes.len(), BufKind::DirBlock)?;
+    tx.buf_mut(buf).copy_from_slice(&bytes);
+    tx.log_buf(buf, 0..bytes.len());
+    let d = tx.inode_mut(dp);
+    di::set_format(d, FMT_EXTENTS);
+    let fork = di::data_fork_mut(d);
+    fork.fill(0);
+    Extent {
+        off: FileBlock(0),
+        start: fsb.0,
+        len: fsbs as u64,
+        unwritten: false,
+    }
+    .encode(&mut fork[..EXTENT_REC_SIZE]);
+    di::set_nextents(d, 1);
+    di::set_size(d, geo.blksize as u64);
+    let nb = di::nblocks(d) + fsbs as u64;
+    di::set_nblocks(d, nb);
+    Ok(())
+}
+
+/// Remove the entry `name`; returns the inode it named. A block directory
+/// whose entries then fit the inode goes back to shortform (its block is
+/// freed).
+pub fn dir_remove(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Ino> {
+    check_name(name)?;
+    if name == b"." || name == b".." {
+        return Err(Error::Invalid("cannot remove . or ..".into()));
+    }
+    let geo = dir_geo(tx);
+    match load(tx, dp)? {
+        Dir::Short(s) => {
+            let (n, ino) = sf::sf_remove(&s, name).ok_or(Error::NotFound)?;
+            store_sf(tx, dp, &n);
+            Ok(ino)
+        }
+        Dir::Block(mut b) => {
+            let mut bytes = tx.buf(b.buf).to_vec();
+            let ino =
+                block::block_remove(&geo, &mut bytes, &mut b.st, name).ok_or(Error::NotFound)?;
+            let fork_size = di::data_fork_size(tx.inode(dp));
+            match block::block_to_sf(&geo, &b.st, fork_size) {
+                Some(s) if !tx.sb().has_rmapbt() => {
+                    let g = tx.geo();
+                    let (agno, agbno): (AgNumber, AgBlock) =
+                        (g.fsb_agno(b.fsb), g.fsb_agbno(b.fsb));
+                    // Deferred like the kernel's: an EFI here, the free in
+                    // a follow-up transaction.
+                    tx.defer_free(agno, agbno, geo.fsbs())?;
+                    tx.stale_buf(b.buf);
+                    store_sf(tx, dp, &s);
+                    let d = tx.inode_mut(dp);
+                    let nb = di::nblocks(d).saturating_sub(geo.fsbs() as u64);
+                    di::set_nblocks(d, nb);
+                }
+                _ => store_block(tx, b.buf, &bytes),
+            }
+            Ok(ino)
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Namespace operations on a transaction: create, mkdir, unlink, rmdir.
+//!
+//! Each one checks everything that can fail (names, existence, types, link
+//! counts, room in the directory, forms it cannot free) before it changes
+//! anything, then allocates or frees the inode ([`crate::ialloc`]), edits
+//! the directory ([`super`]), and updates link counts and times:
+//!
+//! | op     | parent                        | child                          |
+//! |--------|-------------------------------|--------------------------------|
+//! | create | + entry, mtime = ctime = now  | new, nlink 1                   |
+//! | mkdir  | + entry, nlink + 1, times     | new shortform dir, nlink 2     |
+//! | unlink | - entry, times                | nlink - 1, ctime; freed at 0   |
+//! | rmdir  | - entry, nlink - 1, times     | must be empty; nlink 0, freed  |
+//!
+//! The caller holds the inode locks of the parent and (for unlink/rmdir)
+//! the child, and has joined the parent. An inode whose link count drops
+//! to 0 is freed in the same transaction (its data blocks through
+//! [`crate::bmapop::free_range`], then [`crate::ialloc::ifree`]): there is
+//! no unlinked list, so the caller must not unlink inodes still open.
+
+use super::{
+    check_name, dir_add_from, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove,
+};
+use crate::error::{Error, Location, Result};
+use crate::format::dinode_edit as di;
+use crate::format::inode::{
+    Timestamp, DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS, FMT_LOCAL,
+};
+use crate::ialloc::{ialloc, ifree, NewInode};
+use crate::types::{AgIno, AgNumber, FileBlock, FileType, Ino};
+use crate::xact::{InodeId, MetaTx};
+
+/// Most links an inode may have (the kernel's limit).
+pub const MAXLINK: u32 = 0x7fff_ffff;
+
+/// What to create (mode has the file type bits).
+#[derive(Debug, Clone, Copy)]
+pub struct NsCreate {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Device number in the XFS encoding (major << 18 | minor).
+    pub rdev: u32,
+    pub time: Timestamp,
+    /// Look for a directory block from AG 0 on (the retry after
+    /// `NoSpace`, see [`super::dir_add_from`]).
+    pub alloc_from_ag0: bool,
+}
+
+fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
+    if tx.sb().has_rmapbt() {
+        return Err(Error::NotSupported(
+            "namespace changes on a filesystem with rmapbt (issue 4)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// The directory `dp` must still be linked (not removed under us).
+fn check_parent(tx: &dyn MetaTx, dp: InodeId) -> Result<()> {
+    let d = tx.inode(dp);
+    if di::mode(d) as u32 & di::S_IFMT != di::S_IFDIR {
+        return Err(Error::NotDir);
+    }
+    if di::nlink(d) == 0 {
+        return Err(Error::NotFound);
+    }
+    Ok(())
+}
+
+/// Largest inode number the filesystem can have: the directory-room check
+/// assumes the new inode gets one as wide as that.
+fn widest_ino(tx: &dyn MetaTx) -> Ino {
+    let g = tx.geo();
+    let agino_max = ((1u64 << g.agino_log()) - 1) as u32;
+    g.agino_to_ino(AgNumber(g.agcount - 1), AgIno(agino_max))
+}
+
+fn touch_parent(tx: &mut dyn MetaTx, dp: InodeId, now: Timestamp, nlink_delta: i32) {
+    let d = tx.inode_mut(dp);
+    di::set_mtime(d, now);
+    di::set_ctime(d, now);
+    di::bump_changecount(d, 1);
+    if nlink_delta != 0 {
+        let n = di::nlink(d).saturating_add_signed(nlink_delta);
+        di::set_nlink(d, n);
+    }
+}
+
+fn new_inode(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    args: &NsCreate,
+    nlink: u32,
+) -> Result<(Ino, InodeId)> {
+    refuse_rmap(tx)?;
+    check_name(name)?;
+    check_parent(tx, dp)?;
+    if dir_lookup(tx, dp, name)?.is_some() {
+        return Err(Error::Exists);
+    }
+    let wide = widest_ino(tx);
+    dir_can_add(tx, dp, name, wide)?;
+    let parent = Ino(di::ino(tx.inode(dp)));
+    let init = NewInode {
+        mode: args.mode,
+        uid: args.uid,
+        gid: args.gid,
+        rdev: args.rdev,
+        nlink,
+        time: args.time,
+    };
+    ialloc(tx, parent, &init)
+}
+
+fn ftype_of(mode: u32) -> Result<(FileType, u8)> {
+    let ft = FileType::from_mode(mode as u16)
+        .ok_or_else(|| Error::Invalid(format!("mode {mode:#o} has no file type")))?;
+    Ok((ft, ft.to_ftype()))
+}
+
+/// Create a non-directory inode (regular file, device, FIFO, socket) named
+/// `name` in `dp`. Returns the new inode.
+pub fn create(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    args: &NsCreate,
+) -> Result<(Ino, InodeId)> {
+    let (ft, ftype) = ftype_of(args.mode)?;
+    if matches!(ft, FileType::Directory | FileType::Symlink) {
+        return Err(Error::Invalid(format!("create of a {ft:?}")));
+    }
+    let (ino, ip) = new_inode(tx, dp, name, args, 1)?;
+    dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
+    touch_parent(tx, dp, args.time, 0);
+    Ok((ino, ip))
+}
+
+/// Create a directory named `name` in `dp`.
+pub fn mkdir(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    args: &NsCreate,
+) -> Result<(Ino, InodeId)> {
+    let (ft, ftype) = ftype_of(args.mode)?;
+    if ft != FileType::Directory {
+        return Err(Error::Invalid("mkdir of a non-directory mode".into()));
+    }
+    if di::nlink(tx.inode(dp)) >= MAXLINK {
+        return Err(Error::TooManyLinks);
+    }
+    let parent = Ino(di::ino(tx.inode(dp)));
+    let (ino, ip) = new_inode(tx, dp, name, args, 2)?;
+    dir_init(tx, ip, parent)?;
+    dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
+    touch_parent(tx, dp, args.time, 1);
+    Ok((ino, ip))
+}
+
+/// Refuse (before anything changes) to free an inode whose blocks this
+/// code cannot give back.
+fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
+    let d = tx.inode(ip);
+    if di::format(d) == FMT_BTREE {
+        return Err(Error::NotSupported(
+            "freeing a btree-format data fork: issue 4".into(),
+        ));
+    }
+    if di::forkoff(d) != 0 && di::aformat(d) != FMT_LOCAL && di::anextents(d) != 0 {
+        return Err(Error::NotSupported(
+            "freeing attribute fork blocks: issue 4".into(),
+        ));
+    }
+    if di::format(d) == FMT_EXTENTS && di::flags(d) & DIFLAG_REALTIME != 0 {
+        return Err(Error::NotSupported("freeing realtime file blocks".into()));
+    }
+    if di::format(d) == FMT_EXTENTS && di::flags2(d) & DIFLAG2_REFLINK != 0 {
+        return Err(Error::NotSupported(
+            "freeing blocks of a reflinked file".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Free the blocks and then the inode `ip` (link count 0).
+pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
+    check_can_free(tx, ip)?;
+    if di::format(tx.inode(ip)) == FMT_EXTENTS {
+        crate::bmapop::free_range(tx, ip, FileBlock(0))?;
+    }
+    let d = tx.inode_mut(ip);
+    if di::nblocks(d) != 0 {
+        return Err(Error::corrupt(
+            "inode",
+            Location::Ino(ino.0),
+            format!("{} blocks left after freeing its forks", di::nblocks(d)),
+        ));
+    }
+    di::set_size(d, 0);
+    ifree(tx, ip, ino)
+}
+
+/// Look up the child `name` of `dp` and join it.
+fn child(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<(Ino, InodeId)> {
+    let ino = dir_lookup(tx, dp, name)?.ok_or(Error::NotFound)?;
+    if !tx.geo().ino_valid(ino) {
+        return Err(Error::corrupt(
+            "directory entry",
+            Location::Ino(di::ino(tx.inode(dp))),
+            format!("inode number {} out of range", ino.0),
+        ));
+    }
+    let ip = tx.ijoin(ino)?;
+    if di::mode(tx.inode(ip)) == 0 || di::nlink(tx.inode(ip)) == 0 {
+        return Err(Error::corrupt(
+            "directory entry",
+            Location::Ino(ino.0),
+            "entry names a free inode",
+        ));
+    }
+    Ok((ino, ip))
+}
+
+/// Remove the non-directory entry `name` from `dp`; frees the inode when
+/// its link count reaches 0. Returns the child's inode number.
+pub fn unlink(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> Result<Ino> {
+    refuse_rmap(tx)?;
+    check_name(name)?;
+    check_parent(tx, dp)?;
+    if name == b"." || name == b".." {
+        return Err(Error::IsDir);
+    }
+    let (ino, ip) = child(tx, dp, name)?;
+    if di::mode(tx.inode(ip)) as u32 & di::S_IFMT == di::S_IFDIR {
+        return Err(Error::IsDir);
+    }
+    let last = di::nlink(tx.inode(ip)) == 1;
+    if last {
+        check_can_free(tx, ip)?;
+    }
+    dir_remove(tx, dp, name)?;
+    touch_parent(tx, dp, now, 0);
+    let d = tx.inode_mut(ip);
+    let n = di::nlink(d) - 1;
+    di::set_nlink(d, n);
+    di::set_ctime(d, now);
+    di::bump_changecount(d, 1);
+    if last {
+        inactivate(tx, ip, ino)?;
+    }
+    Ok(ino)
+}
+
+/// Remove the empty directory `name` from `dp` and free it. Returns the
+/// child's inode number.
+pub fn rmdir(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> Result<Ino> {
+    refuse_rmap(tx)?;
+    check_name(name)?;
+    check_parent(tx, dp)?;
+    if name == b"." {
+        return Err(Error::Invalid("rmdir of .".into()));
+    }
+    if name == b".." {
+        return Err(Error::NotEmpty);
+    }
+    let (ino, ip) = child(tx, dp, name)?;
+    if di::mode(tx.inode(ip)) as u32 & di::S_IFMT != di::S_IFDIR {
+        return Err(Error::NotDir);
+    }
+    if !dir_is_empty(tx, ip)? {
+        return Err(Error::NotEmpty);
+    }
+    check_can_free(tx, ip)?;
+    dir_remove(tx, dp, name)?;
+    touch_parent(tx, dp, now, -1);
+    let d = tx.inode_mut(ip);
+    di::set_nlink(d, 0);
+    di::set_ctime(d, now);
+    di::bump_changecount(d, 1);
+    inactivate(tx, ip, ino)?;
+    Ok(ino)
+}
