@@ -81,7 +81,9 @@ fn kill_seed(s: &Scratch, seed: u64) -> (usize, usize, usize) {
         ops: 300,
         ..Params::default()
     };
-    let mut w = Workload::new(Box::new(PosixTarget::new(&mnt)), seed, params);
+    let target = PosixTarget::new(&mnt);
+    let ticks = target.ticks();
+    let mut w = Workload::new(Box::new(target), seed, params);
     w.assume_on_error = true;
     let w = if seed.is_multiple_of(2) {
         let r = w.run();
@@ -98,7 +100,11 @@ fn kill_seed(s: &Scratch, seed: u64) -> (usize, usize, usize) {
             let r = w.run();
             (w, r)
         });
-        std::thread::sleep(Duration::from_millis(150 + seed * 97 % 400));
+        // Kill after op 30..230 started (two clock ticks per op).
+        let at = 2 * (30 + (seed * 97 % 200) as usize);
+        while ticks.load(std::sync::atomic::Ordering::SeqCst) < at && !t.is_finished() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
         kill_daemon(&mnt, guard);
         let (w, r) = t.join().unwrap();
         match r {

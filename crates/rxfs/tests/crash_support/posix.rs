@@ -12,20 +12,27 @@ use std::fs::{DirBuilder, File, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use super::target::{Attr, TErr, Target};
 
 pub struct PosixTarget {
     root: PathBuf,
-    tick: AtomicUsize,
+    tick: Arc<AtomicUsize>,
 }
 
 impl PosixTarget {
     pub fn new(root: &Path) -> Self {
         PosixTarget {
             root: root.to_path_buf(),
-            tick: AtomicUsize::new(1),
+            tick: Arc::new(AtomicUsize::new(1)),
         }
+    }
+
+    /// The clock, to watch the workload's progress from another thread
+    /// (two ticks per op).
+    pub fn ticks(&self) -> Arc<AtomicUsize> {
+        self.tick.clone()
     }
 
     fn p(&self, path: &str) -> PathBuf {
