@@ -78,6 +78,38 @@ fn crash_workload_seeds() {
     assert_clean(&tot);
 }
 
+/// The ablation switch (a checkpoint per transaction) with 256 KiB log
+/// buffers: many small checkpoints, each its own record, under the same
+/// crash rules.
+#[test]
+fn crash_workload_ablate_delaylog_256k() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let mut opts = rw();
+    opts.ablate_delaylog = true;
+    opts.logbsize = Some(256 << 10);
+    let run = SeedRun {
+        params: Params {
+            ops: env_usize("RXFS_CRASH_OPS", 160),
+            ..Params::default()
+        },
+        opts,
+        points: env_usize("RXFS_CRASH_POINTS", 12),
+        kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
+        prefill_log: None,
+    };
+    let tot = run_all("crash-ablate", 7001..7003, &[], run);
+    assert_clean(&tot);
+    assert!(
+        tot.checkpoints * 10 >= tot.commits * 9,
+        "ablate_delaylog: {} checkpoints for {} commits",
+        tot.checkpoints,
+        tot.commits
+    );
+}
+
 /// Namespace operations and sync only (runs before the data path exists).
 #[test]
 fn crash_workload_namespace_only() {
