@@ -1,9 +1,10 @@
-//! `rxfs`: read XFS v5 images in userspace.
+//! `rxfs`: XFS v5 images in userspace.
 //!
 //! One subcommand per file under `cmd/`; the FUSE driver lives in `fuse/`,
 //! the tree manifest (the fixture suite's comparison format) in
-//! `manifest.rs`. Everything here is read-only: images are opened with
-//! `MountOptions { read_only: true, .. }`.
+//! `manifest.rs`. The inspection subcommands open images read-only
+//! (`MountOptions { read_only: true, .. }`); `mount` mounts read-write
+//! unless `-o ro`, and `recover` writes the replayed log.
 //!
 //! Besides the normal `rxfs SUBCOMMAND ...` form, the binary accepts the
 //! mount-helper argument forms (see [`cmd::mount::helper_argv`]):
@@ -23,7 +24,7 @@ use clap::{Parser, Subcommand};
 
 pub use cli_error::{CliError, CliResult};
 
-/// Read XFS v5 filesystem images without the kernel.
+/// Read and write XFS v5 filesystem images without the kernel.
 #[derive(Parser, Debug)]
 #[command(name = "rxfs", version, about, long_about = None)]
 struct Cli {
@@ -40,6 +41,7 @@ enum Command {
     Get(cmd::get::Args),
     Mount(cmd::mount::Args),
     Umount(cmd::umount::Args),
+    Stats(cmd::stats::Args),
     InstallHelper(cmd::install_helper::Args),
     Recover(cmd::recover::Args),
     #[command(subcommand)]
@@ -55,6 +57,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Get(a) => cmd::get::run(a),
         Command::Mount(a) => cmd::mount::run(a),
         Command::Umount(a) => cmd::umount::run(a),
+        Command::Stats(a) => cmd::stats::run(a),
         Command::InstallHelper(a) => cmd::install_helper::run(a),
         Command::Recover(a) => cmd::recover::run(a),
         Command::Debug(d) => cmd::debug::run(d),

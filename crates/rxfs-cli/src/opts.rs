@@ -2,10 +2,14 @@
 //!
 //! Every subcommand that reads an image takes `-o OPTS` (repeatable,
 //! comma-separated, spelled like mount options) and `--rtdev FILE`.
-//! Image options: `ro` (the default and only mode), `norecovery` (read a
-//! dirty log's pre-replay state), `rtdev=FILE`, `odirect` (open devices with
-//! O_DIRECT). `rxfs mount` additionally takes FUSE and generic mount(8)
-//! options, see [`FuseOpts`].
+//! Image options: `ro`, `norecovery` (read a dirty log's pre-replay
+//! state; only with `ro`, as the kernel requires), `rtdev=FILE`, `odirect`
+//! (open devices with O_DIRECT), and the log options `logbufs=N` (2..8),
+//! `logbsize=SIZE` (16k, 32k, 64k, 128k or 256k; bytes or a k/K suffix) and
+//! `ablate_delaylog` (benchmarks only: a checkpoint per transaction).
+//! The inspection subcommands always open images read-only (`rw` is
+//! refused there); `rxfs mount` mounts read-write unless `ro` is given, and
+//! additionally takes FUSE and generic mount(8) options, see [`FuseOpts`].
 
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -21,7 +25,7 @@ use crate::{CliError, CliResult};
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ImageArgs {
     /// Comma-separated options: ro, norecovery, rtdev=FILE, odirect
-    /// (mount also takes FUSE options, see `rxfs mount --help`).
+    /// (mount also takes rw, log and FUSE options, see `rxfs mount --help`).
     #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
     /// The realtime device or image of a filesystem with a realtime section.
@@ -39,16 +43,56 @@ pub struct FuseOpts {
     pub fsname: Option<String>,
     /// Worker threads serving requests.
     pub threads: Option<usize>,
-    /// `rw` was asked for (refused: rxfs mounts read-only).
-    pub rw: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Opts {
+    /// Open read-only: `ro`, or any subcommand but `mount`.
+    pub read_only: bool,
     pub norecovery: bool,
     pub direct_io: bool,
     pub rtdev: Option<PathBuf>,
+    /// `logbufs=N`: in-core log buffers (2..=8).
+    pub logbufs: Option<usize>,
+    /// `logbsize=SIZE` in bytes (16 KiB..256 KiB, a power of two).
+    pub logbsize: Option<u32>,
+    /// `ablate_delaylog`: benchmarks only.
+    pub ablate_delaylog: bool,
     pub fuse: FuseOpts,
+}
+
+/// Log buffer sizes the kernel accepts for `logbsize` (v2 logs).
+const LOGBSIZES: &[u32] = &[16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10];
+
+/// `logbsize=SIZE`: bytes, or a number with a k/K suffix.
+fn parse_logbsize(v: &str) -> CliResult<u32> {
+    let bad = || {
+        CliError::usage(format!(
+            "bad logbsize '{v}': use 16k, 32k, 64k, 128k or 256k (bytes or a k suffix)"
+        ))
+    };
+    let (num, mult) = match v.strip_suffix(['k', 'K']) {
+        Some(n) => (n, 1024u64),
+        None => (v, 1),
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let bytes = n.checked_mul(mult).ok_or_else(bad)?;
+    LOGBSIZES
+        .iter()
+        .copied()
+        .find(|&s| s as u64 == bytes)
+        .ok_or_else(bad)
+}
+
+/// `logbufs=N`, N in 2..=8.
+fn parse_logbufs(v: &str) -> CliResult<usize> {
+    v.parse()
+        .ok()
+        .filter(|n| (2..=8).contains(n))
+        .ok_or_else(|| CliError::usage(format!("bad logbufs '{v}': use a number from 2 to 8")))
 }
 
 /// mount(8) options that mean nothing to a FUSE image mount; accepted and
@@ -86,10 +130,12 @@ const FLAGS: &[&str] = &[
     "dev", "nodev", "suid", "nosuid", "exec", "noexec", "atime", "noatime", "sync", "dirsync",
 ];
 
-/// Parse `-o` lists. `mount` says whether FUSE and mount(8) options are
-/// allowed; image-only subcommands refuse them.
+/// Parse `-o` lists. `mount` says whether `rw`, FUSE and mount(8) options
+/// are allowed; image-only subcommands refuse them. Like mount(8), the last
+/// of `ro` and `rw` wins; a mount is read-write unless `ro` is given.
 pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
     let mut o = Opts::default();
+    let mut ro = !mount;
     for opt in lists.iter().flat_map(|l| l.split(',')) {
         let (key, val) = match opt.split_once('=') {
             Some((k, v)) => (k, Some(v)),
@@ -97,14 +143,23 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
         };
         match (key, val) {
             ("", None) => {}
-            ("ro", None) => {}
-            ("rw", None) => o.fuse.rw = true,
+            ("ro", None) => ro = true,
+            ("rw", None) if mount => ro = false,
+            ("rw", None) => {
+                return Err(CliError::usage(
+                    "this subcommand reads images only: 'rw' is for rxfs mount",
+                ))
+            }
             ("norecovery", None) => o.norecovery = true,
             ("odirect", None) => o.direct_io = true,
             ("rtdev", Some(v)) if !v.is_empty() => o.rtdev = Some(PathBuf::from(v)),
+            ("logbufs", Some(v)) => o.logbufs = Some(parse_logbufs(v)?),
+            ("logbsize", Some(v)) => o.logbsize = Some(parse_logbsize(v)?),
+            ("ablate_delaylog", None) => o.ablate_delaylog = true,
             _ if !mount => {
                 return Err(CliError::usage(format!(
-                    "unknown option '{opt}' (known: ro, norecovery, rtdev=FILE, odirect)"
+                    "unknown option '{opt}' (known: ro, norecovery, rtdev=FILE, odirect, \
+                     logbufs=N, logbsize=SIZE, ablate_delaylog)"
                 )))
             }
             ("allow_other", None) => o.fuse.allow_other = true,
@@ -130,9 +185,10 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             _ => return Err(CliError::usage(format!("unknown mount option '{opt}'"))),
         }
     }
-    if o.fuse.rw {
+    o.read_only = ro;
+    if o.norecovery && !o.read_only {
         return Err(CliError::usage(
-            "rxfs opens images read-only: use -o ro (read-write is not supported yet)",
+            "norecovery needs a read-only mount: use -o ro,norecovery (as the kernel requires)",
         ));
     }
     Ok(o)
@@ -169,9 +225,10 @@ pub fn resolve(fs: &Filesystem, path: &Path) -> CliResult<Arc<Inode>> {
     fs.iget(ino).map_err(|e| CliError::fs(&shown, &e))
 }
 
-/// Open an image read-only with `opts`, with messages that name the file:
-/// a missing file, a file that is not XFS at all, and a damaged or
-/// unsupported XFS are told apart.
+/// Open an image with `opts` (read-only unless `opts.read_only` is false),
+/// with messages that name the file: a missing file, a file that is not
+/// XFS at all, an image that cannot be written for a read-write mount, and
+/// a damaged or unsupported XFS are told apart.
 pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
     let shown = image.display();
     let mut f = std::fs::File::open(image).map_err(|e| CliError::io(&shown, &e))?;
@@ -185,14 +242,43 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
         }
     }
     drop(f);
+    let writable = |p: &Path| {
+        let refuse = |why: String| {
+            CliError::new(format!(
+                "{}: cannot open for writing: {why} (mount with -o ro to read it)",
+                p.display()
+            ))
+        };
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(p)
+            .map_err(|e| refuse(crate::cli_error::io_message(&e)))?;
+        let is_blk = f
+            .metadata()
+            .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+            .unwrap_or(false);
+        if is_blk && crate::sys::blk_read_only(&f).unwrap_or(false) {
+            return Err(refuse("read-only block device".into()));
+        }
+        Ok(())
+    };
+    if !opts.read_only {
+        writable(image)?;
+    }
     if let Some(rt) = &opts.rtdev {
         std::fs::metadata(rt).map_err(|e| CliError::io(rt.display(), &e))?;
+        if !opts.read_only {
+            writable(rt)?;
+        }
     }
     let mo = MountOptions {
-        read_only: true,
+        read_only: opts.read_only,
         norecovery: opts.norecovery,
         direct_io: opts.direct_io,
-        ..Default::default()
+        logbufs: opts.logbufs,
+        logbsize: opts.logbsize,
+        ablate_delaylog: opts.ablate_delaylog,
     };
     Filesystem::open_path(image, opts.rtdev.as_deref(), mo).map_err(|e| CliError::fs(&shown, &e))
 }
@@ -213,7 +299,16 @@ mod tests {
         assert!(p(&["allow_other"], false).is_err());
         assert!(p(&["bogus"], false).is_err());
         assert!(p(&["rw"], false).is_err());
-        assert_eq!(p(&[""], false).unwrap(), Opts::default());
+        assert!(o.read_only);
+        // Image subcommands are read-only, so norecovery alone is fine.
+        let o = p(&[""], false).unwrap();
+        assert_eq!(
+            o,
+            Opts {
+                read_only: true,
+                ..Opts::default()
+            }
+        );
     }
 
     #[test]
@@ -228,7 +323,76 @@ mod tests {
         assert_eq!(o.fuse.threads, Some(3));
         assert!(p(&["threads=0"], true).is_err());
         assert!(p(&["allow_root"], true).is_err());
-        assert!(p(&["rw"], true).is_err());
         assert!(p(&["nonsense=1"], true).is_err());
+        assert!(p(&["ro=1"], true).is_err());
+        assert!(o.read_only);
+    }
+
+    #[test]
+    fn read_write_by_default() {
+        assert!(!p(&[], true).unwrap().read_only);
+        assert!(!p(&["rw"], true).unwrap().read_only);
+        assert!(p(&["ro"], true).unwrap().read_only);
+        // The last of ro/rw wins, as with mount(8).
+        assert!(!p(&["ro", "rw"], true).unwrap().read_only);
+        assert!(p(&["rw,ro"], true).unwrap().read_only);
+    }
+
+    #[test]
+    fn norecovery_needs_ro() {
+        let e = p(&["norecovery"], true).unwrap_err();
+        assert!(e.msg.contains("ro,norecovery"), "{}", e.msg);
+        assert!(p(&["rw,norecovery"], true).is_err());
+        assert!(p(&["ro,norecovery"], true).unwrap().norecovery);
+        assert!(p(&["norecovery,ro"], true).unwrap().norecovery);
+    }
+
+    #[test]
+    fn log_options() {
+        let o = p(&["logbufs=2,logbsize=256k,ablate_delaylog"], true).unwrap();
+        assert_eq!(
+            (o.logbufs, o.logbsize, o.ablate_delaylog),
+            (Some(2), Some(256 << 10), true)
+        );
+        assert_eq!(p(&["logbufs=8"], true).unwrap().logbufs, Some(8));
+        for bad in [
+            "logbufs=9",
+            "logbufs=1",
+            "logbufs=0",
+            "logbufs=",
+            "logbufs=x",
+        ] {
+            let e = p(&[bad], true).unwrap_err();
+            assert!(e.msg.contains("logbufs"), "{bad}: {}", e.msg);
+        }
+        for (s, v) in [
+            ("16k", 16 << 10),
+            ("32K", 32 << 10),
+            ("65536", 64 << 10),
+            ("128k", 128 << 10),
+            ("262144", 256 << 10),
+        ] {
+            let o = p(&[&format!("logbsize={s}")], true).unwrap();
+            assert_eq!(o.logbsize, Some(v), "{s}");
+        }
+        for bad in [
+            "48k",
+            "8k",
+            "512k",
+            "1m",
+            "32kk",
+            "k",
+            "",
+            "-32k",
+            "32 k",
+            "16385",
+            "99999999999999999k",
+        ] {
+            let e = p(&[&format!("logbsize={bad}")], true).unwrap_err();
+            assert!(e.msg.contains("logbsize"), "{bad}: {}", e.msg);
+        }
+        // The log options are image options too (harmless read-only).
+        assert_eq!(p(&["logbufs=4"], false).unwrap().logbufs, Some(4));
+        assert!(p(&["logbufs=9"], false).is_err());
     }
 }

@@ -79,6 +79,17 @@ pub fn lsetxattr(p: &Path, name: &[u8], value: &[u8]) -> io::Result<()> {
     })
 }
 
+/// Whether an open block device is read-only (BLKROGET). Opening such a
+/// device for writing succeeds; only the writes fail.
+pub fn blk_read_only(f: &std::fs::File) -> io::Result<bool> {
+    /// `_IO(0x12, 94)`.
+    const BLKROGET: libc::c_ulong = 0x125e;
+    let mut ro: libc::c_int = 0;
+    // SAFETY: BLKROGET writes one int through the pointer we pass.
+    check(unsafe { libc::ioctl(f.as_raw_fd(), BLKROGET as _, &mut ro) })?;
+    Ok(ro != 0)
+}
+
 /// flock(2); `nonblock` turns EWOULDBLOCK into `Ok(false)`.
 pub fn flock(fd: RawFd, op: libc::c_int, nonblock: bool) -> io::Result<bool> {
     let op = if nonblock { op | libc::LOCK_NB } else { op };
@@ -153,8 +164,9 @@ pub fn umount(p: &Path, flags: libc::c_int) -> io::Result<()> {
     check(unsafe { libc::umount2(c.as_ptr(), flags) })
 }
 
-/// Block SIGINT, SIGTERM and SIGHUP in this thread (and threads it spawns
-/// later) and return the set, for a thread that `sigwait`s on it.
+/// Block SIGINT, SIGTERM, SIGHUP and SIGUSR1 (the stats request) in this
+/// thread (and threads it spawns later) and return the set, for a thread
+/// that `sigwait`s on it.
 pub fn block_term_signals() -> libc::sigset_t {
     // SAFETY: sigset manipulation on a local set; pthread_sigmask on self.
     unsafe {
@@ -163,6 +175,7 @@ pub fn block_term_signals() -> libc::sigset_t {
         libc::sigaddset(&mut set, libc::SIGINT);
         libc::sigaddset(&mut set, libc::SIGTERM);
         libc::sigaddset(&mut set, libc::SIGHUP);
+        libc::sigaddset(&mut set, libc::SIGUSR1);
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     }
@@ -176,6 +189,14 @@ pub fn sigwait(set: &libc::sigset_t) -> libc::c_int {
         libc::sigwait(set, &mut sig);
     }
     sig
+}
+
+/// kill(2).
+pub fn kill(pid: u32, sig: libc::c_int) -> io::Result<()> {
+    let pid = libc::pid_t::try_from(pid)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "pid out of range"))?;
+    // SAFETY: sending a signal has no memory-safety preconditions.
+    check(unsafe { libc::kill(pid, sig) })
 }
 
 pub fn waitpid_nohang(pid: libc::pid_t) {

@@ -1,7 +1,7 @@
 //! End-to-end tests of the FUSE driver: the mount lifecycle (daemon,
 //! readiness, `rxfs umount` waiting for the daemon, plain `fusermount3 -u`
 //! and `umount` ending it too, signals in the foreground), attributes and
-//! contents equal to the kernel's view, read-only behaviour, xattr size
+//! contents equal to the kernel's view, read-only (`-o ro`) behaviour, xattr size
 //! probing, statfs, SEEK_DATA/SEEK_HOLE, the mount(8) helper forms, and
 //! mount errors.
 
@@ -263,6 +263,8 @@ fn foreground_mount_ends_on_sigterm() {
             OsStr::new("-f"),
             img.as_os_str(),
             mnt.as_os_str(),
+            OsStr::new("-o"),
+            OsStr::new("ro"),
         ])
         .spawn()
         .unwrap();
@@ -367,9 +369,9 @@ fn mount_errors_reach_the_caller() {
                 img.as_os_str(),
                 mnt.as_os_str(),
                 OsStr::new("-o"),
-                OsStr::new("rw"),
+                OsStr::new("norecovery"),
             ],
-            "read-only",
+            "norecovery needs a read-only mount",
         ),
         (
             vec![

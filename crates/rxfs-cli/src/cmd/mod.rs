@@ -10,6 +10,7 @@ pub mod ls;
 pub mod mount;
 pub mod recover;
 pub mod stat;
+pub mod stats;
 pub mod umount;
 
 use crate::{CliError, CliResult};

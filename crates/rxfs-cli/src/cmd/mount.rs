@@ -1,5 +1,5 @@
-//! `rxfs mount`: a read-only FUSE mount, as a daemon or in the foreground;
-//! also the mount(8) helper argument forms.
+//! `rxfs mount`: a FUSE mount (read-write, or read-only with `-o ro`), as
+//! a daemon or in the foreground; also the mount(8) helper argument forms.
 //!
 //! Daemon mode: the process forks while still single-threaded; the child
 //! starts a new session, opens the image, mounts, and writes one line to a
@@ -20,15 +20,24 @@ use crate::opts::{open_image, parse, ImageArgs, Opts};
 use crate::sys;
 use crate::{CliError, CliResult};
 
-/// Mount an image read-only with FUSE.
+/// Mount an image with FUSE (read-write unless -o ro).
 ///
 /// Without -f, returns once the mount is ready and serves in the
-/// background; `rxfs umount MNT` (or fusermount3 -u, or umount) ends it.
-/// Options (-o, comma-separated): ro, norecovery, rtdev=FILE, odirect,
-/// allow_other, auto_unmount, fsname=NAME, threads=N, and the kernel flags
-/// dev, nodev, suid, nosuid, exec, noexec, atime, noatime, sync, dirsync;
-/// generic mount(8) options (defaults, nofail, _netdev, x-*, ...) are
-/// ignored. The mount always uses default_permissions and is read-only.
+/// background; `rxfs umount MNT` (or fusermount3 -u, umount, SIGTERM) ends
+/// it, and the daemon unmounts the filesystem cleanly (log forced, metadata
+/// written back, unmount record) before it exits; `rxfs umount` waits for
+/// that. `rxfs stats MNT` shows its counters.
+///
+/// Options (-o, comma-separated): rw (the default) or ro; norecovery (only
+/// with ro, as the kernel requires); logbufs=N (2-8 in-core log buffers);
+/// logbsize=SIZE (16k, 32k, 64k, 128k or 256k); ablate_delaylog (for
+/// benchmarks only: a checkpoint per transaction, as before delayed
+/// logging); rtdev=FILE, odirect, allow_other, auto_unmount, fsname=NAME,
+/// threads=N, and the kernel flags dev, nodev, suid, nosuid, exec, noexec,
+/// atime, noatime, sync, dirsync; generic mount(8) options (defaults,
+/// nofail, _netdev, x-*, ...) are ignored. The mount always uses
+/// default_permissions (the kernel checks permissions). A read-write
+/// mount needs an image it can write.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The image file or block device.
@@ -65,6 +74,7 @@ const SUBCOMMANDS: &[&str] = &[
     "get",
     "mount",
     "umount",
+    "stats",
     "install-helper",
     "recover",
     "debug",
@@ -192,8 +202,13 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
         mountpoint: mnt,
         fuse: opts.fuse.clone(),
         foreground,
+        read_only: opts.read_only,
     };
     if foreground {
+        // Block the signals the serving loop waits for before opening:
+        // a read-write open starts the log's threads, which inherit the
+        // mask (an unblocked SIGUSR1 in any thread would kill us).
+        let _ = sys::block_term_signals();
         let fs = open_image(&cfg.image, &opts).map_err(mount_fail)?;
         return serve(fs, &cfg, &mut |_| {});
     }
@@ -226,6 +241,8 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
                     }
                 }
             };
+            // As above: the mask before the log's threads start.
+            let _ = sys::block_term_signals();
             let code = match open_image(&cfg.image, &opts).map_err(mount_fail) {
                 Ok(fs) => match serve(fs, &cfg, &mut ready) {
                     Ok(()) => 0,

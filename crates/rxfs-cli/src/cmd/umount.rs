@@ -1,15 +1,22 @@
 //! `rxfs umount`: unmount and wait until the daemon has let go of the image.
+//!
+//! The daemon unmounts the filesystem (log forced, metadata written back,
+//! unmount record) before it releases its pidfile, so once the wait is
+//! over the image is clean; a failure of that unmount is read back from
+//! the daemon's final stats file and reported here.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::fuse::pidfile::{normalize_mountpoint, open_existing, read_pid, wait_released};
+use crate::fuse::stats_file::{self, Snapshot};
 use crate::sys;
 use crate::{CliError, CliResult};
 
 /// Unmount an rxfs mount and wait for its daemon to exit.
 ///
-/// When this returns, the daemon has exited and the image is closed. Uses fusermount3 -u (umount(2) if
+/// When this returns, the daemon has exited: everything is on disk, the log
+/// is clean and the image is closed. Uses fusermount3 -u (umount(2) if
 /// fusermount3 is missing).
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -59,6 +66,21 @@ pub fn run(a: Args) -> CliResult<()> {
                 pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
                 a.timeout
             )));
+        }
+        let last = Snapshot::read(&stats_file::path_for(&mnt));
+        if let Some(Snapshot {
+            pid: spid,
+            live: false,
+            error: Some(e),
+            ..
+        }) = last
+        {
+            if Some(spid) == pid {
+                return Err(CliError::new(format!(
+                    "{}: unmounted, but the filesystem was not unmounted cleanly: {e}",
+                    mnt.display()
+                )));
+            }
         }
     }
     Ok(())

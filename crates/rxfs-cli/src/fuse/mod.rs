@@ -1,22 +1,31 @@
-//! The read-only FUSE driver.
+//! The FUSE driver (read-only or read-write).
 //!
 //! - [`ops`]: request handlers (lookup, getattr, read, readdir(plus),
 //!   xattrs, statfs, access, lseek) on a shared [`ops::Core`].
+//! - [`ops_rw`]: the handlers that modify (create, mknod, mkdir, unlink,
+//!   rmdir, write, setattr, fsync), EROFS on a read-only mount.
 //! - [`pool`]: the bounded worker pool the session thread hands requests
 //!   to (fuser's loop itself is single-threaded).
 //! - [`node`]: node ids the kernel references, with lookup counts.
 //! - [`attr`]: attributes exactly as the kernel's XFS reports them.
-//! - [`serve`]: mounting, the session loop, signals, the pidfile.
+//! - [`serve`]: mounting, the session loop, signals, the pidfile, and the
+//!   unmount of the filesystem when the session ends.
+//! - [`stats_file`]: the counters file `rxfs stats` reads.
 //!
 //! Node ids: 1 is the root; every other node id is the XFS inode number.
-//! Everything that would modify the filesystem answers EROFS.
+//! Operations the library cannot do yet (rename, link, symlink, xattr
+//! writes, fallocate) answer EOPNOTSUPP on a read-write mount, EROFS on a
+//! read-only one; copy_file_range answers ENOSYS so the kernel falls back
+//! to reads and writes.
 
 pub mod attr;
 pub mod node;
 pub mod ops;
+pub mod ops_rw;
 pub mod pidfile;
 pub mod pool;
 pub mod serve;
+pub mod stats_file;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -34,12 +43,15 @@ use fuser::{
 };
 
 use ops::Core;
+use ops_rw::{unsupported, Caller, SetAttrArgs};
 use pool::Pool;
 
 /// Queue slots per worker thread.
 const QUEUE_PER_THREAD: usize = 4;
-/// Largest read the kernel may send (also its readahead window).
+/// Largest read the kernel may send (also its readahead window), and the
+/// largest write (fuser asks for enough max_pages for both).
 const MAX_READ_BYTES: u32 = 1 << 20;
+const MAX_WRITE_BYTES: u32 = 1 << 20;
 
 pub struct RxFuse {
     core: Arc<Core>,
@@ -69,17 +81,11 @@ fn bytes(s: &OsStr) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
-/// `fuser::Filesystem` methods that only answer: each listed method (its
-/// parameters after the request, and its reply type) becomes
-/// `fn name(&mut self, _req, params..., reply) { reply.answer(args) }`.
-macro_rules! answer {
-    ($(fn $name:ident($($arg:ident: $ty:ty),* $(,)?) -> $reply:ty: $answer:ident($($val:expr)?);)*) => {
-        $(
-            fn $name(&mut self, _req: &Request<'_>, $($arg: $ty,)* reply: $reply) {
-                reply.$answer($($val)?);
-            }
-        )*
-    };
+fn caller(req: &Request<'_>) -> Caller {
+    Caller {
+        uid: req.uid(),
+        gid: req.gid(),
+    }
 }
 
 impl fuser::Filesystem for RxFuse {
@@ -88,7 +94,7 @@ impl fuser::Filesystem for RxFuse {
         let _ = config.add_capabilities(FUSE_PARALLEL_DIROPS);
         let _ = config.add_capabilities(FUSE_CACHE_SYMLINKS);
         let _ = config.set_max_readahead(MAX_READ_BYTES);
-        let _ = config.set_max_write(MAX_READ_BYTES);
+        let _ = config.set_max_write(MAX_WRITE_BYTES);
         Ok(())
     }
 
@@ -196,44 +202,223 @@ impl fuser::Filesystem for RxFuse {
         self.spawn(move |c| c.lseek(ino, offset, whence, reply));
     }
 
-    // Everything below would modify the filesystem: EROFS. fsync has
-    // nothing to write back.
-    answer! {
-        fn setattr(
-            _ino: u64, _mode: Option<u32>, _uid: Option<u32>, _gid: Option<u32>,
-            _size: Option<u64>, _atime: Option<TimeOrNow>, _mtime: Option<TimeOrNow>,
-            _ctime: Option<SystemTime>, _fh: Option<u64>, _crtime: Option<SystemTime>,
-            _chgtime: Option<SystemTime>, _bkuptime: Option<SystemTime>, _flags: Option<u32>,
-        ) -> ReplyAttr: error(libc::EROFS);
-        fn mknod(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _rdev: u32)
-            -> ReplyEntry: error(libc::EROFS);
-        fn mkdir(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32)
-            -> ReplyEntry: error(libc::EROFS);
-        fn unlink(_parent: u64, _name: &OsStr) -> ReplyEmpty: error(libc::EROFS);
-        fn rmdir(_parent: u64, _name: &OsStr) -> ReplyEmpty: error(libc::EROFS);
-        fn symlink(_parent: u64, _link_name: &OsStr, _target: &Path)
-            -> ReplyEntry: error(libc::EROFS);
-        fn rename(
-            _parent: u64, _name: &OsStr, _newparent: u64, _newname: &OsStr, _flags: u32,
-        ) -> ReplyEmpty: error(libc::EROFS);
-        fn link(_ino: u64, _newparent: u64, _newname: &OsStr) -> ReplyEntry: error(libc::EROFS);
-        fn write(
-            _ino: u64, _fh: u64, _offset: i64, _data: &[u8], _write_flags: u32, _flags: i32,
-            _lock_owner: Option<u64>,
-        ) -> ReplyWrite: error(libc::EROFS);
-        fn setxattr(
-            _ino: u64, _name: &OsStr, _value: &[u8], _flags: i32, _position: u32,
-        ) -> ReplyEmpty: error(libc::EROFS);
-        fn removexattr(_ino: u64, _name: &OsStr) -> ReplyEmpty: error(libc::EROFS);
-        fn create(_parent: u64, _name: &OsStr, _mode: u32, _umask: u32, _flags: i32)
-            -> ReplyCreate: error(libc::EROFS);
-        fn fallocate(_ino: u64, _fh: u64, _offset: i64, _length: i64, _mode: i32)
-            -> ReplyEmpty: error(libc::EROFS);
-        fn copy_file_range(
-            _ino_in: u64, _fh_in: u64, _offset_in: i64, _ino_out: u64, _fh_out: u64,
-            _offset_out: i64, _len: u64, _flags: u32,
-        ) -> ReplyWrite: error(libc::EROFS);
-        fn fsync(_ino: u64, _fh: u64, _datasync: bool) -> ReplyEmpty: ok();
-        fn fsyncdir(_ino: u64, _fh: u64, _datasync: bool) -> ReplyEmpty: ok();
+    fn create(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let (name, who) = (bytes(name), caller(req));
+        self.spawn(move |c| c.create(parent, &name, mode & !umask, who, reply));
+    }
+
+    fn mknod(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let (name, who) = (bytes(name), caller(req));
+        self.spawn(move |c| c.mknod(parent, &name, mode & !umask, rdev, who, reply));
+    }
+
+    fn mkdir(
+        &mut self,
+        req: &Request<'_>,
+        parent: u64,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let (name, who) = (bytes(name), caller(req));
+        self.spawn(move |c| c.mkdir(parent, &name, mode & !umask, who, reply));
+    }
+
+    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let name = bytes(name);
+        self.spawn(move |c| c.unlink(parent, &name, reply));
+    }
+
+    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
+        let name = bytes(name);
+        self.spawn(move |c| c.rmdir(parent, &name, reply));
+    }
+
+    fn write(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        offset: i64,
+        data: &[u8],
+        _write_flags: u32,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        reply: ReplyWrite,
+    ) {
+        let data = data.to_vec();
+        self.spawn(move |c| c.write(ino, offset, &data, reply));
+    }
+
+    fn setattr(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        _fh: Option<u64>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<u32>,
+        reply: ReplyAttr,
+    ) {
+        let a = SetAttrArgs {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+            ctime,
+        };
+        self.spawn(move |c| c.setattr(ino, a, reply));
+    }
+
+    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
+        self.spawn(move |c| c.fsync(ino, datasync, reply));
+    }
+
+    fn fsyncdir(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.spawn(move |c| c.fsync(ino, datasync, reply));
+    }
+
+    /// close(2): every write already reached the library; durability is
+    /// fsync's business.
+    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lo: u64, reply: ReplyEmpty) {
+        reply.ok();
+    }
+
+    /// Answered on the session thread, so a following UNLINK (which may
+    /// wait for it) always sees it.
+    fn release(
+        &mut self,
+        _req: &Request<'_>,
+        ino: u64,
+        _fh: u64,
+        _flags: i32,
+        _lock_owner: Option<u64>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.core.release(ino);
+        reply.ok();
+    }
+
+    fn symlink(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _link_name: &OsStr,
+        _target: &Path,
+        reply: ReplyEntry,
+    ) {
+        reply.error(unsupported(self.core.rw));
+    }
+
+    fn rename(
+        &mut self,
+        _req: &Request<'_>,
+        _parent: u64,
+        _name: &OsStr,
+        _newparent: u64,
+        _newname: &OsStr,
+        _flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(unsupported(self.core.rw));
+    }
+
+    fn link(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _newparent: u64,
+        _newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        reply.error(unsupported(self.core.rw));
+    }
+
+    fn setxattr(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _name: &OsStr,
+        _value: &[u8],
+        _flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(unsupported(self.core.rw));
+    }
+
+    fn removexattr(&mut self, _req: &Request<'_>, _ino: u64, _name: &OsStr, reply: ReplyEmpty) {
+        reply.error(unsupported(self.core.rw));
+    }
+
+    fn fallocate(
+        &mut self,
+        _req: &Request<'_>,
+        _ino: u64,
+        _fh: u64,
+        _offset: i64,
+        _length: i64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(unsupported(self.core.rw));
+    }
+
+    fn copy_file_range(
+        &mut self,
+        _req: &Request<'_>,
+        _ino_in: u64,
+        _fh_in: u64,
+        _offset_in: i64,
+        _ino_out: u64,
+        _fh_out: u64,
+        _offset_out: i64,
+        _len: u64,
+        _flags: u32,
+        reply: ReplyWrite,
+    ) {
+        let e = if self.core.rw {
+            libc::ENOSYS
+        } else {
+            libc::EROFS
+        };
+        reply.error(e);
     }
 }

@@ -2,7 +2,16 @@
 //!
 //! Each takes its fuser reply object and answers exactly once. Library
 //! errors become errnos through `Error::errno()` (corruption is EUCLEAN,
-//! never a generic EIO); anything that would write answers EROFS.
+//! never a generic EIO). The handlers that modify live in [`super::ops_rw`];
+//! on a read-only mount anything that would write answers EROFS.
+//!
+//! Caching: on a read-only mount nothing changes, so the kernel may keep
+//! entries and attributes for long, and the node table keeps the inodes
+//! the kernel references decoded. On a read-write mount every change
+//! still comes through this kernel mount (which updates or invalidates
+//! what it cached), but inodes are always taken from the library's cache,
+//! which the transaction core keeps current, and the kernel caches
+//! entries and attributes for one second only.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +27,7 @@ use rxfs::{Error, Filesystem};
 
 use super::attr::{file_attr, fuse_type};
 use super::node::NodeTable;
+use super::ops_rw::OpenFiles;
 
 /// Largest read served in one request (the kernel asks for at most
 /// max_pages pages; this only bounds a hostile request).
@@ -28,26 +38,31 @@ pub struct Core {
     pub fs: Arc<Filesystem>,
     root: Ino,
     pub nodes: NodeTable,
-    /// Entry and attribute cache time: the image does not change under a
-    /// read-only mount.
-    ttl: Duration,
+    /// Entry and attribute cache time (see the module comment).
+    pub(super) ttl: Duration,
     /// Print corruption and I/O errors to stderr (foreground mounts).
     pub log_errors: bool,
+    /// A read-write mount.
+    pub rw: bool,
+    pub open_files: OpenFiles,
 }
 
 impl Core {
     pub fn new(fs: Arc<Filesystem>, log_errors: bool) -> Core {
         let root = fs.root_ino();
+        let rw = !fs.options().read_only;
         Core {
             fs,
             root,
             nodes: NodeTable::default(),
-            ttl: Duration::from_secs(300),
+            ttl: Duration::from_secs(if rw { 1 } else { 300 }),
             log_errors,
+            rw,
+            open_files: OpenFiles::default(),
         }
     }
 
-    fn ino(&self, nodeid: u64) -> Ino {
+    pub(super) fn ino(&self, nodeid: u64) -> Ino {
         if nodeid == FUSE_ROOT_ID {
             self.root
         } else {
@@ -55,15 +70,18 @@ impl Core {
         }
     }
 
-    fn errno(&self, what: &str, nodeid: u64, e: &Error) -> i32 {
+    pub(super) fn errno(&self, what: &str, nodeid: u64, e: &Error) -> i32 {
         if self.log_errors && (e.is_corrupt() || matches!(e, Error::Io { .. })) {
             eprintln!("rxfs: {what} of inode {}: {e}", self.ino(nodeid).0);
         }
         e.errno()
     }
 
-    fn inode(&self, nodeid: u64) -> rxfs::Result<Arc<Inode>> {
+    pub(super) fn inode(&self, nodeid: u64) -> rxfs::Result<Arc<Inode>> {
         let ino = self.ino(nodeid);
+        if self.rw {
+            return self.fs.iget(ino);
+        }
         match self.nodes.get(ino.0) {
             Some(ip) => Ok(ip),
             None => self.fs.iget(ino),
@@ -88,8 +106,8 @@ impl Core {
                 reply.entry(&self.ttl, &attr, ip.core.gen as u64);
             }
             Err(Error::NotFound) => {
-                // A negative entry (node id 0) the kernel may cache: the
-                // image does not change under a read-only mount.
+                // A negative entry (node id 0) the kernel may cache: names
+                // only appear through this mount, which drops it then.
                 match self.inode(parent) {
                     Ok(dir) => {
                         let mut attr = file_attr(&self.fs, &dir);
@@ -109,7 +127,7 @@ impl Core {
         }
     }
 
-    pub fn getattr(&self, nodeid: u64, reply: ReplyAttr) {
+    pub(super) fn getattr(&self, nodeid: u64, reply: ReplyAttr) {
         match self.inode(nodeid) {
             Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
             Err(e) => reply.error(self.errno("getattr", nodeid, &e)),
@@ -123,13 +141,20 @@ impl Core {
         }
     }
 
+    /// OPEN. Writable opens need a read-write mount; O_TRUNC arrives as a
+    /// separate SETATTR (no FUSE_ATOMIC_O_TRUNC), O_APPEND is the kernel's.
+    /// Every successful open is matched by one RELEASE.
     pub fn open(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {
-        if flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0 {
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        if writes && !self.rw {
             return reply.error(libc::EROFS);
         }
         match self.inode(nodeid) {
             Ok(ip) if ip.is_dir() => reply.error(libc::EISDIR),
-            Ok(_) => reply.opened(0, FOPEN_KEEP_CACHE),
+            Ok(ip) => {
+                self.open_files.open(ip.ino.0);
+                reply.opened(0, FOPEN_KEEP_CACHE)
+            }
             Err(e) => reply.error(self.errno("open", nodeid, &e)),
         }
     }
@@ -152,7 +177,7 @@ impl Core {
 
     pub fn opendir(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {
         if flags & libc::O_ACCMODE != libc::O_RDONLY {
-            return reply.error(libc::EROFS);
+            return reply.error(if self.rw { libc::EISDIR } else { libc::EROFS });
         }
         match self.inode(nodeid) {
             Ok(ip) if ip.is_dir() => reply.opened(0, FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR),
@@ -294,7 +319,7 @@ impl Core {
             Ok(ip) => ip,
             Err(e) => return reply.error(self.errno("access", nodeid, &e)),
         };
-        if mask & libc::W_OK != 0 {
+        if mask & libc::W_OK != 0 && !self.rw {
             return reply.error(libc::EROFS);
         }
         if check_access(ip.core.mode, ip.core.uid, ip.core.gid, mask, uid, gid) {

@@ -168,6 +168,15 @@ pub fn wait_released(file: &File, timeout: Duration) -> io::Result<bool> {
     }
 }
 
+/// Whether a daemon still holds `file`'s lock.
+pub fn daemon_alive(file: &File) -> io::Result<bool> {
+    if sys::flock(file.as_raw_fd(), libc::LOCK_SH, true)? {
+        let _ = sys::flock(file.as_raw_fd(), libc::LOCK_UN, false);
+        return Ok(false);
+    }
+    Ok(true)
+}
+
 /// The pid a pidfile names (for messages).
 pub fn read_pid(file: &File) -> Option<u32> {
     let mut s = String::new();

@@ -1,13 +1,18 @@
-//! Mounting and serving: pidfile, signals, the fuser session.
+//! Mounting and serving: pidfile, signals, stats, the fuser session.
 //!
 //! Order matters: the caller forks (daemon mode) before anything here
-//! runs; we take the pidfile lock, block the termination signals (so every
-//! thread created after inherits the mask and only the signal thread
-//! receives them), start the worker pool, mount, and only then report
+//! runs; we block the termination signals and SIGUSR1 (so every thread
+//! created after inherits the mask and only the signal thread receives
+//! them, and a stats request can never kill us), take the pidfile lock,
+//! start the stats file, the worker pool, mount, and only then report
 //! ready. The session loop ends when the kernel drops the connection: on
 //! `rxfs umount`, `fusermount3 -u`, `umount`, or a SIGINT/SIGTERM/SIGHUP,
-//! which we turn into a lazy unmount. Then the pool drains, the image is
-//! closed and the pidfile released.
+//! which we turn into a lazy unmount. Then the pool drains (every request
+//! handed to it is answered), the filesystem is unmounted
+//! ([`Filesystem::unmount`]: log forced, metadata written back, unmount
+//! record, so the log is clean), the final stats file is written, and only
+//! then is the pidfile released, which is what `rxfs umount` waits for.
+//! A `kill -9` skips all of this and leaves a dirty log for recovery.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,6 +21,7 @@ use fuser::{MountOption, Session};
 use rxfs::Filesystem;
 
 use super::pidfile::PidFile;
+use super::stats_file::StatsWriter;
 use super::RxFuse;
 use crate::cli_error::EXIT_MOUNT_FAILURE;
 use crate::opts::FuseOpts;
@@ -27,6 +33,8 @@ pub struct ServeConfig {
     pub mountpoint: PathBuf,
     pub fuse: FuseOpts,
     pub foreground: bool,
+    /// Mount read-only (the kernel's RO flag; the filesystem was opened so).
+    pub read_only: bool,
 }
 
 pub fn default_threads() -> usize {
@@ -46,7 +54,11 @@ pub fn mount_options(cfg: &ServeConfig) -> Vec<MountOption> {
     let mut o = vec![
         MountOption::FSName(fsname),
         MountOption::CUSTOM("subtype=rxfs".into()),
-        MountOption::RO,
+        if cfg.read_only {
+            MountOption::RO
+        } else {
+            MountOption::RW
+        },
         MountOption::DefaultPermissions,
     ];
     if cfg.fuse.allow_other {
@@ -100,13 +112,17 @@ pub fn serve(
         ready(Err(&e));
         Err(e)
     };
+    let sigset = sys::block_term_signals();
     let pid = match PidFile::acquire(&cfg.mountpoint, &cfg.image) {
         Ok(p) => p,
         Err(e) => return fail(mount_err(format!("pidfile: {e}")), ready),
     };
-    let sigset = sys::block_term_signals();
+    let stats = match StatsWriter::start(fs.clone(), &cfg.mountpoint) {
+        Ok(s) => s,
+        Err(e) => return fail(mount_err(format!("stats file: {e}")), ready),
+    };
     let threads = cfg.fuse.threads.unwrap_or_else(default_threads);
-    let rx = match RxFuse::new(fs, threads, cfg.foreground) {
+    let rx = match RxFuse::new(fs.clone(), threads, cfg.foreground) {
         Ok(r) => r,
         Err(e) => return fail(mount_err(format!("starting workers: {e}")), ready),
     };
@@ -121,16 +137,31 @@ pub fn serve(
     };
     ready(Ok(()));
     let mnt = cfg.mountpoint.clone();
+    let request_stats = stats.requester();
     let _ = std::thread::Builder::new()
         .name("rxfs-signals".into())
         .spawn(move || loop {
-            sys::sigwait(&sigset);
-            lazy_unmount(&mnt);
+            match sys::sigwait(&sigset) {
+                libc::SIGUSR1 => request_stats(),
+                _ => lazy_unmount(&mnt),
+            }
         });
     let r = session.run();
-    // Dropping the session drops the filesystem (the image is closed once
-    // the pool has drained); the pidfile lock lasts until process exit.
+    // Dropping the session drops the request handlers once the pool has
+    // drained; then nothing but `fs` refers to the filesystem.
     drop(session);
+    let unmounted = fs.unmount();
+    let err = unmounted.as_ref().err().map(|e| e.to_string());
+    stats.finish(&fs, err.clone());
+    drop(fs);
+    // The pidfile lock lasts until process exit.
     pid.release_at_exit();
-    r.map_err(|e| CliError::new(format!("FUSE session: {e}")))
+    r.map_err(|e| CliError::new(format!("FUSE session: {e}")))?;
+    match err {
+        Some(e) => Err(CliError::new(format!(
+            "unmounting {}: {e}",
+            cfg.image.display()
+        ))),
+        None => Ok(()),
+    }
 }

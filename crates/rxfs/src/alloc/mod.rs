@@ -204,9 +204,15 @@ pub fn alloc_extent(tx: &mut dyn MetaTx, req: &AllocReq) -> Result<AgExtent> {
     } else {
         req.agno.0
     };
+    // Lock order: a transaction that already holds a higher AGF must not
+    // lock a lower one (another may hold the lower and wait for ours).
+    let first = match tx.highest_agf() {
+        Some(h) if req.any_ag && h.0 > req.agno.0 => h.0,
+        _ => req.agno.0,
+    };
     for pass in 0..2 {
         let mut busy_seen = false;
-        for a in req.agno.0..=last {
+        for a in first..=last {
             let agno = AgNumber(a);
             let near = if agno == req.agno { req.near } else { None };
             match alloc_in_ag(tx, agno, req, near, &mut busy_seen) {

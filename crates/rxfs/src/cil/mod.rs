@@ -99,6 +99,8 @@ pub enum RawItem {
 
 struct Ctx {
     seq: u64,
+    /// When the first transaction entered this context.
+    opened: Option<std::time::Instant>,
     items: Vec<CtxItem>,
     /// Formatted bytes (payload + op headers) in this context.
     space: usize,
@@ -196,6 +198,7 @@ impl Cil {
             ctx_lock: RwLock::new(()),
             ctx: Mutex::new(Ctx {
                 seq: 1,
+                opened: None,
                 items: Vec::new(),
                 space: 0,
                 ticket,
@@ -392,6 +395,7 @@ impl Cil {
                 self.c.resv_short.fetch_add(1, Relaxed);
             }
             ctx.items.extend(new_items);
+            ctx.opened.get_or_insert_with(std::time::Instant::now);
             ctx.space += d + dvecs.max(0) as usize * OP_HEADER_SIZE;
             ctx.trans += 1;
             ctx.space > self.space_limit
@@ -438,6 +442,7 @@ impl Cil {
             }
             let next = Ctx {
                 seq: ctx.seq + 1,
+                opened: None,
                 items: Vec::new(),
                 space: 0,
                 ticket: self.log.empty_ticket(),

@@ -159,4 +159,11 @@ pub trait MetaTx {
     fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)>;
     /// Force the log so that every busy extent becomes free to reuse.
     fn force_busy(&mut self) -> Result<()>;
+
+    /// The highest AG whose AGF this transaction holds (the allocator
+    /// starts there when it may choose the AG: AGFs are locked in
+    /// ascending order).
+    fn highest_agf(&self) -> Option<AgNumber> {
+        None
+    }
 }

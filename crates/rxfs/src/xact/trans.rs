@@ -503,4 +503,14 @@ impl MetaTx for Trans<'_> {
     fn force_busy(&mut self) -> Result<()> {
         self.core().cil.force_busy()
     }
+    fn highest_agf(&self) -> Option<AgNumber> {
+        let geo = self.fs.geo();
+        self.bufs
+            .iter()
+            .filter(|b| b.kind == BufKind::Agf)
+            .map(|b| {
+                AgNumber((b.buf.daddr.0 / (geo.agblocks as u64 * geo.bb_per_block() as u64)) as u32)
+            })
+            .max()
+    }
 }

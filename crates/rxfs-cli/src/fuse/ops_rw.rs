@@ -1,0 +1,472 @@
+//! Request handlers that modify the filesystem (read-write mounts).
+//!
+//! Every handler maps its FUSE arguments onto one library call
+//! (`Filesystem::{create, mkdir, unlink, rmdir, write, setattr, fsync}`),
+//! which takes its own inode locks and runs one transaction; errors become
+//! errnos through `Error::errno()`. On a read-only mount they answer EROFS.
+//!
+//! Division of labour with the kernel (the mount uses
+//! `default_permissions`): the kernel checks permissions, applies the umask
+//! (we never ask for FUSE_DONT_MASK, so modes arrive masked; masking again
+//! is harmless), clears set-id bits on write and chown (it sends the new
+//! mode in a SETATTR), turns `O_TRUNC` into a SETATTR of size 0 and handles
+//! `O_APPEND` (it refreshes the size before an appending write). We choose
+//! owners (the caller's fsuid/fsgid, or the parent's group below a set-gid
+//! directory, as `inode_init_owner` does) and take "now" from the system
+//! clock for UTIME_NOW.
+//!
+//! Open files: the library frees an inode as soon as its last link goes
+//! (the unlinked list for open-but-unlinked files comes with issue 4). A
+//! later write through a still-open descriptor would then land on a freed
+//! (or reused) inode, so [`OpenFiles`] counts open handles per inode and
+//! unlink of the last link of an open file waits briefly for the release
+//! (the kernel sends RELEASE asynchronously after close) and otherwise
+//! answers EBUSY.
+
+use std::collections::HashMap;
+use std::sync::{Condvar, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use fuser::consts::FOPEN_KEEP_CACHE;
+use fuser::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
+use rxfs::format::inode::Timestamp;
+use rxfs::fs::ops_data::SetAttr;
+use rxfs::fs::ops_ns::CreateArgs;
+use rxfs::fs::Inode;
+
+use super::attr::file_attr;
+use super::ops::Core;
+
+/// How long unlink waits for the RELEASE of a just-closed file.
+const RELEASE_WAIT: Duration = Duration::from_secs(2);
+const NAME_MAX: usize = 255;
+
+/// Open file handles per inode number (regular files only).
+#[derive(Default)]
+pub struct OpenFiles {
+    map: Mutex<HashMap<u64, u32>>,
+    released: Condvar,
+}
+
+impl OpenFiles {
+    pub fn open(&self, ino: u64) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        *m.entry(ino).or_insert(0) += 1;
+    }
+
+    pub fn release(&self, ino: u64) {
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = m.get_mut(&ino) {
+            *n = n.saturating_sub(1);
+            if *n == 0 {
+                m.remove(&ino);
+                self.released.notify_all();
+            }
+        }
+    }
+
+    pub fn count(&self, ino: u64) -> u32 {
+        let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        m.get(&ino).copied().unwrap_or(0)
+    }
+
+    /// Wait up to `timeout` until `ino` has no open handle; true if so.
+    pub fn wait_closed(&self, ino: u64, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        while m.contains_key(&ino) {
+            let now = Instant::now();
+            if now >= deadline {
+                return false;
+            }
+            m = match self.released.wait_timeout(m, deadline - now) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+        true
+    }
+}
+
+/// A `SystemTime` from fuser as an XFS timestamp: the inverse of
+/// [`super::attr::system_time`] (fuser hands pre-1970 times over as
+/// "epoch minus (seconds, nanoseconds)").
+pub fn timestamp(t: SystemTime) -> Timestamp {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Timestamp {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        },
+        Err(e) => Timestamp {
+            sec: -(e.duration().as_secs() as i64),
+            nsec: e.duration().subsec_nanos(),
+        },
+    }
+}
+
+pub fn now() -> Timestamp {
+    timestamp(SystemTime::now())
+}
+
+fn time_or_now(t: TimeOrNow) -> Timestamp {
+    match t {
+        TimeOrNow::SpecificTime(t) => timestamp(t),
+        TimeOrNow::Now => now(),
+    }
+}
+
+/// The kernel's `new_decode_dev` (FUSE's rdev encoding) as (major, minor).
+pub fn decode_fuse_dev(dev: u32) -> (u32, u32) {
+    ((dev & 0xfff00) >> 8, (dev & 0xff) | ((dev >> 12) & 0xfff00))
+}
+
+/// XFS's on-disk device number (the form `decode_rdev` reads).
+#[cfg(test)]
+pub fn encode_xfs_dev(major: u32, minor: u32) -> u32 {
+    ((major & 0x1ff) << 18) | (minor & 0x3ffff)
+}
+
+/// Who calls, for owners of new inodes.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Owner and mode of a new inode under `parent`, as `inode_init_owner`
+/// decides them: below a set-gid directory the group is the directory's,
+/// and new directories inherit the set-gid bit; a non-directory keeps
+/// set-gid only if its creator is in that group (approximated as: the
+/// creator's primary group, or root).
+pub fn new_owner(parent: &Inode, mode: u32, who: Caller) -> (u32, u32, u32) {
+    let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
+    let mut mode = mode;
+    let mut gid = who.gid;
+    if parent.core.mode as u32 & libc::S_ISGID != 0 {
+        gid = parent.core.gid;
+        if is_dir {
+            mode |= libc::S_ISGID;
+        } else if mode & libc::S_ISGID != 0 && who.uid != 0 && gid != who.gid {
+            mode &= !libc::S_ISGID;
+        }
+    }
+    (mode, who.uid, gid)
+}
+
+impl Core {
+    fn check_rw(&self) -> Result<(), i32> {
+        if self.rw {
+            Ok(())
+        } else {
+            Err(libc::EROFS)
+        }
+    }
+
+    fn create_args(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        who: Caller,
+    ) -> Result<CreateArgs, i32> {
+        self.check_rw()?;
+        if name.len() > NAME_MAX {
+            return Err(libc::ENAMETOOLONG);
+        }
+        if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+            return Err(libc::EINVAL);
+        }
+        let dir = self
+            .inode(parent)
+            .map_err(|e| self.errno("create", parent, &e))?;
+        if !dir.is_dir() {
+            return Err(libc::ENOTDIR);
+        }
+        let (mode, uid, gid) = new_owner(&dir, mode, who);
+        Ok(CreateArgs {
+            mode,
+            uid,
+            gid,
+            rdev,
+        })
+    }
+
+    /// A new entry's reply data; the kernel now holds a reference.
+    fn new_entry(&self, ip: &std::sync::Arc<Inode>) -> (fuser::FileAttr, u64) {
+        self.nodes.remember(ip);
+        (file_attr(&self.fs, ip), ip.core.gen as u64)
+    }
+
+    /// CREATE: a regular file, opened. (`mode`s arrive with the umask
+    /// applied, see [`super::RxFuse`].)
+    pub fn create(&self, parent: u64, name: &[u8], mode: u32, who: Caller, reply: ReplyCreate) {
+        let mode = libc::S_IFREG | (mode & 0o7777);
+        let args = match self.create_args(parent, name, mode, 0, who) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
+        };
+        match self.fs.create(self.ino(parent), name, &args) {
+            Ok(ip) => {
+                let (attr, gen) = self.new_entry(&ip);
+                self.open_files.open(ip.ino.0);
+                reply.created(&self.ttl, &attr, gen, 0, FOPEN_KEEP_CACHE)
+            }
+            Err(e) => reply.error(self.errno("create", parent, &e)),
+        }
+    }
+
+    /// MKNOD: regular files, devices, FIFOs and sockets.
+    pub fn mknod(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        rdev: u32,
+        who: Caller,
+        reply: ReplyEntry,
+    ) {
+        let ftype = mode & libc::S_IFMT;
+        let rdev = match ftype {
+            libc::S_IFCHR | libc::S_IFBLK => {
+                let (major, minor) = decode_fuse_dev(rdev);
+                if major > 0x1ff || minor > 0x3ffff {
+                    // XFS stores 9 bits of major and 18 of minor.
+                    return reply.error(libc::EINVAL);
+                }
+                // CreateArgs takes a Linux dev_t (FUSE's encoding is the
+                // kernel's new_encode_dev, the same layout).
+                libc::makedev(major, minor) as u32
+            }
+            libc::S_IFREG | libc::S_IFIFO | libc::S_IFSOCK => 0,
+            // mknod(2) with no type makes a regular file.
+            0 => 0,
+            _ => return reply.error(libc::EINVAL),
+        };
+        let ftype = if ftype == 0 { libc::S_IFREG } else { ftype };
+        let mode = ftype | (mode & 0o7777);
+        let args = match self.create_args(parent, name, mode, rdev, who) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
+        };
+        match self.fs.create(self.ino(parent), name, &args) {
+            Ok(ip) => {
+                let (attr, gen) = self.new_entry(&ip);
+                reply.entry(&self.ttl, &attr, gen)
+            }
+            Err(e) => reply.error(self.errno("mknod", parent, &e)),
+        }
+    }
+
+    pub fn mkdir(&self, parent: u64, name: &[u8], mode: u32, who: Caller, reply: ReplyEntry) {
+        let mode = libc::S_IFDIR | (mode & 0o7777);
+        let args = match self.create_args(parent, name, mode, 0, who) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
+        };
+        match self.fs.mkdir(self.ino(parent), name, &args) {
+            Ok(ip) => {
+                let (attr, gen) = self.new_entry(&ip);
+                reply.entry(&self.ttl, &attr, gen)
+            }
+            Err(e) => reply.error(self.errno("mkdir", parent, &e)),
+        }
+    }
+
+    pub fn unlink(&self, parent: u64, name: &[u8], reply: ReplyEmpty) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        // Refuse to free an inode that still has open handles (see the
+        // module comment).
+        let victim = self.inode(parent).and_then(|dir| {
+            let ino = self.fs.lookup(&dir, name)?;
+            self.fs.iget(ino)
+        });
+        match victim {
+            Ok(ip) if ip.core.nlink <= 1 && self.open_files.count(ip.ino.0) > 0 => {
+                if !self.open_files.wait_closed(ip.ino.0, RELEASE_WAIT) {
+                    if self.log_errors {
+                        eprintln!(
+                            "rxfs: unlink of inode {} refused: still open (open-but-unlinked \
+                             files are not supported yet)",
+                            ip.ino.0
+                        );
+                    }
+                    return reply.error(libc::EBUSY);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => return reply.error(self.errno("unlink", parent, &e)),
+        }
+        match self.fs.unlink(self.ino(parent), name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("unlink", parent, &e)),
+        }
+    }
+
+    pub fn rmdir(&self, parent: u64, name: &[u8], reply: ReplyEmpty) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        match self.fs.rmdir(self.ino(parent), name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("rmdir", parent, &e)),
+        }
+    }
+
+    pub fn write(&self, nodeid: u64, offset: i64, data: &[u8], reply: ReplyWrite) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        if offset < 0 {
+            return reply.error(libc::EINVAL);
+        }
+        match self.fs.write(self.ino(nodeid), offset as u64, data) {
+            // A write never exceeds max_write (1 MiB), so the count fits.
+            Ok(n) => reply.written(n.min(u32::MAX as usize) as u32),
+            Err(e) => reply.error(self.errno("write", nodeid, &e)),
+        }
+    }
+
+    /// SETATTR: chmod, chown, truncate, utimens (FATTR_MODE, _UID, _GID,
+    /// _SIZE, _ATIME(_NOW), _MTIME(_NOW), _CTIME). Anything else (lock
+    /// owner, file handle, BSD flags) changes nothing.
+    pub fn setattr(&self, nodeid: u64, a: SetAttrArgs, reply: fuser::ReplyAttr) {
+        let set = SetAttr {
+            mode: a.mode.map(|m| m & 0o7777),
+            uid: a.uid,
+            gid: a.gid,
+            size: a.size,
+            atime: a.atime.map(time_or_now),
+            mtime: a.mtime.map(time_or_now),
+            ctime: a.ctime.map(timestamp),
+        };
+        let nothing = set.mode.is_none()
+            && set.uid.is_none()
+            && set.gid.is_none()
+            && set.size.is_none()
+            && set.atime.is_none()
+            && set.mtime.is_none()
+            && set.ctime.is_none();
+        if nothing {
+            return self.getattr(nodeid, reply);
+        }
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        match self.fs.setattr(self.ino(nodeid), &set) {
+            Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
+            Err(e) => reply.error(self.errno("setattr", nodeid, &e)),
+        }
+    }
+
+    /// FSYNC and FSYNCDIR: force the log up to the inode's last change.
+    pub fn fsync(&self, nodeid: u64, datasync: bool, reply: ReplyEmpty) {
+        if !self.rw {
+            // Nothing was ever written.
+            return reply.ok();
+        }
+        match self.fs.fsync(self.ino(nodeid), datasync) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("fsync", nodeid, &e)),
+        }
+    }
+
+    pub fn release(&self, nodeid: u64) {
+        self.open_files.release(self.ino(nodeid).0);
+    }
+}
+
+/// SETATTR arguments as fuser hands them over.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttrArgs {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<TimeOrNow>,
+    pub mtime: Option<TimeOrNow>,
+    pub ctime: Option<SystemTime>,
+}
+
+/// The error a handler gives for an operation rxfs cannot do yet on a
+/// read-write mount (rename, link, symlink, xattr writes, fallocate).
+pub fn unsupported(rw: bool) -> i32 {
+    if rw {
+        libc::EOPNOTSUPP
+    } else {
+        libc::EROFS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fuse::attr::{encode_dev, system_time};
+    use crate::fuse::node::tests::fake_inode;
+
+    #[test]
+    fn times_round_trip_through_fuser_form() {
+        for (sec, nsec) in [(0, 0), (1_700_000_000, 999_999_999), (-1, 1), (-5_000, 0)] {
+            let t = Timestamp { sec, nsec };
+            assert_eq!(timestamp(system_time(t)), t);
+        }
+        assert!(now().sec > 1_600_000_000);
+    }
+
+    #[test]
+    fn device_numbers() {
+        for (ma, mi) in [(4, 5), (259, 70000), (1, 3), (511, 262_143)] {
+            let fuse = encode_dev(ma, mi);
+            assert_eq!(decode_fuse_dev(fuse), (ma, mi));
+            assert_eq!(
+                rxfs::format::inode::decode_rdev(encode_xfs_dev(ma, mi)),
+                (ma, mi)
+            );
+            // What CreateArgs gets: a Linux dev_t, which the library turns
+            // into the XFS encoding.
+            let linux = libc::makedev(ma, mi) as u32;
+            assert_eq!(linux, fuse);
+            assert_eq!(rxfs::fs::ops_ns::xfs_rdev(linux), encode_xfs_dev(ma, mi));
+        }
+    }
+
+    #[test]
+    fn setgid_directories() {
+        let who = Caller {
+            uid: 1000,
+            gid: 100,
+        };
+        let plain = fake_inode(128, 0o40755);
+        assert_eq!(new_owner(&plain, 0o100644, who), (0o100644, 1000, 100));
+        let mut sg = (*fake_inode(129, 0o42775)).clone();
+        sg.core.gid = 50;
+        assert_eq!(new_owner(&sg, 0o40755, who), (0o42755, 1000, 50));
+        assert_eq!(new_owner(&sg, 0o100644, who), (0o100644, 1000, 50));
+        // Set-gid on a file in a group the creator is not in is dropped.
+        assert_eq!(new_owner(&sg, 0o102755, who), (0o100755, 1000, 50));
+        let root = Caller { uid: 0, gid: 0 };
+        assert_eq!(new_owner(&sg, 0o102755, root), (0o102755, 0, 50));
+    }
+
+    #[test]
+    fn open_counts() {
+        let o = OpenFiles::default();
+        o.open(5);
+        o.open(5);
+        o.release(5);
+        assert_eq!(o.count(5), 1);
+        assert!(!o.wait_closed(5, Duration::from_millis(20)));
+        let o = std::sync::Arc::new(o);
+        let o2 = o.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            o2.release(5);
+        });
+        assert!(o.wait_closed(5, Duration::from_secs(5)));
+        t.join().unwrap();
+        o.release(77);
+        assert!(o.wait_closed(77, Duration::ZERO));
+    }
+}
