@@ -135,7 +135,7 @@ fn crash_workload_namespace_only() {
 
 /// Two small log buffers (checkpoints span several of them), and the
 /// log end wrapped during the recorded workload: a durable prefill first
-/// brings the head of the minimum-size log to 95% of its size.
+/// brings the head of the minimum-size log to 97% of its size.
 #[test]
 fn crash_workload_small_logbufs_wrapping() {
     if kernel_tests_disabled() {
@@ -147,15 +147,15 @@ fn crash_workload_small_logbufs_wrapping() {
     opts.logbsize = Some(16 << 10);
     let run = SeedRun {
         params: Params {
-            ops: env_usize("RXFS_CRASH_LONG_OPS", 1500),
+            ops: env_usize("RXFS_CRASH_LONG_OPS", 800),
             ..Params::default()
         },
         opts,
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
-        prefill_log: Some(0.95),
+        prefill_log: Some(0.97),
     };
-    let tot = run_all("crash-wrap", 9001..9002, &[], run);
+    let tot = run_all("crash-wrap", 9001..9004, &[], run);
     assert_clean(&tot);
     assert!(
         tot.log_bytes + tot.prefill_bytes > tot.log_size,

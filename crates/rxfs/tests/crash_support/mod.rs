@@ -77,7 +77,8 @@ pub struct Totals {
 impl Totals {
     pub fn report(&self, name: &str) -> String {
         format!(
-            "{name}: {} seeds, {} ops, {} events; {} crash points x {} modes = {} images \
+            "{name}: {} seeds, {} ops, {} events; {} crash points x {} modes \
+             + {} more torn images at the log end = {} images \
              ({} also recovered by the kernel); files checked exactly {} / sector-wise {}; \
              failures {}; workloads stopped early {}; log: {} commits, {} checkpoints, {} bytes \
              (+{} prefill; log size {}; {} writes at the log end)",
@@ -86,6 +87,7 @@ impl Totals {
             self.events,
             self.points,
             CrashMode::EVERY.len(),
+            self.images - self.points * CrashMode::EVERY.len(),
             self.images,
             self.kernel_images,
             self.exact,
@@ -164,7 +166,7 @@ fn choose_points(
     n: usize,
     seed: u64,
     log_end: Option<u64>,
-) -> (Vec<usize>, usize) {
+) -> (Vec<usize>, Vec<usize>) {
     let all = dev.crash_points();
     let events = dev.events();
     let flushes: Vec<usize> = events
@@ -192,19 +194,21 @@ fn choose_points(
     pts.push(dev.event_count());
     // Around the log end: the write that reaches it, and the one after
     // it (a record or checkpoint continuing at the log's start).
-    let mut wraps = 0;
+    let mut wraps = Vec::new();
     if let Some(end) = log_end {
         for (i, e) in events.iter().enumerate() {
             if let Event::Write { offset, data } = e {
-                if offset + data.len() as u64 == end && wraps < 3 {
-                    pts.extend([i, i + 1, (i + 2).min(events.len())]);
-                    wraps += 1;
+                if offset + data.len() as u64 == end && wraps.len() < 9 {
+                    wraps.extend([i, i + 1, (i + 2).min(events.len())]);
                 }
             }
         }
     }
+    pts.extend(&wraps);
     pts.sort_unstable();
     pts.dedup();
+    wraps.sort_unstable();
+    wraps.dedup();
     (pts, wraps)
 }
 
@@ -269,10 +273,10 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
     tot.ops += h.ops.len() - 1;
     tot.events += dev.event_count();
     let (pts, wraps) = choose_points(&dev, &h, run.points, seed, log_end);
-    tot.log_end_writes += wraps;
+    tot.log_end_writes += wraps.len() / 3;
     tot.points += pts.len();
     let mut n = 0usize;
-    let r = for_each_crash_image(&dev, &pts, &CrashMode::EVERY, seed, |img| {
+    let mut visit = |img: &CrashImage| {
         n += 1;
         let kernel = run.kernel_every > 0 && n % run.kernel_every == 1 % run.kernel_every;
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -305,10 +309,25 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
                 tot.failures.push(msg);
             }
         }
-    });
-    if let Err(e) = r {
-        tot.failures.push(format!("seed {seed}: crash images: {e}"));
+    };
+    // Every mode at every point; then, around the log end, more ways of
+    // tearing the window (other seeds).
+    let mut passes = vec![(pts, CrashMode::EVERY.to_vec(), seed)];
+    for k in 1..=3u64 {
+        let modes = vec![CrashMode::Subset, CrashMode::Torn];
+        passes.push((
+            wraps.clone(),
+            modes,
+            seed ^ k.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        ));
     }
+    let mut errs = Vec::new();
+    for (pts, modes, s) in passes {
+        if let Err(e) = for_each_crash_image(&dev, &pts, &modes, s, &mut visit) {
+            errs.push(format!("seed {seed}: crash images: {e}"));
+        }
+    }
+    tot.failures.extend(errs);
 }
 
 /// With RXFS_KEEP_SCRATCH set, keep the first failing crash images
@@ -321,10 +340,11 @@ fn keep_failed(scr: &Scratch, dev: &CrashDevice, img: &CrashImage, nth: usize) {
         let dir = Path::new("/tmp/rxfs-crash-failed");
         let _ = std::fs::create_dir_all(dir);
         let f = dir.join(format!(
-            "{}-p{}-{:?}.img",
+            "{}-p{}-{:?}-{:x}.img",
             scr.0.file_name().unwrap().to_string_lossy(),
             img.point,
-            img.mode
+            img.mode,
+            img.seed
         ));
         if std::fs::write(&f, b).is_ok() {
             eprintln!("kept {}", f.display());
