@@ -9,11 +9,24 @@
 //! also recovered by the kernel, which must show the same tree and pass
 //! `xfs_repair -n`.
 //!
+//! Tests: `crash_workload_seeds` (the main one, default mount options),
+//! `crash_workload_namespace_only` (namespace ops and sync),
+//! `crash_workload_ablate_delaylog_256k` (a checkpoint per transaction:
+//! intents and their done items land in different checkpoints),
+//! `crash_workload_small_logbufs_wrapping` (2 x 16 KiB log buffers, the
+//! log end wrapped by the recorded workload, extra torn images around the
+//! write that reaches the log end), and `checker_rules` (the checker on a
+//! hand-made history). Each prints its counts (seeds x crash points x
+//! modes, images, kernel recoveries, failures).
+//!
 //! Environment: RXFS_CRASH_SEEDS (default 6), RXFS_CRASH_POINTS (crash
 //! points per seed, default 12), RXFS_CRASH_OPS (default 160),
-//! RXFS_CRASH_SEED_BASE (first seed), RXFS_KEEP_SCRATCH (keep failing
-//! crash images under /tmp/rxfs-crash-failed). Needs root and xfsprogs;
-//! fails (never skips) unless RXFS_SKIP_KERNEL_TESTS=1.
+//! RXFS_CRASH_LONG_OPS (the wrap test, default 800),
+//! RXFS_CRASH_KERNEL_EVERY (default 10), RXFS_CRASH_SEED_BASE (first seed),
+//! RXFS_KEEP_SCRATCH (keep failing crash images under
+//! /tmp/rxfs-crash-failed). A failure prints its seed, crash point, mode
+//! and case seed. Needs root and xfsprogs; fails (never skips) unless
+//! RXFS_SKIP_KERNEL_TESTS=1.
 
 mod common;
 mod crash_support;
