@@ -197,12 +197,24 @@ impl Mounted {
         } else {
             format!("loop,{opts}")
         };
-        let out = Command::new("mount")
-            .args(["-t", "xfs", "-o", &o])
-            .arg(img)
-            .arg(dir)
-            .output()
-            .map_err(|e| format!("cannot run mount: {e}"))?;
+        // Loop device allocation races with parallel tests: retry those
+        // (and only those: a refused log must not be retried on an image
+        // the failed mount may have changed).
+        let mut tries = 0;
+        let out = loop {
+            let out = Command::new("mount")
+                .args(["-t", "xfs", "-o", &o])
+                .arg(img)
+                .arg(dir)
+                .output()
+                .map_err(|e| format!("cannot run mount: {e}"))?;
+            let loop_trouble = String::from_utf8_lossy(&out.stderr).contains("loop device");
+            tries += 1;
+            if out.status.success() || !loop_trouble || tries >= 5 {
+                break out;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(200 * tries));
+        };
         if !out.status.success() {
             let dmesg = Command::new("dmesg")
                 .output()
