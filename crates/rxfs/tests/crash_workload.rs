@@ -86,6 +86,7 @@ fn crash_workload_seeds() {
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
         prefill_log: None,
+        lying_flush: false,
     };
     let tot = run_all("crash-workload", base..base + seeds, &[], run);
     assert_clean(&tot);
@@ -112,6 +113,7 @@ fn crash_workload_ablate_delaylog_256k() {
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
         prefill_log: None,
+        lying_flush: false,
     };
     let tot = run_all("crash-ablate", 7001..7003, &[], run);
     assert_clean(&tot);
@@ -141,6 +143,7 @@ fn crash_workload_namespace_only() {
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
         prefill_log: None,
+        lying_flush: false,
     };
     let tot = run_all("crash-ns", base + 500..base + 502, &[], run);
     assert_clean(&tot);
@@ -167,6 +170,7 @@ fn crash_workload_small_logbufs_wrapping() {
         points: env_usize("RXFS_CRASH_POINTS", 12),
         kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
         prefill_log: Some(0.97),
+        lying_flush: false,
     };
     let tot = run_all("crash-wrap", 9001..9004, &[], run);
     assert_clean(&tot);
@@ -178,6 +182,36 @@ fn crash_workload_small_logbufs_wrapping() {
         tot.log_size
     );
     assert!(tot.log_end_writes > 0, "no log write reached the log end");
+}
+
+/// The harness must catch a broken durability promise: with a device
+/// whose flushes do nothing, fsync'd states are lost at crash points that
+/// drop unflushed writes, and the checks must say so.
+#[test]
+fn harness_catches_a_lying_flush() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let run = SeedRun {
+        params: Params {
+            ops: 120,
+            ..Params::default()
+        },
+        opts: rw(),
+        points: 8,
+        kernel_every: 0,
+        prefill_log: None,
+        lying_flush: true,
+    };
+    let tot = run_all("crash-lying", 4242..4243, &[], run);
+    assert!(tot.stops.is_empty(), "{:?}", tot.stops);
+    assert!(
+        !tot.failures.is_empty(),
+        "flushes that do nothing went unnoticed"
+    );
+    let live = tot.failures.iter().find(|f| f.contains(" mode All "));
+    assert!(live.is_none(), "a failure of the live image: {live:?}");
 }
 
 /// The checker itself, on a hand-made history: it must accept what the

@@ -20,7 +20,9 @@ pub mod workload;
 use std::path::Path;
 use std::sync::Arc;
 
-use rxfs::bdev::{for_each_crash_image, sample_points, CrashDevice, CrashImage, CrashMode, Event};
+use rxfs::bdev::{
+    for_each_crash_image, sample_points, BlockDevice, CrashDevice, CrashImage, CrashMode, Event,
+};
 use rxfs::{Filesystem, MountOptions};
 
 use crate::common::{mkfs_with, Scratch, FSTESTS_ENV};
@@ -117,6 +119,30 @@ pub struct SeedRun {
     /// through the log (creates and unlinks that leave nothing behind), so
     /// the workload's records wrap the log end.
     pub prefill_log: Option<f64>,
+    /// Harness self-test: the filesystem's flushes never reach the crash
+    /// device (a cache that lies), so durability promises must break.
+    pub lying_flush: bool,
+}
+
+/// A device whose flush does nothing (see [`SeedRun::lying_flush`]).
+struct LyingFlush(Arc<CrashDevice>);
+
+impl BlockDevice for LyingFlush {
+    fn read_at(&self, buf: &mut [u8], offset: u64) -> rxfs::Result<()> {
+        self.0.read_at(buf, offset)
+    }
+    fn write_at(&self, buf: &[u8], offset: u64) -> rxfs::Result<()> {
+        self.0.write_at(buf, offset)
+    }
+    fn flush(&self) -> rxfs::Result<()> {
+        Ok(())
+    }
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_only(&self) -> bool {
+        false
+    }
 }
 
 /// Push `fraction` of the log size through the log with namespace churn
@@ -216,7 +242,12 @@ fn choose_points(
 pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut Totals) {
     tot.seeds += 1;
     let dev = Arc::new(CrashDevice::new(base.to_vec(), 1 << 30));
-    let fs = match Filesystem::open(dev.clone(), None, run.opts.clone()) {
+    let fs_dev: Arc<dyn BlockDevice> = if run.lying_flush {
+        Arc::new(LyingFlush(dev.clone()))
+    } else {
+        dev.clone()
+    };
+    let fs = match Filesystem::open(fs_dev, None, run.opts.clone()) {
         Ok(fs) => fs,
         Err(e) => {
             tot.stops.push(format!("seed {seed}: rw open: {e}"));
