@@ -1,0 +1,185 @@
+//! rxfs to kernel (issue 3): a seeded workload of creates, mkdirs,
+//! unlinks, rmdirs, writes, truncates, chmod/chown/utimens, fsync and
+//! fdatasync runs through a read-write `rxfs mount`; then the daemon gets
+//! `kill -9` (after the workload, or in the middle of it). The kernel
+//! mounts the image and replays our log; its tree must keep everything the
+//! fsyncs made durable (the rules of `crash_support/model.rs` in the rxfs
+//! crate's tests, with a kill: no write the daemon completed is lost), and
+//! `xfs_repair -n` must exit 0. A copy recovered by rxfs instead must show
+//! the same tree and repair clean too.
+//!
+//! RXFS_KILL9_SEEDS=N (default 4; even seeds are killed after the
+//! workload, odd ones during it). Needs root, FUSE and xfsprogs; fails
+//! (never skips) unless RXFS_SKIP_KERNEL_TESTS=1.
+
+mod common;
+#[path = "../../rxfs/tests/crash_support/mod.rs"]
+mod crash_support;
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+use crash_support::check::check_tree;
+use crash_support::posix::PosixTarget;
+use crash_support::rwapi::{ro, rw};
+use crash_support::walk::{kernel_tree, repair_n, rxfs_tree, tree_diff, Mounted};
+use crash_support::workload::{Params, Stop, Workload};
+use rxfs::Filesystem;
+
+/// The pid of the daemon serving `mnt` (its command line names `mnt`).
+fn daemon_pid(mnt: &Path) -> u32 {
+    let want = mnt.as_os_str().as_bytes();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if process_gone(pid) {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if cmd.split(|&b| b == 0).any(|a| a == want) {
+            found.push(pid);
+        }
+    }
+    assert_eq!(found.len(), 1, "daemons for {}: {found:?}", mnt.display());
+    found[0]
+}
+
+fn kill_daemon(mnt: &Path, guard: KernelMount) {
+    let pid = daemon_pid(mnt);
+    unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+    assert!(wait_until(Duration::from_secs(10), || process_gone(pid)));
+    drop(guard); // the dead connection's mount goes (lazily if needed)
+    assert!(wait_until(Duration::from_secs(10), || !is_mounted(mnt)));
+}
+
+fn must<T>(what: &str, r: Result<T, String>) -> T {
+    r.unwrap_or_else(|e| panic!("{what}: {e}"))
+}
+
+/// One seed; returns (ops run, files checked exactly, sector-wise).
+fn kill_seed(s: &Scratch, seed: u64) -> (usize, usize, usize) {
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("m");
+    std::fs::create_dir_all(&mnt).unwrap();
+    rxfs_ok(&[
+        OsStr::new("mount"),
+        img.as_os_str(),
+        mnt.as_os_str(),
+        OsStr::new("-o"),
+        OsStr::new("rw"),
+    ]);
+    let guard = KernelMount::adopt(&mnt);
+    let params = Params {
+        ops: 300,
+        ..Params::default()
+    };
+    let target = PosixTarget::new(&mnt);
+    let ticks = target.ticks();
+    let mut w = Workload::new(Box::new(target), seed, params);
+    w.assume_on_error = true;
+    let w = if seed.is_multiple_of(2) {
+        let r = w.run();
+        if let Err(e) = r {
+            kill_daemon(&mnt, guard);
+            panic!("seed {seed}: workload: {e:?}");
+        }
+        kill_daemon(&mnt, guard);
+        w
+    } else {
+        // Killed while it runs: the op in flight fails (ENOTCONN) and
+        // counts as possibly done.
+        let t = std::thread::spawn(move || {
+            let r = w.run();
+            (w, r)
+        });
+        // Kill after op 30..230 started (two clock ticks per op).
+        let at = 2 * (30 + (seed * 97 % 200) as usize);
+        while ticks.load(std::sync::atomic::Ordering::SeqCst) < at && !t.is_finished() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        kill_daemon(&mnt, guard);
+        let (w, r) = t.join().unwrap();
+        match r {
+            Ok(()) => eprintln!("seed {seed}: the workload finished before the kill"),
+            Err(Stop::Unexpected(e)) => eprintln!("seed {seed}: stopped by the kill: {e}"),
+            Err(e) => panic!("seed {seed}: {e:?}"),
+        }
+        w
+    };
+    let p = w.clock();
+    let h = &w.h;
+
+    // The log is dirty: the kernel has something to replay.
+    let fs = Filesystem::open_path(&img, None, ro()).unwrap();
+    assert!(
+        fs.recovery_stats().is_some(),
+        "seed {seed}: the killed mount left a clean log"
+    );
+    drop(fs);
+    let copy = s.path("copy");
+    std::fs::copy(&img, &copy).unwrap();
+
+    let k = must("kernel mount", Mounted::new(&img, &s.path("k"), ""));
+    let kt = kernel_tree(&k.dir);
+    must("kernel umount", k.umount());
+    let kt = must("kernel walk", kt);
+    let checked = must(
+        &format!("seed {seed}: kernel recovery of the killed mount"),
+        check_tree(h, p, &kt),
+    );
+    must(
+        &format!("seed {seed}: after kernel recovery"),
+        repair_n(&img),
+    );
+
+    let fs = Filesystem::open_path(&copy, None, rw()).unwrap();
+    let rt = rxfs_tree(&fs);
+    fs.unmount().unwrap();
+    drop(fs);
+    let rt = must("rxfs walk", rt);
+    if let Some(d) = tree_diff(&kt, &rt) {
+        panic!("seed {seed}: kernel (first) and rxfs (second) recoveries differ:\n{d}");
+    }
+    must(
+        &format!("seed {seed}: after rxfs recovery"),
+        repair_n(&copy),
+    );
+    for f in [&img, &copy] {
+        let _ = std::fs::remove_file(f);
+    }
+    (h.ops.len() - 1, checked.exact, checked.windowed)
+}
+
+#[test]
+fn kill_9_then_kernel_replays_what_was_fsynced() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    unsafe { libc::umask(0o022) };
+    let seeds: u64 = std::env::var("RXFS_KILL9_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let s = Scratch::new("kill9");
+    let (mut ops, mut exact, mut windowed) = (0, 0, 0);
+    for seed in 0..seeds {
+        let (o, e, w) = kill_seed(&s, seed);
+        eprintln!("kill9 seed {seed}: {o} ops, files checked exactly {e} / sector-wise {w}");
+        ops += o;
+        exact += e;
+        windowed += w;
+    }
+    eprintln!(
+        "kill9: {seeds} seeds, {ops} ops, files checked exactly {exact} / sector-wise {windowed}, failures 0"
+    );
+    assert!(exact > 0, "nothing durable was checked");
+}

@@ -1,0 +1,197 @@
+//! Where a workload's operations go: the rxfs library on a crash device
+//! ([`LibTarget`]), or a mounted tree through system calls
+//! ([`super::posix::PosixTarget`], e.g. `rxfs mount` before a `kill -9`).
+//! Operations name paths; each target maps them to its own handles.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use rxfs::bdev::CrashDevice;
+use rxfs::format::inode::Timestamp;
+use rxfs::fs::ops_data::SetAttr;
+use rxfs::fs::ops_ns::CreateArgs;
+use rxfs::types::Ino;
+use rxfs::{Error, Filesystem};
+
+/// How an operation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TErr {
+    Exists,
+    NotFound,
+    NotEmpty,
+    NotSupported(String),
+    Other(String),
+}
+
+/// One attribute change.
+#[derive(Debug, Clone, Copy)]
+pub enum Attr {
+    Perm(u32),
+    Owner(u32, u32),
+    /// (atime, mtime) as (sec, nsec).
+    Times((i64, u32), (i64, u32)),
+}
+
+pub trait Target {
+    /// A clock that orders operations against crash points: the crash
+    /// device's event count, or an operation counter.
+    fn clock(&self) -> usize;
+    /// Whether `sync` makes everything durable (FUSE gets no syncfs).
+    fn has_sync(&self) -> bool {
+        true
+    }
+    /// Permission bits the workload may set.
+    fn perm_mask(&self) -> u32 {
+        0o7777
+    }
+    fn create(&mut self, path: &str, dir: bool, perm: u32) -> Result<(), TErr>;
+    fn write(&mut self, path: &str, off: u64, data: &[u8]) -> Result<(), TErr>;
+    fn truncate(&mut self, path: &str, size: u64) -> Result<(), TErr>;
+    fn setattr(&mut self, path: &str, a: Attr) -> Result<(), TErr>;
+    fn remove(&mut self, path: &str, dir: bool) -> Result<(), TErr>;
+    fn fsync(&mut self, path: &str, datasync: bool) -> Result<(), TErr>;
+    fn sync(&mut self) -> Result<(), TErr>;
+    fn unmount(&mut self) -> Result<(), TErr>;
+}
+
+pub fn parent_of(path: &str) -> &str {
+    match path.rfind('/') {
+        Some(0) | None => "/",
+        Some(i) => &path[..i],
+    }
+}
+
+pub fn name_of(path: &str) -> &[u8] {
+    path.rsplit('/').next().unwrap_or("").as_bytes()
+}
+
+fn lib_err(e: Error) -> TErr {
+    match e {
+        Error::Exists => TErr::Exists,
+        Error::NotFound => TErr::NotFound,
+        Error::NotEmpty => TErr::NotEmpty,
+        Error::NotSupported(m) => TErr::NotSupported(m),
+        e => TErr::Other(e.to_string()),
+    }
+}
+
+/// The library API of a read-write [`Filesystem`] on a [`CrashDevice`].
+pub struct LibTarget {
+    pub fs: Arc<Filesystem>,
+    pub dev: Arc<CrashDevice>,
+    inos: BTreeMap<String, Ino>,
+}
+
+impl LibTarget {
+    pub fn new(fs: Arc<Filesystem>, dev: Arc<CrashDevice>) -> Self {
+        let mut inos = BTreeMap::new();
+        inos.insert("/".to_string(), fs.root_ino());
+        LibTarget { fs, dev, inos }
+    }
+
+    fn ino(&self, path: &str) -> Result<Ino, TErr> {
+        self.inos
+            .get(path)
+            .copied()
+            .ok_or_else(|| TErr::Other(format!("{path}: not in the target's map")))
+    }
+}
+
+impl Target for LibTarget {
+    fn clock(&self) -> usize {
+        self.dev.event_count()
+    }
+
+    fn create(&mut self, path: &str, dir: bool, perm: u32) -> Result<(), TErr> {
+        let pino = self.ino(parent_of(path))?;
+        let args = CreateArgs {
+            mode: if dir { 0o040000 } else { 0o100000 } | perm,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+        };
+        let name = name_of(path);
+        let ip = if dir {
+            self.fs.mkdir(pino, name, &args)
+        } else {
+            self.fs.create(pino, name, &args)
+        }
+        .map_err(lib_err)?;
+        if ip.core.mode as u32 != args.mode || (!dir && ip.core.size != 0) {
+            return Err(TErr::Other(format!(
+                "created {path} has mode {:o} size {}",
+                ip.core.mode, ip.core.size
+            )));
+        }
+        self.inos.insert(path.to_string(), ip.ino);
+        Ok(())
+    }
+
+    fn write(&mut self, path: &str, off: u64, data: &[u8]) -> Result<(), TErr> {
+        let n = self.fs.write(self.ino(path)?, off, data).map_err(lib_err)?;
+        if n != data.len() {
+            return Err(TErr::Other(format!("short write {n} of {}", data.len())));
+        }
+        Ok(())
+    }
+
+    fn truncate(&mut self, path: &str, size: u64) -> Result<(), TErr> {
+        let a = SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        let ip = self.fs.setattr(self.ino(path)?, &a).map_err(lib_err)?;
+        if ip.core.size != size {
+            return Err(TErr::Other(format!("truncate left size {}", ip.core.size)));
+        }
+        Ok(())
+    }
+
+    fn setattr(&mut self, path: &str, a: Attr) -> Result<(), TErr> {
+        let ts = |(sec, nsec)| Timestamp { sec, nsec };
+        let mut s = SetAttr::default();
+        match a {
+            Attr::Perm(p) => s.mode = Some(p),
+            Attr::Owner(u, g) => (s.uid, s.gid) = (Some(u), Some(g)),
+            Attr::Times(at, mt) => (s.atime, s.mtime) = (Some(ts(at)), Some(ts(mt))),
+        }
+        let ip = self.fs.setattr(self.ino(path)?, &s).map_err(lib_err)?;
+        let c = &ip.core;
+        let ok = match a {
+            Attr::Perm(p) => c.mode as u32 & 0o7777 == p,
+            Attr::Owner(u, g) => c.uid == u && c.gid == g,
+            Attr::Times(_, mt) => (c.mtime.sec, c.mtime.nsec) == mt,
+        };
+        if !ok {
+            return Err(TErr::Other(format!(
+                "setattr {a:?} returned mode {:o} owner {}:{} mtime {:?}",
+                c.mode, c.uid, c.gid, c.mtime
+            )));
+        }
+        Ok(())
+    }
+
+    fn remove(&mut self, path: &str, dir: bool) -> Result<(), TErr> {
+        let pino = self.ino(parent_of(path))?;
+        let r = if dir {
+            self.fs.rmdir(pino, name_of(path))
+        } else {
+            self.fs.unlink(pino, name_of(path))
+        };
+        r.map_err(lib_err)?;
+        self.inos.remove(path);
+        Ok(())
+    }
+
+    fn fsync(&mut self, path: &str, datasync: bool) -> Result<(), TErr> {
+        self.fs.fsync(self.ino(path)?, datasync).map_err(lib_err)
+    }
+
+    fn sync(&mut self) -> Result<(), TErr> {
+        self.fs.sync().map_err(lib_err)
+    }
+
+    fn unmount(&mut self) -> Result<(), TErr> {
+        self.fs.unmount().map_err(lib_err)
+    }
+}
