@@ -236,7 +236,10 @@ fn plain_unmounts_end_the_daemon() {
             "fusermount3" => vec![OsStr::new("-u"), mnt.as_os_str()],
             _ => vec![mnt.as_os_str()],
         };
-        run_output(how, &args);
+        // Retried: right after a mount, something (udev, a scanner) may
+        // hold the mount point for a moment.
+        let args: Vec<&str> = args.iter().map(|a| a.to_str().unwrap()).collect();
+        run_retry(how, &args, 10);
         m.disarm();
         assert!(
             wait_until(Duration::from_secs(10), || process_gone(pid)),
