@@ -11,11 +11,13 @@
 //! Lock order (outermost first): none of the read path holds more than one
 //! lock at a time; the inode cache lock is never held across I/O.
 
+pub mod alloc;
 pub mod bdev;
 pub mod error;
 pub mod format;
 pub mod fs;
 pub mod geometry;
+pub mod ialloc;
 pub mod log;
 pub mod types;
 pub mod xact;

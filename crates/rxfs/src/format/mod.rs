@@ -19,6 +19,7 @@ pub mod btree;
 pub mod btree_rec;
 pub mod crc;
 pub mod da;
+pub mod dinode_edit;
 pub mod dir;
 pub mod dir_data;
 pub mod dir_leaf;
