@@ -1,5 +1,6 @@
 //! Recovery rules checked on kernel logs: the v5 LSN skip rule, and the
-//! refusal of logs with unfinished intents.
+//! refusal of recoveries rxfs cannot finish (an unlinked inode whose fork
+//! is a btree).
 //!
 //! Needs root; fails (never skips) unless RXFS_SKIP_KERNEL_TESTS=1.
 
@@ -149,12 +150,14 @@ fn lsn_rule_skips_newer_metadata() {
     );
 }
 
-/// A crash in the middle of freeing a file of 12,800 extents leaves an EFI
-/// without its EFD. rxfs cannot finish intents yet: the read-only open and
-/// `recover_to_device` must refuse (naming the intent and norecovery) and
-/// write nothing; `-o ro,norecovery` still opens it.
+/// A crash in the middle of freeing a file of 12,800 extents leaves the
+/// inode on the AGI unlinked list with a btree-format data fork (and
+/// usually an EFI without its EFD). rxfs finishes the EFIs but cannot free
+/// a btree fork yet: the read-only open and `recover_to_device` must refuse
+/// (naming the inode and the btree fork) and write nothing;
+/// `-o ro,norecovery` still opens it.
 #[test]
-fn unfinished_intents_are_refused() {
+fn unlinked_btree_inode_is_refused() {
     if kernel_tests_disabled() {
         return;
     }
@@ -203,7 +206,10 @@ fn unfinished_intents_are_refused() {
     }
     let (attempt, msg) = hit.expect("no attempt left an unfinished intent");
     eprintln!("attempt {attempt}: {msg}");
-    assert!(msg.contains("EFI") && msg.contains("norecovery"), "{msg}");
+    assert!(
+        msg.contains("unlinked inode") && msg.contains("btree-format fork"),
+        "{msg}"
+    );
     let norec = Filesystem::open_path(
         &img,
         None,
@@ -225,9 +231,8 @@ fn unfinished_intents_are_refused() {
         ],
     );
     let dev = rxfs::bdev::FileDevice::open(&copy, false, false).unwrap();
-    let e = rxfs::fs::recover_write::recover_to_device(&dev).unwrap_err();
-    drop(dev);
-    assert!(e.to_string().contains("unfinished intents"), "{e}");
+    let e = rxfs::fs::recover_write::recover_to_device(std::sync::Arc::new(dev)).unwrap_err();
+    assert!(e.to_string().contains("btree-format fork"), "{e}");
     let same = Command::new("cmp").args([&img, &copy]).status().unwrap();
     assert!(same.success(), "a refused recovery wrote the device");
     // The kernel finishes the intent.
