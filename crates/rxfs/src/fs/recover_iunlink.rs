@@ -166,7 +166,8 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
     let reflink = de::flags2(d) & DIFLAG2_REFLINK != 0;
     let refuse = |what: &str| {
         Err(Error::NotSupported(format!(
-            "recovery of unlinked inode {}: freeing {what} is not implemented yet",
+            "recovery of unlinked inode {}: freeing {what} is not implemented yet; \
+             mount with the kernel, or use -o ro,norecovery",
             ino.0
         )))
     };
