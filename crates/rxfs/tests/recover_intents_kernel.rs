@@ -141,3 +141,116 @@ fn intents_and_unlinked_inodes_like_the_kernel() {
     assert!(with_efis > 0, "no seed left an unfinished EFI");
     assert!(with_unlinked > 0, "no seed left an unlinked inode");
 }
+
+/// Bad inputs to the finishing steps, on an mkfs image through MemTx:
+/// an EFI extent outside the AGs and bad unlinked buckets are corruption,
+/// other intent kinds are NotSupported, and nothing is changed.
+#[test]
+fn bad_intents_and_unlinked_lists_are_refused() {
+    use rxfs::format::log_items::{FreeExtent, ItemFormat};
+    use rxfs::fs::recover::PendingIntent;
+    use rxfs::fs::recover_finish::finish_intent;
+    use rxfs::fs::recover_iunlink::{pop_unlinked, process_iunlinks};
+    use rxfs::types::{AgNumber, Lsn};
+    use rxfs::xact::memtx::MemTx;
+    use rxfs::xact::{BufKind, MetaTx};
+    use std::sync::Arc;
+    if kernel_tests_disabled() {
+        return;
+    }
+    let scr = Scratch::new("recover-finish-bad");
+    let img = scr.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let orig = std::fs::read(&img).unwrap();
+    let dev: Arc<dyn rxfs::bdev::BlockDevice> =
+        Arc::new(rxfs::bdev::FileDevice::open(&img, false, false).unwrap());
+    let lsn = Lsn::new(1, 0);
+    let mut tx = MemTx::new(dev.clone()).unwrap();
+    let agblocks = tx.geo().agblocks as u64;
+    let agblklog = tx.geo().agblklog;
+    // Crosses the end of AG 0.
+    let efi = PendingIntent {
+        lsn,
+        item: ItemFormat::Efi {
+            rt: false,
+            id: 1,
+            extents: vec![FreeExtent {
+                start: agblocks - 2,
+                len: 4,
+            }],
+        },
+    };
+    let e = finish_intent(&mut tx, &efi).unwrap_err();
+    assert!(matches!(e, rxfs::Error::Corrupt { .. }), "{e}");
+    // Past the last AG.
+    let efi = PendingIntent {
+        lsn,
+        item: ItemFormat::Efi {
+            rt: false,
+            id: 2,
+            extents: vec![FreeExtent {
+                start: 99 << agblklog,
+                len: 1,
+            }],
+        },
+    };
+    assert!(finish_intent(&mut tx, &efi).is_err());
+    let cui = PendingIntent {
+        lsn,
+        item: ItemFormat::Cui {
+            rt: false,
+            id: 3,
+            extents: vec![],
+        },
+    };
+    let e = finish_intent(&mut tx, &cui).unwrap_err();
+    assert!(matches!(e, rxfs::Error::NotSupported(_)), "{e}");
+    assert!(
+        tx.raw_items.is_empty(),
+        "an EFD was logged for a refused intent"
+    );
+    // A clean filesystem has empty lists.
+    assert_eq!(process_iunlinks(&mut tx).unwrap().inodes, 0);
+    drop(tx);
+    let root = open_ro(&img).root_ino().0;
+    let sect = 512usize;
+    let agi_daddr = {
+        let tx = MemTx::new(dev.clone()).unwrap();
+        tx.geo().ag_header_daddr(AgNumber(0), 2)
+    };
+    // Each case: set one bucket, then pop it in a fresh transaction.
+    let root_agino = root as u32; // AG 0
+    let cases: [(u32, u32, &str); 3] = [
+        // Wrong bucket for the inode number.
+        ((root_agino + 1) % 64 + 1, root_agino + 1, "points at"),
+        // A free inode (mode 0) of the root chunk.
+        ((root_agino + 5) % 64, root_agino + 5, "mode 0"),
+        // The root directory: links, not unlinked.
+        (root_agino % 64, root_agino, "links"),
+    ];
+    for (bucket, agino, what) in cases {
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let b = tx.read_buf(agi_daddr, sect, BufKind::Agi).unwrap();
+        let off = 40 + 4 * bucket as usize;
+        tx.buf_mut(b)[off..off + 4].copy_from_slice(&agino.to_be_bytes());
+        tx.log_buf(b, off..off + 4);
+        tx.commit().unwrap();
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let e = pop_unlinked(&mut tx, AgNumber(0), bucket).unwrap_err();
+        assert!(
+            matches!(e, rxfs::Error::Corrupt { .. }) && e.to_string().contains(what),
+            "bucket {bucket} -> {agino}: {e}"
+        );
+        drop(tx);
+        // Put the bucket back.
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let b = tx.read_buf(agi_daddr, sect, BufKind::Agi).unwrap();
+        tx.buf_mut(b)[off..off + 4].copy_from_slice(&u32::MAX.to_be_bytes());
+        tx.log_buf(b, off..off + 4);
+        tx.commit().unwrap();
+    }
+    drop(dev);
+    let now = std::fs::read(&img).unwrap();
+    assert!(now == orig, "the image changed");
+    run("xfs_repair", &["-n", img.to_str().unwrap()]);
+}

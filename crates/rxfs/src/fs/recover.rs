@@ -426,22 +426,15 @@ pub fn recover(
     };
     // Decode every item once; match intents; pass 1.
     let mut decoded: Vec<Vec<(ItemFormat, &LogItem)>> = Vec::new();
-    let mut open: Vec<(&'static str, u64, PendingIntent)> = Vec::new();
+    let mut open: Vec<OpenIntent> = Vec::new();
     for t in &contents.transactions {
         let at = Location::Daddr(st.start.0 + t.lsn.block() as u64);
         let mut items = Vec::with_capacity(t.items.len());
         for it in &t.items {
             let f = it.format(order, at)?;
             r.stats.items += 1;
-            if let Some((intent, kind, id)) = intent_id(&f) {
-                if intent {
-                    let item = f.clone();
-                    open.push((kind, id, PendingIntent { lsn: t.lsn, item }));
-                } else if let Some(i) = open.iter().position(|o| o.0 == kind && o.1 == id) {
-                    open.remove(i);
-                    r.stats.intents_done += 1;
-                }
-                // A done item whose intent lies before the tail needs nothing.
+            if match_intent(&mut open, &f, t.lsn) {
+                r.stats.intents_done += 1;
             }
             if let ItemFormat::Buf(b) = &f {
                 if b.is_cancel() {
@@ -471,9 +464,34 @@ pub fn recover(
     })
 }
 
+/// Track intent `f` of the checkpoint at `lsn`: an intent joins `open`; a
+/// done item closes the oldest open intent of its kind and id (ids are
+/// kernel addresses and get reused) and returns true. A done item whose
+/// intent lies before the tail closes nothing.
+fn match_intent(open: &mut Vec<OpenIntent>, f: &ItemFormat, lsn: Lsn) -> bool {
+    let Some((intent, kind, id)) = intent_id(f) else {
+        return false;
+    };
+    if intent {
+        let item = f.clone();
+        open.push((kind, id, PendingIntent { lsn, item }));
+        return false;
+    }
+    match open.iter().position(|o| o.0 == kind && o.1 == id) {
+        Some(i) => {
+            open.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// An open intent: kind, id, the item.
+type OpenIntent = (&'static str, u64, PendingIntent);
+
 /// Refuse the open intents recovery cannot finish: every kind but EFI
 /// (naming each kind with its count), before anything is replayed.
-fn refuse_unsupported_intents(open: &[(&'static str, u64, PendingIntent)]) -> Result<()> {
+fn refuse_unsupported_intents(open: &[OpenIntent]) -> Result<()> {
     let mut kinds: Vec<(&str, usize)> = Vec::new();
     for (kind, _, _) in open.iter().filter(|o| o.0 != "EFI") {
         match kinds.iter_mut().find(|k| k.0 == *kind) {
@@ -602,6 +620,52 @@ mod tests {
         assert!(!inode_is_newer(y.0, x));
         assert!(!inode_is_newer(0, x));
         assert!(!inode_is_newer(-1, x));
+    }
+
+    #[test]
+    fn done_items_close_the_oldest_intent_of_their_kind() {
+        let efi = |id, start| ItemFormat::Efi {
+            rt: false,
+            id,
+            extents: vec![crate::format::log_items::FreeExtent { start, len: 1 }],
+        };
+        let efd = |rt, efi_id| ItemFormat::Efd {
+            rt,
+            efi_id,
+            extents: vec![],
+        };
+        let rt_efi = ItemFormat::Efi {
+            rt: true,
+            id: 7,
+            extents: vec![],
+        };
+        let (l1, l2) = (Lsn::new(1, 10), Lsn::new(1, 20));
+        let mut open = Vec::new();
+        assert!(!match_intent(&mut open, &efi(5, 100), l1));
+        assert!(!match_intent(&mut open, &efi(5, 200), l2)); // id reused
+        assert!(!match_intent(&mut open, &rt_efi, l2));
+        assert!(!match_intent(&mut open, &efd(false, 9), l2)); // intent before the tail
+        assert!(match_intent(&mut open, &efd(false, 5), l2));
+        assert!(!match_intent(&mut open, &efd(false, 7), l2)); // not the rt kind
+        assert_eq!(open.len(), 2);
+        assert_eq!(open[0].2.item, efi(5, 200));
+        assert_eq!(open[0].2.lsn, l2);
+        let e = refuse_unsupported_intents(&open).unwrap_err().to_string();
+        assert!(e.contains("1 EFI_RT") && e.contains("2 in all"), "{e}");
+        open.remove(1);
+        assert!(refuse_unsupported_intents(&open).is_ok());
+        let cui = ItemFormat::Cui {
+            rt: false,
+            id: 3,
+            extents: vec![],
+        };
+        match_intent(&mut open, &cui, l2);
+        match_intent(&mut open, &cui, l2);
+        let e = refuse_unsupported_intents(&open).unwrap_err().to_string();
+        assert!(
+            e.contains("2 CUI") && e.contains("unfinished intents"),
+            "{e}"
+        );
     }
 
     #[test]
