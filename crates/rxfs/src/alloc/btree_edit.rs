@@ -1,21 +1,53 @@
-//! Generic editing of the short-form AG btrees (bnobt, cntbt, inobt,
-//! finobt). API stub.
+//! Generic editing of the short-form AG btrees: bnobt and cntbt (free
+//! space, rooted in the AGF) and inobt and finobt (inode chunks, rooted in
+//! the AGI).
 //!
-//! All operations are keyed: each call walks from the root (AGF/AGI) to
-//! the leaf, so there is no cursor to keep valid across changes.
-//! Records are raw on-disk bytes (`Tree::rec_size()` long); build and read
+//! ## API
+//! Every operation is keyed and walks from the root to a leaf, so there is
+//! no cursor to keep valid across changes (a [`Pos`] is informational).
+//! Records are raw on-disk bytes, [`Tree::rec_size`] long; build and read
 //! them with [`crate::format::btree::AllocRec`] (bnobt/cntbt) and
-//! [`crate::format::btree::InobtRec`] (inobt/finobt, `sparse` =
-//! `sb.has_sparse_inodes()`). Keys are [`BtreeKey`]s as
-//! [`Tree::key_of`] builds them:
+//! [`crate::format::btree::InobtRec`] (inobt/finobt, with `sparse =
+//! sb.has_sparse_inodes()`). Keys are [`BtreeKey`]s, made by
+//! [`Tree::key_of`] from a record or by hand:
 //! - Bno: `BtreeKey(startblock, 0, 0)`
 //! - Cnt: `BtreeKey(blockcount, startblock, 0)`
-//! - Ino/Fino: `BtreeKey(startino, 0, 0)`
+//! - Ino/Fino: `BtreeKey(startino, 0, 0)` (AG inode number)
+//!
+//! [`lookup`] finds `Le`/`Ge`/`Eq`/`Lt`/`Gt` a key (step through a tree
+//! with `Gt`/`Lt` of the last key seen); [`insert`], [`delete`] and
+//! [`update`] change one record. On any error the transaction is left half
+//! changed and must be cancelled.
+//!
+//! ## Invariants kept after every operation
+//! - Every non-root block holds at least `maxrecs / 2` entries (what
+//!   `xfs_repair` demands): an insert into a full block splits it in two
+//!   halves; a delete that leaves a block short borrows one entry from a
+//!   sibling under the same parent, or merges with it and frees the
+//!   emptied block, recursively up the tree.
+//! - A root node has at least two children: a root split adds a level, a
+//!   root left with one child is freed and the child becomes the root.
+//! - Each node key is the low key of its child (the key bytes of the
+//!   child's first entry, as the kernel copies them), fixed up the path
+//!   whenever a block's first entry changes.
+//! - Sibling pointers link every level left to right.
+//! - Block accounting: bnobt/cntbt blocks come from and go to the AGFL
+//!   (`agf_btreeblks` counts their non-root blocks; a freed block is busy);
+//!   inobt/finobt blocks come from [`super::alloc_extent`] (one block near
+//!   the block being split, in the same AG) and go back through
+//!   [`super::free_extent`]; with inobtcount `agi_iblocks`/`agi_fblocks`
+//!   count all their blocks.
+//!
+//! Loops are bounded by the tree height, which is checked against the
+//! largest height the AG geometry allows.
 
-use crate::error::{Error, Result};
-use crate::format::btree::{BtreeKey, BtreeKind};
+use super::ag_hdr::{self as hdr, *};
+use super::btree_block::{BGeo, Blk, Ents};
+use super::{AllocReq, AgExtent};
+use crate::error::{Error, Location, Result};
+use crate::format::btree::{BtreeKey, BtreeKind, NULL_AGBLOCK};
 use crate::types::{AgBlock, AgNumber};
-use crate::xact::MetaTx;
+use crate::xact::{BufId, BufKind, MetaTx};
 
 /// Which tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +73,14 @@ impl Tree {
     /// The key of a record of this tree.
     pub fn key_of(self, rec: &[u8]) -> BtreeKey {
         self.kind().rec_key(rec)
+    }
+    pub const fn buf_kind(self) -> BufKind {
+        match self {
+            Tree::Bno => BufKind::BnoBt,
+            Tree::Cnt => BufKind::CntBt,
+            Tree::Ino => BufKind::InoBt,
+            Tree::Fino => BufKind::FinoBt,
+        }
     }
 }
 
@@ -75,35 +115,520 @@ pub struct Found {
     pub pos: Pos,
 }
 
+/// Where the root of a tree is recorded.
+#[derive(Debug, Clone, Copy)]
+struct RootRef {
+    hdr: BufId,
+    root_off: usize,
+    level_off: usize,
+    /// Block counter: `agf_btreeblks` (non-root blocks, shared by bnobt
+    /// and cntbt) or `agi_iblocks`/`agi_fblocks` (all blocks).
+    count_off: Option<usize>,
+}
+
+fn root_ref(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber) -> Result<RootRef> {
+    if tx.sb().has_rmapbt() {
+        return Err(Error::NotSupported(
+            "btree changes on a filesystem with rmapbt".into(),
+        ));
+    }
+    let inobtcount = tx.sb().has_inobtcount();
+    Ok(match tree {
+        Tree::Bno | Tree::Cnt => {
+            let agf = hdr::agf(tx, agno)?;
+            let bno = tree == Tree::Bno;
+            RootRef {
+                hdr: agf,
+                root_off: if bno { AGF_BNO_ROOT } else { AGF_CNT_ROOT },
+                level_off: if bno { AGF_BNO_LEVEL } else { AGF_CNT_LEVEL },
+                count_off: Some(AGF_BTREEBLKS),
+            }
+        }
+        Tree::Ino => RootRef {
+            hdr: hdr::agi(tx, agno)?,
+            root_off: AGI_ROOT,
+            level_off: AGI_LEVEL,
+            count_off: inobtcount.then_some(AGI_IBLOCKS),
+        },
+        Tree::Fino => {
+            if !tx.sb().has_finobt() {
+                return Err(Error::Invalid("no finobt on this filesystem".into()));
+            }
+            RootRef {
+                hdr: hdr::agi(tx, agno)?,
+                root_off: AGI_FREE_ROOT,
+                level_off: AGI_FREE_LEVEL,
+                count_off: inobtcount.then_some(AGI_FBLOCKS),
+            }
+        }
+    })
+}
+
+/// The tallest tree of this kind the AG geometry allows.
+fn max_height(tx: &dyn MetaTx, tree: Tree) -> u32 {
+    let geo = tx.geo();
+    tree.kind().max_levels(
+        geo.blocksize as usize,
+        geo.agblocks,
+        geo.agino_log(),
+        tx.sb().has_reflink(),
+    )
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Step {
+    blk: Blk,
+    /// Index of the entry followed (node) or of the lower bound (leaf).
+    idx: usize,
+}
+
+/// A root-to-leaf path; `lv[0]` is the leaf, `lv[height - 1]` the root.
+struct Path {
+    tree: Tree,
+    agno: AgNumber,
+    g: BGeo,
+    root: RootRef,
+    lv: Vec<Step>,
+}
+
+fn read_blk(tx: &mut dyn MetaTx, g: &BGeo, agno: AgNumber, agbno: u32, level: u16) -> Result<Blk> {
+    if !hdr::extent_ok(tx, agno, agbno, 1) {
+        return Err(Error::corrupt(
+            g.tree.kind().name(),
+            Location::Unknown,
+            format!("pointer to block {agbno:#x} outside AG {agno}"),
+        ));
+    }
+    let daddr = tx.geo().agb_to_daddr(agno, AgBlock(agbno));
+    let buf = tx.read_buf(daddr, g.bs, g.tree.buf_kind())?;
+    let b = Blk {
+        agbno: AgBlock(agbno),
+        buf,
+        level,
+    };
+    g.check(tx, b, agno)?;
+    Ok(b)
+}
+
+/// Index of the first entry whose key is >= `key`.
+fn lower_bound(g: &BGeo, level: u16, e: &Ents, key: BtreeKey) -> usize {
+    let (mut lo, mut hi) = (0, e.len());
+    while lo < hi {
+        let mid = (lo + hi) / 2;
+        if g.key(level, e.get(mid)) < key {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+fn walk(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, key: BtreeKey) -> Result<Path> {
+    let root = root_ref(tx, tree, agno)?;
+    let g = BGeo::new(tree, tx.geo().blocksize as usize);
+    let height = hdr::get(tx, root.hdr, root.level_off);
+    if height == 0 || height > max_height(tx, tree) {
+        return Err(Error::corrupt(
+            tree.kind().name(),
+            Location::Unknown,
+            format!("tree of AG {agno} has {height} levels"),
+        ));
+    }
+    let mut bno = hdr::get(tx, root.hdr, root.root_off);
+    let mut lv = Vec::with_capacity(height as usize + 1);
+    for level in (0..height as u16).rev() {
+        let blk = read_blk(tx, &g, agno, bno, level)?;
+        let e = g.load(tx, blk);
+        let lb = lower_bound(&g, level, &e, key);
+        if level == 0 {
+            lv.push(Step { blk, idx: lb });
+            break;
+        }
+        if e.len() == 0 {
+            return Err(Error::corrupt(
+                tree.kind().name(),
+                Location::Unknown,
+                format!("node {bno:#x} of AG {agno} has no children"),
+            ));
+        }
+        // The child whose low key is the last <= key (the first if none).
+        let idx = if lb < e.len() && g.key(level, e.get(lb)) == key {
+            lb
+        } else {
+            lb.saturating_sub(1)
+        };
+        lv.push(Step { blk, idx });
+        bno = e.ptr(idx);
+    }
+    lv.reverse();
+    Ok(Path {
+        tree,
+        agno,
+        g,
+        root,
+        lv,
+    })
+}
+
+fn found(g: &BGeo, blk: Blk, e: &Ents, idx: usize) -> Found {
+    let rec = e.get(idx).to_vec();
+    Found {
+        key: g.key(0, &rec),
+        rec,
+        pos: Pos {
+            leaf: blk.agbno,
+            idx,
+        },
+    }
+}
+
+/// The first (`right`) or last record of the leaf sibling of `blk`.
+fn sibling_rec(tx: &mut dyn MetaTx, p: &Path, blk: Blk, right: bool) -> Result<Option<Found>> {
+    let s = p.g.sib(tx, blk, right);
+    if s == NULL_AGBLOCK {
+        return Ok(None);
+    }
+    let sb = read_blk(tx, &p.g, p.agno, s, 0)?;
+    let e = p.g.load(tx, sb);
+    if e.len() == 0 {
+        return Ok(None);
+    }
+    let i = if right { 0 } else { e.len() - 1 };
+    Ok(Some(found(&p.g, sb, &e, i)))
+}
+
 /// Find a record of `tree` in AG `agno`; `Ok(None)` if there is none.
 pub fn lookup(
-    _tx: &mut dyn MetaTx,
-    _tree: Tree,
-    _agno: AgNumber,
-    _key: BtreeKey,
-    _dir: Lookup,
+    tx: &mut dyn MetaTx,
+    tree: Tree,
+    agno: AgNumber,
+    key: BtreeKey,
+    dir: Lookup,
 ) -> Result<Option<Found>> {
-    Err(Error::NotSupported("btree_edit: stub".into()))
+    let p = walk(tx, tree, agno, key)?;
+    let leaf = p.lv[0].blk;
+    let e = p.g.load(tx, leaf);
+    let n = e.len();
+    let lb = p.lv[0].idx;
+    let eq = lb < n && p.g.key(0, e.get(lb)) == key;
+    let ub = if eq { lb + 1 } else { lb };
+    let (idx, right) = match dir {
+        Lookup::Eq => return Ok(eq.then(|| found(&p.g, leaf, &e, lb))),
+        Lookup::Ge => (lb, true),
+        Lookup::Gt => (ub, true),
+        Lookup::Le => (ub.wrapping_sub(1), false),
+        Lookup::Lt => (lb.wrapping_sub(1), false),
+    };
+    if idx < n {
+        return Ok(Some(found(&p.g, leaf, &e, idx)));
+    }
+    sibling_rec(tx, &p, leaf, right)
 }
 
-/// Insert `rec`; `Err(Exists)` if its key is already there.
-pub fn insert(_tx: &mut dyn MetaTx, _tree: Tree, _agno: AgNumber, _rec: &[u8]) -> Result<()> {
-    Err(Error::NotSupported("btree_edit: stub".into()))
+/// Insert `rec`; `Err(Exists)` if a record with its key is there.
+pub fn insert(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, rec: &[u8]) -> Result<()> {
+    check_rec(tree, rec)?;
+    let key = tree.key_of(rec);
+    let mut p = walk(tx, tree, agno, key)?;
+    let e = p.g.load(tx, p.lv[0].blk);
+    let lb = p.lv[0].idx;
+    if lb < e.len() && p.g.key(0, e.get(lb)) == key {
+        return Err(Error::Exists);
+    }
+    insert_at(tx, &mut p, 0, lb, rec)
 }
 
-/// Delete the record with key `key`; `Err(NotFound)` if absent.
-pub fn delete(_tx: &mut dyn MetaTx, _tree: Tree, _agno: AgNumber, _key: BtreeKey) -> Result<()> {
-    Err(Error::NotSupported("btree_edit: stub".into()))
+/// Delete the record with key `key`; `Err(NotFound)` if there is none.
+pub fn delete(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, key: BtreeKey) -> Result<()> {
+    let mut p = walk(tx, tree, agno, key)?;
+    let e = p.g.load(tx, p.lv[0].blk);
+    let lb = p.lv[0].idx;
+    if !(lb < e.len() && p.g.key(0, e.get(lb)) == key) {
+        return Err(Error::NotFound);
+    }
+    remove_at(tx, &mut p, 0, lb)
 }
 
-/// Replace the record with key `key` by `rec` in place. The new key may
-/// differ but must sort between the neighbours of the old record.
+/// Replace the record with key `key` by `rec`, in place. The new key may
+/// differ from `key` but must still sort strictly between the record's
+/// neighbours (checked inside the leaf; across leaves the caller
+/// guarantees it). `Err(NotFound)` if there is no such record.
 pub fn update(
-    _tx: &mut dyn MetaTx,
-    _tree: Tree,
-    _agno: AgNumber,
-    _key: BtreeKey,
-    _rec: &[u8],
+    tx: &mut dyn MetaTx,
+    tree: Tree,
+    agno: AgNumber,
+    key: BtreeKey,
+    rec: &[u8],
 ) -> Result<()> {
-    Err(Error::NotSupported("btree_edit: stub".into()))
+    check_rec(tree, rec)?;
+    let p = walk(tx, tree, agno, key)?;
+    let leaf = p.lv[0].blk;
+    let e = p.g.load(tx, leaf);
+    let i = p.lv[0].idx;
+    if !(i < e.len() && p.g.key(0, e.get(i)) == key) {
+        return Err(Error::NotFound);
+    }
+    let nk = tree.key_of(rec);
+    let after_prev = i == 0 || p.g.key(0, e.get(i - 1)) < nk;
+    let before_next = i + 1 >= e.len() || nk < p.g.key(0, e.get(i + 1));
+    if !(after_prev && before_next) {
+        return Err(Error::Invalid(format!(
+            "btree update from {key:?} to {nk:?} changes the record order"
+        )));
+    }
+    p.g.set_rec(tx, leaf, i, rec);
+    if i == 0 {
+        fix_keys(tx, &p, 0, &rec[..p.g.ksz()]);
+    }
+    Ok(())
+}
+
+fn check_rec(tree: Tree, rec: &[u8]) -> Result<()> {
+    if rec.len() != tree.rec_size() {
+        return Err(Error::Invalid(format!(
+            "{}-byte record for a tree of {}-byte records",
+            rec.len(),
+            tree.rec_size()
+        )));
+    }
+    Ok(())
+}
+
+/// The first entry of the block at `level` of the path changed to `key`:
+/// rewrite the parent keys up the path for as long as the changed block is
+/// its parent's first child.
+fn fix_keys(tx: &mut dyn MetaTx, p: &Path, level: usize, key: &[u8]) {
+    let mut l = level;
+    while l + 1 < p.lv.len() {
+        let parent = p.lv[l + 1];
+        p.g.set_key(tx, parent.blk, parent.idx, key);
+        if parent.idx != 0 {
+            break;
+        }
+        l += 1;
+    }
+}
+
+/// Get a fresh block for level `level` of the tree.
+fn alloc_block(tx: &mut dyn MetaTx, p: &Path, level: u16, near: AgBlock) -> Result<Blk> {
+    let agno = p.agno;
+    let agbno = match p.tree {
+        Tree::Bno | Tree::Cnt => {
+            let b = hdr::agfl_get(tx, agno, p.root.hdr)?;
+            let max = hdr::ag_len(tx, agno);
+            hdr::add(tx, p.root.hdr, AGF_BTREEBLKS, 1, max)?;
+            b
+        }
+        Tree::Ino | Tree::Fino => {
+            let req = AllocReq {
+                agno,
+                near: Some(near),
+                minlen: 1,
+                maxlen: 1,
+                align: 1,
+                any_ag: false,
+                meta: true,
+            };
+            let AgExtent { agbno, .. } = super::alloc_extent(tx, &req)?;
+            if let Some(off) = p.root.count_off {
+                let max = hdr::ag_len(tx, agno);
+                hdr::add(tx, p.root.hdr, off, 1, max)?;
+            }
+            agbno
+        }
+    };
+    let daddr = tx.geo().agb_to_daddr(agno, agbno);
+    let buf = tx.new_buf(daddr, p.g.bs, p.tree.buf_kind())?;
+    let b = Blk { agbno, buf, level };
+    p.g.init(tx, b, agno);
+    Ok(b)
+}
+
+/// Give back a block the tree no longer uses.
+fn free_block(tx: &mut dyn MetaTx, p: &Path, b: Blk) -> Result<()> {
+    tx.stale_buf(b.buf);
+    let agno = p.agno;
+    let max = hdr::ag_len(tx, agno);
+    match p.tree {
+        Tree::Bno | Tree::Cnt => {
+            hdr::add(tx, p.root.hdr, AGF_BTREEBLKS, -1, max)?;
+            hdr::agfl_put(tx, agno, p.root.hdr, b.agbno)?;
+            tx.mark_busy(agno, b.agbno, 1);
+        }
+        Tree::Ino | Tree::Fino => {
+            if let Some(off) = p.root.count_off {
+                hdr::add(tx, p.root.hdr, off, -1, max)?;
+            }
+            super::free_extent(tx, agno, b.agbno, 1)?;
+        }
+    }
+    Ok(())
+}
+
+fn node_entry(key: &[u8], ptr: AgBlock) -> Vec<u8> {
+    let mut v = key.to_vec();
+    v.extend_from_slice(&ptr.0.to_be_bytes());
+    v
+}
+
+/// Insert `entry` at index `pos` of the block at `level` of the path,
+/// splitting it (and its ancestors, and the root) when full.
+fn insert_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize, entry: &[u8]) -> Result<()> {
+    let blk = p.lv[level].blk;
+    let g = p.g;
+    let mut e = g.load(tx, blk);
+    e.insert(pos, entry);
+    if e.len() <= g.max_recs(blk.level) {
+        g.store(tx, blk, &e, pos);
+        if pos == 0 {
+            fix_keys(tx, p, level, &e.low_key_bytes());
+        }
+        return Ok(());
+    }
+    // Split: the upper half moves to a new right sibling.
+    let keep = e.len().div_ceil(2);
+    let right = e.split_off(keep);
+    let nb = alloc_block(tx, p, blk.level, blk.agbno)?;
+    let old_right = g.sib(tx, blk, true);
+    g.set_sib(tx, nb, false, blk.agbno.0);
+    g.set_sib(tx, nb, true, old_right);
+    g.set_sib(tx, blk, true, nb.agbno.0);
+    if old_right != NULL_AGBLOCK {
+        let ob = read_blk(tx, &g, p.agno, old_right, blk.level)?;
+        g.set_sib(tx, ob, false, nb.agbno.0);
+    }
+    g.store(tx, blk, &e, pos.min(keep));
+    g.store(tx, nb, &right, 0);
+    if pos == 0 {
+        fix_keys(tx, p, level, &e.low_key_bytes());
+    }
+    let rkey = right.low_key_bytes();
+    if level + 1 < p.lv.len() {
+        let ppos = p.lv[level + 1].idx + 1;
+        return insert_at(tx, p, level + 1, ppos, &node_entry(&rkey, nb.agbno));
+    }
+    // The root split: a new root above the two halves.
+    if p.lv.len() as u32 >= max_height(tx, p.tree) {
+        return Err(Error::corrupt(
+            p.tree.kind().name(),
+            Location::Unknown,
+            "tree would grow past its maximum height",
+        ));
+    }
+    let root = alloc_block(tx, p, blk.level + 1, blk.agbno)?;
+    let mut re = Ents {
+        esz: g.esz(root.level),
+        ksz: g.ksz(),
+        data: Vec::new(),
+    };
+    re.insert(0, &node_entry(&e.low_key_bytes(), blk.agbno));
+    re.insert(1, &node_entry(&rkey, nb.agbno));
+    g.store(tx, root, &re, 0);
+    hdr::set(tx, p.root.hdr, p.root.root_off, root.agbno.0);
+    hdr::set(tx, p.root.hdr, p.root.level_off, root.level as u32 + 1);
+    Ok(())
+}
+
+/// Remove entry `pos` of the block at `level` of the path; rebalance a
+/// block left short, recursively.
+fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Result<()> {
+    let g = p.g;
+    let blk = p.lv[level].blk;
+    let mut e = g.load(tx, blk);
+    e.remove(pos);
+    if level + 1 == p.lv.len() {
+        g.store(tx, blk, &e, pos);
+        if blk.level > 0 && e.len() == 1 {
+            // A root with one child: the child becomes the root.
+            hdr::set(tx, p.root.hdr, p.root.root_off, e.ptr(0));
+            hdr::set(tx, p.root.hdr, p.root.level_off, blk.level as u32);
+            free_block(tx, p, blk)?;
+        }
+        return Ok(());
+    }
+    let min = g.min_recs(blk.level);
+    if e.len() >= min {
+        g.store(tx, blk, &e, pos);
+        if pos == 0 {
+            fix_keys(tx, p, level, &e.low_key_bytes());
+        }
+        return Ok(());
+    }
+    let parent = p.lv[level + 1];
+    let pe = g.load(tx, parent.blk);
+    let pidx = parent.idx;
+    let bad = |d: &str| Err(Error::corrupt(g.tree.kind().name(), Location::Unknown, d.to_string()));
+    if pidx + 1 < pe.len() {
+        let rb = read_blk(tx, &g, p.agno, pe.ptr(pidx + 1), blk.level)?;
+        let mut re = g.load(tx, rb);
+        if re.len() > min {
+            // Borrow the right sibling's first entry.
+            let first = re.remove(0);
+            e.insert(e.len(), &first);
+            g.store(tx, blk, &e, pos);
+            g.store(tx, rb, &re, 0);
+            g.set_key(tx, parent.blk, pidx + 1, &re.low_key_bytes());
+            if pos == 0 {
+                fix_keys(tx, p, level, &e.low_key_bytes());
+            }
+            return Ok(());
+        }
+        // Merge the right sibling into this block.
+        e.append(&re);
+        g.store(tx, blk, &e, pos);
+        let rr = g.sib(tx, rb, true);
+        g.set_sib(tx, blk, true, rr);
+        if rr != NULL_AGBLOCK {
+            let rrb = read_blk(tx, &g, p.agno, rr, blk.level)?;
+            g.set_sib(tx, rrb, false, blk.agbno.0);
+        }
+        free_block(tx, p, rb)?;
+        if pos == 0 {
+            fix_keys(tx, p, level, &e.low_key_bytes());
+        }
+        return remove_at(tx, p, level + 1, pidx + 1);
+    }
+    if pidx == 0 {
+        return bad("non-root node with a single child");
+    }
+    let lb = read_blk(tx, &g, p.agno, pe.ptr(pidx - 1), blk.level)?;
+    let mut le = g.load(tx, lb);
+    if le.len() > min {
+        // Borrow the left sibling's last entry.
+        let last = le.remove(le.len() - 1);
+        e.insert(0, &last);
+        g.store(tx, lb, &le, le.len());
+        g.store(tx, blk, &e, 0);
+        fix_keys(tx, p, level, &e.low_key_bytes());
+        return Ok(());
+    }
+    // Merge this block into the left sibling.
+    let from = le.len();
+    le.append(&e);
+    g.store(tx, lb, &le, from);
+    let r = g.sib(tx, blk, true);
+    g.set_sib(tx, lb, true, r);
+    if r != NULL_AGBLOCK {
+        let rb = read_blk(tx, &g, p.agno, r, blk.level)?;
+        g.set_sib(tx, rb, false, lb.agbno.0);
+    }
+    free_block(tx, p, blk)?;
+    remove_at(tx, p, level + 1, pidx)
+}
+
+/// Visit every record of `tree` in key order (tests and checks); stops
+/// after `limit` records.
+pub fn records(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, limit: usize) -> Result<Vec<Vec<u8>>> {
+    let mut out = Vec::new();
+    let mut f = lookup(tx, tree, agno, BtreeKey(0, 0, 0), Lookup::Ge)?;
+    while let Some(r) = f {
+        if out.len() >= limit {
+            break;
+        }
+        let k = r.key;
+        out.push(r.rec);
+        f = lookup(tx, tree, agno, k, Lookup::Gt)?;
+    }
+    Ok(out)
 }

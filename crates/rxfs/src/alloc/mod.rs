@@ -1,10 +1,72 @@
-//! Free-space allocation (work in progress: API stub).
+//! Free-space allocation: the AG free-space btrees (bnobt by block, cntbt
+//! by size), the AG free list (AGFL), and generic editing of the short-form
+//! AG btrees ([`btree_edit`], also used by inode allocation).
+//!
+//! ## Per AG state (all in the AGF and its trees)
+//! ```text
+//! AGF: freeblks  = blocks in free extents (both trees describe them)
+//!      longest   = the longest free extent (the cntbt's last record)
+//!      flcount.. = the AGFL: blocks reserved for bnobt/cntbt growth
+//!      btreeblks = non-root blocks of bnobt + cntbt
+//! ```
+//! A block of the AG is exactly one of: AG header, in a free extent, on the
+//! AGFL, a free-space btree block, or in use by something else.
+//!
+//! ## Counters
+//! `sb_fdblocks` counts `freeblks + flcount + btreeblks` summed over the
+//! AGs (the kernel counts free-space btree and AGFL blocks as free), so
+//! only blocks handed to or taken back from callers change it:
+//! [`alloc_extent`] does `mod_sb(FreeBlocks, -len)`, [`free_extent`]
+//! `+len`; moving blocks between free extents, the AGFL and the free-space
+//! btrees does not.
+//!
+//! ## Free list fix-up
+//! Before every allocation and free in an AG the AGFL is brought to the
+//! kernel's minimum (`xfs_alloc_min_freelist`: per free-space tree
+//! `2 * min(level + 1, maxlevels) - 2`, i.e. a full split of the tree plus
+//! a second split while refilling): short lists are refilled from the
+//! free space (by size, no alignment, never busy blocks), long lists give
+//! their excess back to the free space (those blocks become busy, as the
+//! kernel marks them). Blocks a btree merge frees go onto the AGFL (busy);
+//! blocks a split needs come off it.
+//!
+//! ## Allocation policy
+//! - An AG is tried only if `freeblks + flcount - minimum AGFL >= minlen`
+//!   and `longest >= minlen` (so a refill cannot eat the space asked for).
+//! - With `near`: the bnobt is walked outwards from the target, closest
+//!   records first; the first candidate of `maxlen` blocks closest to the
+//!   target wins; if none within the scan, the size search's answer or the
+//!   longest near candidate, whichever is longer.
+//! - Without `near` (or in AGs after the first): the cntbt gives the
+//!   smallest extent that holds `maxlen` (aligned, not busy), else the
+//!   longest shorter one holding at least `minlen`.
+//! - Starts are aligned to `align` AG-relatively (`agbno % align == 0`).
+//! - Busy blocks (freed in a checkpoint not yet on disk) are never handed
+//!   out; if an allocation fails and busy extents were in the way, the log
+//!   is forced ([`MetaTx::force_busy`]) and the search runs once more.
+//! - AGs: `req.agno` first; with `any_ag` then every *higher* AG in order.
+//!   We never wrap to lower AGs inside one transaction (AGF lock order is
+//!   ascending, see [`crate::xact`]); a caller that wants the whole
+//!   filesystem starts at AG 0 or retries in a new transaction.
+//! - Not done (yet): per-AG metadata reservations (the kernel holds back
+//!   space for finobt/refcountbt growth), `meta` only documents intent,
+//!   filesystems with an rmapbt (`Err(NotSupported)`).
+//!
+//! On any error the transaction is half changed and must be cancelled.
 
+mod ag_hdr;
+mod btree_block;
 pub mod btree_edit;
+mod search;
 
-use crate::error::{Error, Result};
+pub use ag_hdr::agfl_blocks;
+
+use ag_hdr::{self as hdr, AGF_BNO_LEVEL, AGF_CNT_LEVEL, AGF_FREEBLKS, AGF_LONGEST};
+use crate::error::{Error, Location, Result};
+use crate::format::btree::BtreeKind;
 use crate::types::{AgBlock, AgNumber};
-use crate::xact::MetaTx;
+use crate::xact::{BufId, MetaTx, SbCounter};
+use search::Cand;
 
 /// An allocation request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,13 +75,15 @@ pub struct AllocReq {
     pub agno: AgNumber,
     /// Allocate as close as possible to this block of `agno`.
     pub near: Option<AgBlock>,
+    /// Fewest blocks acceptable (>= 1).
     pub minlen: u32,
+    /// Most blocks wanted (>= minlen).
     pub maxlen: u32,
     /// The start must be a multiple of this (AG-relative); 1 = none.
     pub align: u32,
     /// May move on to higher AGs when `agno` has no room.
     pub any_ag: bool,
-    /// The extent is for metadata.
+    /// The extent is for metadata (informational for now).
     pub meta: bool,
 }
 
@@ -31,17 +95,166 @@ pub struct AgExtent {
     pub len: u32,
 }
 
-/// Allocate an extent (see the module doc).
-pub fn alloc_extent(_tx: &mut dyn MetaTx, _req: &AllocReq) -> Result<AgExtent> {
-    Err(Error::NotSupported("alloc_extent: stub".into()))
+/// Fix-up rounds at most (each moves at least one block).
+const FIX_ROUNDS_MAX: usize = 256;
+
+fn no_rmap(tx: &dyn MetaTx) -> Result<()> {
+    if tx.sb().has_rmapbt() {
+        return Err(Error::NotSupported(
+            "allocation on a filesystem with rmapbt".into(),
+        ));
+    }
+    Ok(())
 }
 
-/// Free `len` blocks at `agbno` of AG `agno`.
-pub fn free_extent(
-    _tx: &mut dyn MetaTx,
-    _agno: AgNumber,
-    _agbno: AgBlock,
-    _len: u32,
-) -> Result<()> {
-    Err(Error::NotSupported("free_extent: stub".into()))
+/// The AGFL length the kernel wants for the current tree heights.
+pub fn min_freelist(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<u32> {
+    let agf = hdr::agf(tx, agno)?;
+    Ok(min_freelist_of(tx, agf))
 }
+
+fn min_freelist_of(tx: &dyn MetaTx, agf: BufId) -> u32 {
+    let geo = tx.geo();
+    let maxl = BtreeKind::Bno.max_levels(
+        geo.blocksize as usize,
+        geo.agblocks,
+        geo.agino_log(),
+        tx.sb().has_reflink(),
+    );
+    let per = |level: u32| 2 * (level.saturating_add(1)).min(maxl) - 2;
+    per(hdr::get(tx, agf, AGF_BNO_LEVEL)) + per(hdr::get(tx, agf, AGF_CNT_LEVEL))
+}
+
+/// Bring the AGFL of `agno` to its minimum length (see the module doc).
+/// When `freeing`, a refill that finds no space is not an error.
+fn fix_freelist(tx: &mut dyn MetaTx, agno: AgNumber, freeing: bool) -> Result<()> {
+    let agf = hdr::agf(tx, agno)?;
+    for _ in 0..FIX_ROUNDS_MAX {
+        let need = min_freelist_of(tx, agf);
+        let have = hdr::flcount(tx, agf);
+        if have > need {
+            let b = hdr::agfl_get(tx, agno, agf)?;
+            search::give_back(tx, agno, b.0, 1)?;
+            tx.mark_busy(agno, b, 1);
+            continue;
+        }
+        if have == need {
+            return Ok(());
+        }
+        let req = AllocReq {
+            agno,
+            near: None,
+            minlen: 1,
+            maxlen: need - have,
+            align: 1,
+            any_ag: false,
+            meta: true,
+        };
+        let mut busy = false;
+        let Some(c) = search::find(tx, agno, &req, None, &mut busy)? else {
+            return if freeing { Ok(()) } else { Err(Error::NoSpace) };
+        };
+        search::take(tx, agno, c)?;
+        for b in c.x..c.x + c.len {
+            hdr::agfl_put(tx, agno, agf, AgBlock(b))?;
+        }
+    }
+    Err(Error::corrupt(
+        "AGFL",
+        Location::Unknown,
+        format!("free list of AG {agno} does not settle"),
+    ))
+}
+
+fn check_req(tx: &dyn MetaTx, req: &AllocReq) -> Result<()> {
+    let geo = tx.geo();
+    if req.agno.0 >= geo.agcount
+        || req.minlen == 0
+        || req.maxlen < req.minlen
+        || req.align == 0
+        || req.maxlen > geo.agblocks
+    {
+        return Err(Error::Invalid(format!("bad allocation request {req:?}")));
+    }
+    Ok(())
+}
+
+/// Allocate an extent (see the module doc): `Err(NoSpace)` when no AG it
+/// may use has room.
+pub fn alloc_extent(tx: &mut dyn MetaTx, req: &AllocReq) -> Result<AgExtent> {
+    check_req(tx, req)?;
+    no_rmap(tx)?;
+    let last = if req.any_ag {
+        tx.geo().agcount - 1
+    } else {
+        req.agno.0
+    };
+    for pass in 0..2 {
+        let mut busy_seen = false;
+        for a in req.agno.0..=last {
+            let agno = AgNumber(a);
+            let near = if agno == req.agno { req.near } else { None };
+            match alloc_in_ag(tx, agno, req, near, &mut busy_seen) {
+                Ok(c) => {
+                    tx.mod_sb(SbCounter::FreeBlocks, -(c.len as i64));
+                    return Ok(AgExtent {
+                        agno,
+                        agbno: AgBlock(c.x),
+                        len: c.len,
+                    });
+                }
+                Err(Error::NoSpace) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        if !busy_seen || pass == 1 {
+            break;
+        }
+        tx.force_busy()?;
+    }
+    Err(Error::NoSpace)
+}
+
+fn alloc_in_ag(
+    tx: &mut dyn MetaTx,
+    agno: AgNumber,
+    req: &AllocReq,
+    near: Option<AgBlock>,
+    busy_seen: &mut bool,
+) -> Result<Cand> {
+    let agf = hdr::agf(tx, agno)?;
+    let need = min_freelist_of(tx, agf);
+    let space = hdr::get(tx, agf, AGF_FREEBLKS) as u64 + hdr::flcount(tx, agf) as u64;
+    if space.saturating_sub(need as u64) < req.minlen as u64
+        || hdr::get(tx, agf, AGF_LONGEST) < req.minlen
+    {
+        return Err(Error::NoSpace);
+    }
+    fix_freelist(tx, agno, false)?;
+    let ag_len = hdr::ag_len(tx, agno);
+    let near = near.map(|b| AgBlock(b.0.min(ag_len - 1)));
+    let c = search::find(tx, agno, req, near, busy_seen)?.ok_or(Error::NoSpace)?;
+    search::take(tx, agno, c)?;
+    Ok(c)
+}
+
+/// Free `len` blocks at `agbno` of AG `agno`: back into both free-space
+/// trees (merged with free neighbours), busy until this transaction's
+/// checkpoint is on disk, `mod_sb(FreeBlocks, +len)`.
+pub fn free_extent(tx: &mut dyn MetaTx, agno: AgNumber, agbno: AgBlock, len: u32) -> Result<()> {
+    no_rmap(tx)?;
+    if agno.0 >= tx.geo().agcount || !hdr::extent_ok(tx, agno, agbno.0, len) {
+        return Err(Error::Invalid(format!(
+            "freeing {}+{len} outside AG {agno}",
+            agbno.0
+        )));
+    }
+    fix_freelist(tx, agno, true)?;
+    search::give_back(tx, agno, agbno.0, len)?;
+    tx.mark_busy(agno, agbno, len);
+    tx.mod_sb(SbCounter::FreeBlocks, len as i64);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
