@@ -201,9 +201,16 @@ fn snapshot(img: &Path) -> (Vec<AgState>, u64) {
         meta.sort();
         let n = meta.len();
         meta.dedup();
-        assert_eq!(n, meta.len(), "AG {a}: a block is on the AGFL and in a tree");
+        assert_eq!(
+            n,
+            meta.len(),
+            "AG {a}: a block is on the AGFL and in a tree"
+        );
         for b in &meta {
-            assert!(!in_free(&st.free, *b, 1), "AG {a}: block {b} is free and metadata");
+            assert!(
+                !in_free(&st.free, *b, 1),
+                "AG {a}: block {b} is free and metadata"
+            );
         }
         out.push(st);
     }
@@ -211,7 +218,8 @@ fn snapshot(img: &Path) -> (Vec<AgState>, u64) {
 }
 
 fn in_free(free: &[AllocRec], b: u32, len: u32) -> bool {
-    free.iter().any(|r| r.start < b + len && b < r.start + r.len)
+    free.iter()
+        .any(|r| r.start < b + len && b < r.start + r.len)
 }
 
 /// Compare the image with the model of allocated extents.
@@ -233,9 +241,15 @@ fn check_model(img: &Path, init: &(Vec<AgState>, u64), model: &Model) -> Vec<AgS
             "AG {a}: blocks leaked or double counted"
         );
         for &(b, l) in &mine {
-            assert!(!in_free(&st.free, b, l), "AG {a}: allocated {b}+{l} is free");
+            assert!(
+                !in_free(&st.free, b, l),
+                "AG {a}: allocated {b}+{l} is free"
+            );
             for m in st.agfl.iter().chain(&st.tree_blocks) {
-                assert!(!(b <= *m && *m < b + l), "AG {a}: allocated {b}+{l} holds metadata {m}");
+                assert!(
+                    !(b <= *m && *m < b + l),
+                    "AG {a}: allocated {b}+{l} holds metadata {m}"
+                );
             }
         }
         db_free += st.freeblks as u64 + st.flcount as u64;
@@ -410,7 +424,11 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
 
     fragment(&img, agcount, frag, &mut model);
     let ags = check_model(&img, &init, &model);
-    let top = ags.iter().map(|a| a.levels.0.max(a.levels.1)).max().unwrap();
+    let top = ags
+        .iter()
+        .map(|a| a.levels.0.max(a.levels.1))
+        .max()
+        .unwrap();
     eprintln!(
         "after fragmenting: levels {:?}, free extents {:?}",
         ags.iter().map(|a| a.levels).collect::<Vec<_>>(),
@@ -439,7 +457,13 @@ fn run_random(name: &str, opts: &[&str], frag: u32, want_levels: u32, default_se
 
 #[test]
 fn alloc_free_random_4k() {
-    run_random("alloc4k", &["-d", "size=64m,agcount=2"], 2400, 2, 0x5eed_0001);
+    run_random(
+        "alloc4k",
+        &["-d", "size=64m,agcount=2"],
+        2400,
+        2,
+        0x5eed_0001,
+    );
 }
 
 #[test]
@@ -486,16 +510,30 @@ fn enospc_and_back() {
     let ags = check_model(&img, &init, &model);
     for (a, st) in ags.iter().enumerate() {
         // Only what the AGFL minimum holds back may be left.
-        assert!(st.freeblks <= 8, "AG {a}: NoSpace with {} free blocks", st.freeblks);
+        assert!(
+            st.freeblks <= 8,
+            "AG {a}: NoSpace with {} free blocks",
+            st.freeblks
+        );
     }
     // Nothing fits, also not in a fresh transaction.
     batch(&img, |tx| {
-        assert!(matches!(alloc_extent(tx, &req(0, 1, 1)), Err(Error::NoSpace)));
+        assert!(matches!(
+            alloc_extent(tx, &req(0, 1, 1)),
+            Err(Error::NoSpace)
+        ));
     });
     free_all(&img, &mut rng, &mut model);
     let ags = check_model(&img, &init, &model);
-    let free: u64 = ags.iter().map(|a| a.freeblks as u64 + a.flcount as u64).sum();
-    let free0: u64 = init.0.iter().map(|a| a.freeblks as u64 + a.flcount as u64).sum();
+    let free: u64 = ags
+        .iter()
+        .map(|a| a.freeblks as u64 + a.flcount as u64)
+        .sum();
+    let free0: u64 = init
+        .0
+        .iter()
+        .map(|a| a.freeblks as u64 + a.flcount as u64)
+        .sum();
     assert_eq!(free, free0, "free space back to what mkfs left");
     repair_clean(&img);
 }

@@ -1,8 +1,9 @@
 //! Recovery of unfinished intents and unlinked inodes against the kernel.
 //!
 //! Each seed: files with several extents (holes between them) and some
-//! with remote extended attributes are written and synced; then files are
-//! removed and truncated in the background while `xfs_io -x -c 'shutdown -f'`
+//! with remote extended attributes are written, and a file of thousands of
+//! extents, and synced; then files are removed and truncated (the big one
+//! too) in the background while `xfs_io -x -c 'shutdown -f'`
 //! hits after a seeded delay, so the log ends with EFIs whose EFDs never
 //! came (extent frees cut short) and inodes on the AGI unlinked lists
 //! (removed files the kernel had not freed yet). Even seeds also hold some
@@ -28,15 +29,19 @@ use recover_support::*;
 use rxfs::fs::recover::RecoveryStats;
 
 const FILES: u64 = 30;
+const BIG_EXTENTS: u64 = 4000;
 
-/// Write file `i` with `n` one-block extents separated by holes.
+/// Write a file of `n` one-block extents separated by holes. Direct I/O:
+/// buffered writes would go through delayed allocation, whose conversion
+/// leaves unwritten extents between the written ones (twice the extents,
+/// and a btree fork).
 fn write_extents(p: &Path, n: u64, byte: u8) {
     let mut cmds = Vec::new();
     for e in 0..n {
         cmds.push("-c".to_string());
         cmds.push(format!("pwrite -q -S {byte:#x} {} 4096", e * 8192));
     }
-    let mut args: Vec<&str> = vec!["-f"];
+    let mut args: Vec<&str> = vec!["-f", "-d"];
     args.extend(cmds.iter().map(|s| s.as_str()));
     args.push(p.to_str().unwrap());
     run("xfs_io", &args);
@@ -51,14 +56,34 @@ fn workload(mnt: &Path, seed: u64) -> Vec<std::fs::File> {
     for i in 0..FILES {
         let p = mnt.join(format!("f{i}"));
         let xattr = r.below(3) == 0;
-        // Extents format: at most 12 extents beside an attribute fork.
-        let n = 2 + r.below(if xattr { 10 } else { 16 });
+        // Extents format: new files on this kernel already have an
+        // attribute fork (forkoff 24: room for 12 data extents).
+        let n = 2 + r.below(if xattr { 7 } else { 9 });
         write_extents(&p, n, i as u8);
         if xattr {
             // Above the local limit: a remote value block.
             common::set_xattr(&p, "user.big", &vec![b'v'; 2000 + r.below(2000) as usize]);
         }
     }
+    // A file of BIG_EXTENTS unwritten extents: truncating it takes
+    // thousands of transactions, each logging an EFI and then its EFD, so
+    // the shutdown very likely lands between the two. (It stays linked:
+    // its btree fork is never freed by recovery.)
+    let big = mnt.join("big");
+    let mut cmds = format!("falloc 0 {}\n", BIG_EXTENTS * 8192);
+    for i in 0..BIG_EXTENTS {
+        cmds += &format!("fpunch {} 4096\n", i * 8192 + 4096);
+    }
+    let mut io = Command::new("xfs_io")
+        .arg("-f")
+        .arg(&big)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    io.stdin.take().unwrap().write_all(cmds.as_bytes()).unwrap();
+    assert!(io.wait().unwrap().success());
     unsafe { libc::sync() };
     let mut held = Vec::new();
     if seed.is_multiple_of(2) {
@@ -82,6 +107,12 @@ fn workload(mnt: &Path, seed: u64) -> Vec<std::fs::File> {
             script += &format!("rm -f {p}\n");
         }
     }
+    let mut trunc = Command::new("truncate")
+        .args(["-s", &(r.below(BIG_EXTENTS / 2) * 8192).to_string()])
+        .arg(&big)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
     let mut bg = Command::new("sh")
         .arg("-c")
         .arg(script)
@@ -89,12 +120,13 @@ fn workload(mnt: &Path, seed: u64) -> Vec<std::fs::File> {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(r.below(40)));
+    std::thread::sleep(std::time::Duration::from_millis(5 + r.below(40)));
     run(
         "xfs_io",
         &["-x", "-c", "shutdown -f", mnt.to_str().unwrap()],
     );
     let _ = bg.wait();
+    let _ = trunc.wait();
     held
 }
 

@@ -207,7 +207,7 @@ fn unlinked_btree_inode_is_refused() {
     let (attempt, msg) = hit.expect("no attempt left an unfinished intent");
     eprintln!("attempt {attempt}: {msg}");
     assert!(
-        msg.contains("unlinked inode") && msg.contains("btree-format fork"),
+        msg.contains("unlinked inode") && msg.contains("btree-format data fork"),
         "{msg}"
     );
     let norec = Filesystem::open_path(
@@ -232,7 +232,7 @@ fn unlinked_btree_inode_is_refused() {
     );
     let dev = rxfs::bdev::FileDevice::open(&copy, false, false).unwrap();
     let e = rxfs::fs::recover_write::recover_to_device(std::sync::Arc::new(dev)).unwrap_err();
-    assert!(e.to_string().contains("btree-format fork"), "{e}");
+    assert!(e.to_string().contains("btree-format data fork"), "{e}");
     let same = Command::new("cmp").args([&img, &copy]).status().unwrap();
     assert!(same.success(), "a refused recovery wrote the device");
     // The kernel finishes the intent.

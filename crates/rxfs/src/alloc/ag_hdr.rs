@@ -17,7 +17,9 @@
 //! ```
 
 use crate::error::{Error, Location, Result};
-use crate::format::ag::{agfl_size, first_usable_agbno, AGFL_HDR_SIZE, AGFL_SECTOR, AGF_SECTOR, AGI_SECTOR};
+use crate::format::ag::{
+    agfl_size, first_usable_agbno, AGFL_HDR_SIZE, AGFL_SECTOR, AGF_SECTOR, AGI_SECTOR,
+};
 use crate::format::{be32, put_be32};
 use crate::types::{AgBlock, AgNumber};
 use crate::xact::{BufId, BufKind, MetaTx};
@@ -59,7 +61,10 @@ pub fn agi(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<BufId> {
 
 fn agfl(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<BufId> {
     let geo = tx.geo();
-    let (daddr, len) = (geo.ag_header_daddr(agno, AGFL_SECTOR), geo.sectsize as usize);
+    let (daddr, len) = (
+        geo.ag_header_daddr(agno, AGFL_SECTOR),
+        geo.sectsize as usize,
+    );
     tx.read_buf(daddr, len, BufKind::Agfl)
 }
 
@@ -179,11 +184,7 @@ pub fn agfl_get(tx: &mut dyn MetaTx, agno: AgNumber, agf: BufId) -> Result<AgBlo
 pub fn agfl_put(tx: &mut dyn MetaTx, agno: AgNumber, agf: BufId, b: AgBlock) -> Result<()> {
     let s = fl_state(tx, agf)?;
     if s.count >= s.size {
-        return Err(Error::corrupt(
-            "AGFL",
-            Location::Unknown,
-            "free list full",
-        ));
+        return Err(Error::corrupt("AGFL", Location::Unknown, "free list full"));
     }
     let fl = agfl(tx, agno)?;
     // An empty list restarts at `flfirst`, whatever `fllast` says.

@@ -43,7 +43,7 @@
 
 use super::ag_hdr::{self as hdr, *};
 use super::btree_block::{BGeo, Blk, Ents};
-use super::{AllocReq, AgExtent};
+use super::{AgExtent, AllocReq};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, BtreeKind, NULL_AGBLOCK};
 use crate::types::{AgBlock, AgNumber};
@@ -474,7 +474,13 @@ fn node_entry(key: &[u8], ptr: AgBlock) -> Vec<u8> {
 
 /// Insert `entry` at index `pos` of the block at `level` of the path,
 /// splitting it (and its ancestors, and the root) when full.
-fn insert_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize, entry: &[u8]) -> Result<()> {
+fn insert_at(
+    tx: &mut dyn MetaTx,
+    p: &mut Path,
+    level: usize,
+    pos: usize,
+    entry: &[u8],
+) -> Result<()> {
     let blk = p.lv[level].blk;
     let g = p.g;
     let mut e = g.load(tx, blk);
@@ -558,7 +564,13 @@ fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Res
     let parent = p.lv[level + 1];
     let pe = g.load(tx, parent.blk);
     let pidx = parent.idx;
-    let bad = |d: &str| Err(Error::corrupt(g.tree.kind().name(), Location::Unknown, d.to_string()));
+    let bad = |d: &str| {
+        Err(Error::corrupt(
+            g.tree.kind().name(),
+            Location::Unknown,
+            d.to_string(),
+        ))
+    };
     if pidx + 1 < pe.len() {
         let rb = read_blk(tx, &g, p.agno, pe.ptr(pidx + 1), blk.level)?;
         let mut re = g.load(tx, rb);
@@ -619,7 +631,12 @@ fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Res
 
 /// Visit every record of `tree` in key order (tests and checks); stops
 /// after `limit` records.
-pub fn records(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, limit: usize) -> Result<Vec<Vec<u8>>> {
+pub fn records(
+    tx: &mut dyn MetaTx,
+    tree: Tree,
+    agno: AgNumber,
+    limit: usize,
+) -> Result<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     let mut f = lookup(tx, tree, agno, BtreeKey(0, 0, 0), Lookup::Ge)?;
     while let Some(r) = f {

@@ -61,11 +61,11 @@ mod search;
 
 pub use ag_hdr::agfl_blocks;
 
-use ag_hdr::{self as hdr, AGF_BNO_LEVEL, AGF_CNT_LEVEL, AGF_FREEBLKS, AGF_LONGEST};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::BtreeKind;
 use crate::types::{AgBlock, AgNumber};
 use crate::xact::{BufId, MetaTx, SbCounter};
+use ag_hdr::{self as hdr, AGF_BNO_LEVEL, AGF_CNT_LEVEL, AGF_FREEBLKS, AGF_LONGEST};
 use search::Cand;
 
 /// An allocation request.

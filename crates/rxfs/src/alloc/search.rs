@@ -46,7 +46,12 @@ fn corrupt(detail: String) -> Error {
 }
 
 /// The parts of `[start, start + len)` no busy extent covers.
-fn unbusy_parts(tx: &dyn MetaTx, agno: AgNumber, r: AllocRec, busy_seen: &mut bool) -> Vec<(u32, u32)> {
+fn unbusy_parts(
+    tx: &dyn MetaTx,
+    agno: AgNumber,
+    r: AllocRec,
+    busy_seen: &mut bool,
+) -> Vec<(u32, u32)> {
     let mut out = Vec::new();
     let mut work = vec![(r.start, r.start + r.len)];
     let mut splits = 0;
@@ -104,7 +109,10 @@ fn eval(
             None => b,
             Some(t) => {
                 let down = (t as u64 / align * align).clamp(b, hi);
-                let up = (t as u64).div_ceil(align).saturating_mul(align).clamp(b, hi);
+                let up = (t as u64)
+                    .div_ceil(align)
+                    .saturating_mul(align)
+                    .clamp(b, hi);
                 if dist(up as u32, target) < dist(down as u32, target) {
                     up
                 } else {
@@ -141,9 +149,20 @@ fn alloc_rec(f: &bt::Found) -> AllocRec {
 
 /// Search by size: the smallest free extent that holds `maxlen`, else the
 /// longest one that holds at least `minlen`.
-fn find_by_size(tx: &mut dyn MetaTx, agno: AgNumber, req: &AllocReq, busy_seen: &mut bool) -> Result<Option<Cand>> {
+fn find_by_size(
+    tx: &mut dyn MetaTx,
+    agno: AgNumber,
+    req: &AllocReq,
+    busy_seen: &mut bool,
+) -> Result<Option<Cand>> {
     let mut best = None;
-    let mut f = bt::lookup(tx, Tree::Cnt, agno, BtreeKey(req.maxlen as u64, 0, 0), Lookup::Ge)?;
+    let mut f = bt::lookup(
+        tx,
+        Tree::Cnt,
+        agno,
+        BtreeKey(req.maxlen as u64, 0, 0),
+        Lookup::Ge,
+    )?;
     for _ in 0..SCAN_MAX {
         let Some(found) = f else { break };
         let r = alloc_rec(&found);
@@ -157,7 +176,13 @@ fn find_by_size(tx: &mut dyn MetaTx, agno: AgNumber, req: &AllocReq, busy_seen: 
         f = bt::lookup(tx, Tree::Cnt, agno, found.key, Lookup::Gt)?;
     }
     // Nothing holds maxlen: walk down from the longest shorter extents.
-    let mut f = bt::lookup(tx, Tree::Cnt, agno, BtreeKey(req.maxlen as u64, 0, 0), Lookup::Lt)?;
+    let mut f = bt::lookup(
+        tx,
+        Tree::Cnt,
+        agno,
+        BtreeKey(req.maxlen as u64, 0, 0),
+        Lookup::Lt,
+    )?;
     for _ in 0..SCAN_MAX {
         let Some(found) = f else { break };
         let r = alloc_rec(&found);
@@ -193,7 +218,9 @@ fn find_near(
             let r = alloc_rec(f);
             (target as u64).saturating_sub(r.start as u64 + r.len as u64 - 1)
         });
-        let rd = right.as_ref().map(|f| (alloc_rec(f).start as u64).saturating_sub(target as u64));
+        let rd = right
+            .as_ref()
+            .map(|f| (alloc_rec(f).start as u64).saturating_sub(target as u64));
         let take_left = match (ld, rd) {
             (None, None) => break,
             (Some(l), Some(r)) => l <= r,
@@ -220,7 +247,11 @@ fn find_near(
         return Ok(best);
     }
     let by_size = find_by_size(tx, agno, req, busy_seen)?;
-    Ok(if better(by_size, best, t) { by_size } else { best })
+    Ok(if better(by_size, best, t) {
+        by_size
+    } else {
+        best
+    })
 }
 
 /// Find an allocation for `req` in AG `agno` (no changes made).
@@ -239,7 +270,13 @@ pub fn find(
 
 /// Set `agf_longest` from the cntbt's last record.
 fn update_longest(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
-    let last = bt::lookup(tx, Tree::Cnt, agno, BtreeKey(u64::MAX, u64::MAX, u64::MAX), Lookup::Le)?;
+    let last = bt::lookup(
+        tx,
+        Tree::Cnt,
+        agno,
+        BtreeKey(u64::MAX, u64::MAX, u64::MAX),
+        Lookup::Le,
+    )?;
     let longest = last.map_or(0, |f| alloc_rec(&f).len);
     let agf = hdr::agf(tx, agno)?;
     if hdr::get(tx, agf, AGF_LONGEST) != longest {
@@ -255,7 +292,12 @@ pub fn take(tx: &mut dyn MetaTx, agno: AgNumber, c: Cand) -> Result<()> {
     debug_assert!(r.start <= c.x && xe <= re && c.len > 0);
     match bt::lookup(tx, Tree::Bno, agno, bno_key(r.start), Lookup::Eq)? {
         Some(f) if alloc_rec(&f) == r => {}
-        _ => return Err(corrupt(format!("free extent {}+{} vanished", r.start, r.len))),
+        _ => {
+            return Err(corrupt(format!(
+                "free extent {}+{} vanished",
+                r.start, r.len
+            )))
+        }
     }
     bt::delete(tx, Tree::Cnt, agno, cnt_key(r))?;
     let before = AllocRec {

@@ -125,7 +125,7 @@ impl std::fmt::Display for RecoveryStats {
             f,
             "{} records, {} transactions, {} items: buf {} replayed ({} sb, {} inode-buf) \
              {} lsn-skipped {} cancelled ({} cancel items); inode {} replayed {} lsn-skipped \
-             {} cancelled; icreate {} replayed {} cancelled; {} finished intents; \
+             {} cancelled; icreate {} replayed {} cancelled; {} intents with their done item; \
              {} unfinished intents completed ({} blocks freed); {} unlinked buckets, \
              {} unlinked inodes freed ({} blocks); overlay {} KiB",
             self.records,

@@ -171,8 +171,11 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
             ino.0
         )))
     };
-    if dfmt == FMT_BTREE || (has_attr && afmt == FMT_BTREE) {
-        return refuse("a btree-format fork");
+    if dfmt == FMT_BTREE {
+        return refuse(&format!("a btree-format data fork ({dn} extents)"));
+    }
+    if has_attr && afmt == FMT_BTREE {
+        return refuse(&format!("a btree-format attribute fork ({an} extents)"));
     }
     if dfmt == FMT_EXTENTS && dn > 0 && realtime {
         return refuse("realtime extents");
