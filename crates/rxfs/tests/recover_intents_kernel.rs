@@ -96,13 +96,41 @@ fn workload(mnt: &Path, seed: u64) -> Vec<std::fs::File> {
             }
         }
     }
+    if seed % 4 == 1 {
+        // A directory and its files alone in a new inode chunk, all removed
+        // while held open: freeing them empties the chunk, which recovery
+        // then frees too. Fill the current chunk first.
+        use std::os::unix::fs::MetadataExt;
+        for k in 0..64 {
+            let p = mnt.join(format!("fill{k}"));
+            std::fs::write(&p, b"f").unwrap();
+            if std::fs::metadata(&p).unwrap().ino() % 64 == 63 {
+                break;
+            }
+        }
+        let sub = mnt.join("sub");
+        std::fs::create_dir(&sub).unwrap();
+        let mut files = Vec::new();
+        for k in 0..3 {
+            let p = sub.join(format!("s{k}"));
+            std::fs::write(&p, vec![b's'; 5000]).unwrap();
+            files.push(p);
+        }
+        unsafe { libc::sync() };
+        for p in &files {
+            held.push(std::fs::File::open(p).unwrap());
+            std::fs::remove_file(p).unwrap();
+        }
+        held.push(std::fs::File::open(&sub).unwrap());
+        std::fs::remove_dir(&sub).unwrap();
+    }
     // Removes and truncates race the shutdown.
     let mut script = String::new();
     for _ in 0..FILES {
         let p = mnt.join(format!("f{}", r.below(FILES)));
         let p = p.to_str().unwrap();
         if r.below(3) == 0 {
-            script += &format!("truncate -s {} {p} 2>/dev/null\n", r.below(40) * 4096);
+            script += &format!("truncate -c -s {} {p} 2>/dev/null\n", r.below(40) * 4096);
         } else {
             script += &format!("rm -f {p}\n");
         }
@@ -172,6 +200,10 @@ fn intents_and_unlinked_inodes_like_the_kernel() {
     );
     assert!(with_efis > 0, "no seed left an unfinished EFI");
     assert!(with_unlinked > 0, "no seed left an unlinked inode");
+    assert!(
+        total.inode_chunks_freed > 0,
+        "no seed emptied an inode chunk: {total}"
+    );
 }
 
 /// Bad inputs to the finishing steps, on an mkfs image through MemTx:

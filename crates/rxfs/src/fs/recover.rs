@@ -113,8 +113,11 @@ pub struct RecoveryStats {
     pub unlinked_buckets: u64,
     /// Inodes on the unlinked lists that recovery freed.
     pub unlinked_inodes_freed: u64,
-    /// Data and attribute blocks of those inodes freed.
+    /// Blocks freed for them: their data and attribute blocks, and the
+    /// inode chunks they left empty.
     pub unlinked_blocks_freed: u64,
+    /// Inode chunks left empty by those inodes, and freed.
+    pub inode_chunks_freed: u64,
     /// Bytes in the overlay at the end.
     pub overlay_bytes: u64,
 }
@@ -127,7 +130,7 @@ impl std::fmt::Display for RecoveryStats {
              {} lsn-skipped {} cancelled ({} cancel items); inode {} replayed {} lsn-skipped \
              {} cancelled; icreate {} replayed {} cancelled; {} intents with their done item; \
              {} unfinished intents completed ({} blocks freed); {} unlinked buckets, \
-             {} unlinked inodes freed ({} blocks); overlay {} KiB",
+             {} unlinked inodes freed ({} blocks, {} inode chunks); overlay {} KiB",
             self.records,
             self.transactions,
             self.items,
@@ -148,6 +151,7 @@ impl std::fmt::Display for RecoveryStats {
             self.unlinked_buckets,
             self.unlinked_inodes_freed,
             self.unlinked_blocks_freed,
+            self.inode_chunks_freed,
             self.overlay_bytes / 1024
         )
     }

@@ -140,7 +140,8 @@ pub fn recover_and_finish(
     rec.stats.intents_finished = fin.intents;
     rec.stats.intent_blocks_freed = fin.blocks;
     rec.stats.unlinked_inodes_freed = un.inodes;
-    rec.stats.unlinked_blocks_freed = un.blocks;
+    rec.stats.unlinked_blocks_freed = un.blocks + un.chunk_blocks;
+    rec.stats.inode_chunks_freed = un.chunks;
     rec.stats.overlay_bytes = rec.overlay.bytes() as u64;
     if rec.overlay.bytes() > OVERLAY_MAX_BYTES {
         return Err(Error::NotSupported(format!(

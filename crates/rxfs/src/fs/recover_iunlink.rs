@@ -25,24 +25,35 @@
 //!    `di_next_unlinked` becomes NULLAGINO;
 //! 3. size, block and extent counts to zero, attribute fork removed, and
 //!    [`crate::ialloc::ifree`] frees the inode (inobt/finobt, AGI counts,
-//!    mode 0).
+//!    mode 0);
+//! 4. if that left its inode chunk all free, the chunk goes too, as the
+//!    kernel's inode free does (unless mounted `ikeep`): inobt and finobt
+//!    records deleted, AGI and superblock inode counts lowered, cluster
+//!    buffers cancelled, blocks freed (the present parts of a sparse
+//!    chunk).
 //!
 //! Bounds: every list is walked at most as many times as the AG has inode
 //! slots; an inode met twice is free by then (mode 0), which is reported
 //! as corruption. Every extent is checked against the geometry.
 
+use crate::alloc::btree_edit::{self, Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::format::btree::BtreeKey;
+use crate::format::btree_rec::InobtRec;
 use crate::format::dinode_edit as de;
 use crate::format::inode::{DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
 use crate::format::{be32, put_be32};
-use crate::types::{AgIno, AgNumber, FsBlock, Ino};
-use crate::xact::{BufKind, InodeId, MetaTx};
+use crate::types::{AgBlock, AgIno, AgNumber, FsBlock, Ino};
+use crate::xact::{BufKind, InodeId, MetaTx, SbCounter};
 
 /// Number of unlinked buckets in an AGI.
 pub const AGI_UNLINKED_BUCKETS: u32 = 64;
 /// Byte offset of `agi_unlinked[0]`.
 const AGI_UNLINKED_OFF: usize = 40;
+const AGI_COUNT_OFF: usize = 16;
+const AGI_FREECOUNT_OFF: usize = 28;
+const INODES_PER_CHUNK: u32 = 64;
 const NULLAGINO: u32 = de::NULLAGINO;
 
 /// What processing the unlinked lists did.
@@ -50,6 +61,9 @@ const NULLAGINO: u32 = de::NULLAGINO;
 pub struct IunlinkStats {
     pub inodes: u64,
     pub blocks: u64,
+    /// Inode chunks emptied and freed, and their blocks.
+    pub chunks: u64,
+    pub chunk_blocks: u64,
 }
 
 fn agi_buf(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<crate::xact::BufId> {
@@ -78,9 +92,13 @@ pub fn process_iunlinks(tx: &mut dyn MetaTx) -> Result<IunlinkStats> {
     for (agno, bucket) in unlinked_buckets(tx)? {
         let cap = tx.geo().ag_size(agno) as u64 * tx.geo().inopblock as u64;
         let mut n = 0u64;
-        while let Some((_, blocks)) = pop_unlinked(tx, agno, bucket)? {
+        while let Some(u) = pop_unlinked(tx, agno, bucket)? {
             st.inodes += 1;
-            st.blocks += blocks;
+            st.blocks += u.blocks;
+            if u.chunk_blocks > 0 {
+                st.chunks += 1;
+                st.chunk_blocks += u.chunk_blocks;
+            }
             n += 1;
             if n > cap {
                 return Err(Error::corrupt(
@@ -94,14 +112,20 @@ pub fn process_iunlinks(tx: &mut dyn MetaTx) -> Result<IunlinkStats> {
     Ok(st)
 }
 
+/// An inode [`pop_unlinked`] freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlinked {
+    pub ino: Ino,
+    /// Blocks its forks held.
+    pub blocks: u64,
+    /// Blocks of its inode chunk, when freeing it emptied the chunk (then
+    /// freed too), else 0.
+    pub chunk_blocks: u64,
+}
+
 /// Free the first inode of unlinked list `bucket` of AG `agno` in `tx`
-/// (see the module doc). `None` when the list is empty; else the inode and
-/// the number of blocks its forks held.
-pub fn pop_unlinked(
-    tx: &mut dyn MetaTx,
-    agno: AgNumber,
-    bucket: u32,
-) -> Result<Option<(Ino, u64)>> {
+/// (see the module doc). `None` when the list is empty.
+pub fn pop_unlinked(tx: &mut dyn MetaTx, agno: AgNumber, bucket: u32) -> Result<Option<Unlinked>> {
     if agno.0 >= tx.geo().agcount || bucket >= AGI_UNLINKED_BUCKETS {
         return Err(Error::Invalid(format!("AG {} bucket {bucket}", agno.0)));
     }
@@ -147,7 +171,97 @@ pub fn pop_unlinked(
     let d = tx.inode_mut(ip);
     de::set_next_unlinked(d, NULLAGINO);
     crate::ialloc::ifree(tx, ip, ino)?;
-    Ok(Some((ino, blocks)))
+    let chunk = free_chunk_if_empty(tx, agno, agino)?;
+    Ok(Some(Unlinked {
+        ino,
+        blocks,
+        chunk_blocks: chunk,
+    }))
+}
+
+/// After freeing an inode at `agino`: if its chunk is now entirely free,
+/// free the chunk as the kernel does (unless mounted `ikeep`, which rxfs
+/// has not): remove its inobt and finobt records, take its inodes off the
+/// AGI and superblock counts, cancel its cluster buffers and free its
+/// blocks (only the present parts of a sparse chunk). Returns the blocks
+/// freed.
+fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> Result<u64> {
+    let geo = tx.geo().clone();
+    if geo.inopblock > INODES_PER_CHUNK {
+        return Ok(0);
+    }
+    let sparse = tx.sb().has_sparse_inodes();
+    let key = |startino: u32| BtreeKey(startino as u64, 0, 0);
+    let at = Location::Ino(geo.agino_to_ino(agno, AgIno(agino)).0);
+    let Some(found) = btree_edit::lookup(tx, Tree::Ino, agno, key(agino), Lookup::Le)? else {
+        return Err(Error::corrupt("inobt", at, "no record for a freed inode"));
+    };
+    let rec = InobtRec::decode(&found.rec, sparse);
+    if agino < rec.startino || agino - rec.startino >= INODES_PER_CHUNK {
+        return Err(Error::corrupt("inobt", at, "no record for a freed inode"));
+    }
+    if rec.free != u64::MAX {
+        return Ok(0);
+    }
+    // The runs of present inodes: (first inode, count), 4 per holemask bit.
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for bit in 0..16u32 {
+        if rec.holemask & (1 << bit) != 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some((s, n)) if *s + *n == 4 * bit => *n += 4,
+            _ => runs.push((4 * bit, 4)),
+        }
+    }
+    let present: u32 = runs.iter().map(|r| r.1).sum();
+    if present != rec.count
+        || runs
+            .iter()
+            .any(|&(s, n)| s % geo.inopblock != 0 || n % geo.inopblock != 0)
+    {
+        return Err(Error::corrupt(
+            "inobt record",
+            at,
+            format!(
+                "chunk at {} holemask {:#x} count {} does not fit {} inodes per block",
+                rec.startino, rec.holemask, rec.count, geo.inopblock
+            ),
+        ));
+    }
+    btree_edit::delete(tx, Tree::Ino, agno, key(rec.startino))?;
+    if tx.sb().has_finobt() {
+        btree_edit::delete(tx, Tree::Fino, agno, key(rec.startino))?;
+    }
+    let agi = agi_buf(tx, agno)?;
+    for off in [AGI_COUNT_OFF, AGI_FREECOUNT_OFF] {
+        let v = be32(tx.buf(agi), off);
+        let Some(v) = v.checked_sub(rec.count) else {
+            return Err(Error::corrupt("AGI", at, "inode counts below a chunk's"));
+        };
+        put_be32(tx.buf_mut(agi), off, v);
+        tx.log_buf(agi, off..off + 4);
+    }
+    tx.mod_sb(SbCounter::ICount, -(rec.count as i64));
+    tx.mod_sb(SbCounter::IFree, -(rec.count as i64));
+    let chunk_agbno = geo.agino_agbno(AgIno(rec.startino)).0;
+    let cluster = geo.inode_cluster_blocks.max(1);
+    let mut blocks = 0u64;
+    for (first, n) in runs {
+        let agbno = chunk_agbno + first / geo.inopblock;
+        let len = n / geo.inopblock;
+        let mut b = 0;
+        while b < len {
+            let daddr = geo.agb_to_daddr(agno, AgBlock(agbno + b));
+            let c = cluster.min(len - b);
+            let id = tx.new_buf(daddr, (c as usize) << geo.blocklog, BufKind::Dino)?;
+            tx.stale_buf(id);
+            b += c;
+        }
+        crate::alloc::free_extent(tx, agno, AgBlock(agbno), len)?;
+        blocks += len as u64;
+    }
+    Ok(blocks)
 }
 
 /// Free the blocks of both forks of `ip` and leave it empty: size 0, no

@@ -219,4 +219,5 @@ pub fn add(t: &mut RecoveryStats, s: &RecoveryStats) {
     t.unlinked_buckets += s.unlinked_buckets;
     t.unlinked_inodes_freed += s.unlinked_inodes_freed;
     t.unlinked_blocks_freed += s.unlinked_blocks_freed;
+    t.inode_chunks_freed += s.inode_chunks_freed;
 }
