@@ -147,7 +147,13 @@ impl Filesystem {
             Some(st) if st.needs_recovery() && !opts.norecovery => {
                 // Read-only mount of a dirty log: replay it in memory and
                 // read through the replayed blocks.
-                let rec = recover_finish::recover_and_finish(&dev, &geo, &sb, st)?;
+                let rec = recover_finish::recover_and_finish(
+                    &dev,
+                    &geo,
+                    &sb,
+                    st,
+                    recover_finish::Unfreeable::Keep,
+                )?;
                 tracing::info!("log recovered in memory: {}", rec.stats);
                 let dev: Arc<dyn BlockDevice> =
                     Arc::new(crate::bdev::OverlayDevice::new(dev, rec.overlay));

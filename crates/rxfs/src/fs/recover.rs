@@ -118,6 +118,10 @@ pub struct RecoveryStats {
     pub unlinked_blocks_freed: u64,
     /// Inode chunks left empty by those inodes, and freed.
     pub inode_chunks_freed: u64,
+    /// The unlinked inodes could not all be freed and were left in place
+    /// (read-only in-memory recovery only; see
+    /// [`super::recover_finish::Unfreeable`]).
+    pub unlinked_kept: bool,
     /// Bytes in the overlay at the end.
     pub overlay_bytes: u64,
 }
@@ -130,7 +134,7 @@ impl std::fmt::Display for RecoveryStats {
              {} lsn-skipped {} cancelled ({} cancel items); inode {} replayed {} lsn-skipped \
              {} cancelled; icreate {} replayed {} cancelled; {} intents with their done item; \
              {} unfinished intents completed ({} blocks freed); {} unlinked buckets, \
-             {} unlinked inodes freed ({} blocks, {} inode chunks); overlay {} KiB",
+             {} unlinked inodes freed ({} blocks, {} inode chunks){}; overlay {} KiB",
             self.records,
             self.transactions,
             self.items,
@@ -152,6 +156,11 @@ impl std::fmt::Display for RecoveryStats {
             self.unlinked_inodes_freed,
             self.unlinked_blocks_freed,
             self.inode_chunks_freed,
+            if self.unlinked_kept {
+                " (unlinked inodes left in place)"
+            } else {
+                ""
+            },
             self.overlay_bytes / 1024
         )
     }

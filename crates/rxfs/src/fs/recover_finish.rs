@@ -113,8 +113,21 @@ pub fn finish_intents(tx: &mut dyn MetaTx, intents: &[PendingIntent]) -> Result<
     Ok(st)
 }
 
+/// How [`recover_and_finish`] treats unlinked inodes it cannot free
+/// (btree-format forks, realtime or reflink data, rmapbt filesystems).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unfreeable {
+    /// Fail with the `NotSupported` (recovery onto the device: the kernel
+    /// would not free them later from a clean log).
+    Refuse,
+    /// Leave every unlinked list as replay left it (a read-only view: the
+    /// files are unreachable anyway; only the free counts differ from the
+    /// kernel's recovery). Recorded in [`super::recover::RecoveryStats`].
+    Keep,
+}
+
 /// Recover the dirty log `st` in memory and finish it: replay, then the
-/// unfinished intents and the unlinked inodes through a [`MemTx`] whose
+/// unfinished intents and the unlinked inodes through [`MemTx`]s whose
 /// writes land in the overlay (the device is never written). The result
 /// has no pending intents left and its overlay holds everything.
 pub fn recover_and_finish(
@@ -122,6 +135,7 @@ pub fn recover_and_finish(
     geo: &Geometry,
     sb: &Superblock,
     st: &LogState,
+    unfreeable: Unfreeable,
 ) -> Result<Recovered> {
     let mut rec = recover(&**dev, geo, sb, st)?;
     if rec.intents.is_empty() && rec.stats.unlinked_buckets == 0 {
@@ -129,19 +143,32 @@ pub fn recover_and_finish(
     }
     let overlay = std::mem::take(&mut rec.overlay);
     let view = Arc::new(OverlayDevice::writable(dev.clone(), overlay));
+    // Intents first, committed on their own: the unlinked inodes may be
+    // left as they are (see Unfreeable) without undoing them.
     let mut tx = MemTx::new(view.clone())?;
     let fin = finish_intents(&mut tx, &rec.intents)?;
-    let un = recover_iunlink::process_iunlinks(&mut tx)?;
     tx.commit()?;
+    let mut tx = MemTx::new(view.clone())?;
+    match recover_iunlink::process_iunlinks(&mut tx) {
+        Ok(un) => {
+            tx.commit()?;
+            rec.stats.unlinked_inodes_freed = un.inodes;
+            rec.stats.unlinked_blocks_freed = un.blocks + un.chunk_blocks;
+            rec.stats.inode_chunks_freed = un.chunks;
+        }
+        Err(Error::NotSupported(msg)) if unfreeable == Unfreeable::Keep => {
+            drop(tx);
+            tracing::warn!("log recovery left the unlinked inodes in place: {msg}");
+            rec.stats.unlinked_kept = true;
+        }
+        Err(e) => return Err(e),
+    }
     let view = Arc::try_unwrap(view)
         .map_err(|_| Error::Invalid("recovery overlay still in use after commit".into()))?;
     rec.overlay = view.into_overlay();
     rec.intents.clear();
     rec.stats.intents_finished = fin.intents;
     rec.stats.intent_blocks_freed = fin.blocks;
-    rec.stats.unlinked_inodes_freed = un.inodes;
-    rec.stats.unlinked_blocks_freed = un.blocks + un.chunk_blocks;
-    rec.stats.inode_chunks_freed = un.chunks;
     rec.stats.overlay_bytes = rec.overlay.bytes() as u64;
     if rec.overlay.bytes() > OVERLAY_MAX_BYTES {
         return Err(Error::NotSupported(format!(

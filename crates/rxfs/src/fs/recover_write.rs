@@ -34,7 +34,7 @@ use std::sync::Arc;
 
 use super::log::{Log, LogState};
 use super::recover::RecoveryStats;
-use super::recover_finish::recover_and_finish;
+use super::recover_finish::{recover_and_finish, Unfreeable};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::format::log::{encode_unmount_body, HostOrder, BBSIZE, CLIENT_LOG, OP_UNMOUNT};
@@ -67,7 +67,7 @@ pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<RecoveryStats> {
     if !st.needs_recovery() {
         return Ok(RecoveryStats::default());
     }
-    let rec = recover_and_finish(&dev_arc, &geo, &sb, &st)?;
+    let rec = recover_and_finish(&dev_arc, &geo, &sb, &st, Unfreeable::Refuse)?;
     for (daddr, bytes) in rec.overlay.runs() {
         dev.write_at(&bytes, Daddr(daddr).bytes())?;
     }
