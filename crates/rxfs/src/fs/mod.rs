@@ -17,8 +17,10 @@ pub mod ops_ns;
 pub mod path;
 pub mod recover;
 mod recover_buf;
+pub mod recover_finish;
 mod recover_icreate;
 pub(crate) mod recover_inode;
+pub mod recover_iunlink;
 pub mod recover_write;
 pub mod rt;
 pub mod rw;
@@ -149,7 +151,13 @@ impl Filesystem {
             Some(st) if st.needs_recovery() && !opts.norecovery => {
                 // Read-only mount of a dirty log: replay it in memory and
                 // read through the replayed blocks.
-                let rec = recover::recover(&*dev, &geo, &sb, st)?;
+                let rec = recover_finish::recover_and_finish(
+                    &dev,
+                    &geo,
+                    &sb,
+                    st,
+                    recover_finish::Unfreeable::Keep,
+                )?;
                 tracing::info!("log recovered in memory: {}", rec.stats);
                 let dev: Arc<dyn BlockDevice> =
                     Arc::new(crate::bdev::OverlayDevice::new(dev, rec.overlay));

@@ -41,12 +41,23 @@
 //! | XSLM | 48 | 12 | 40 | 16 |
 //! | XARM, inodes, dquots, unknown | replayed always (no usable LSN) |
 //!
-//! Unfinished intents (an EFI, RUI, CUI, BUI, ATTRI or XMI without its
-//! done item) would need the write path to finish: recovery refuses them
-//! with `NotSupported` rather than show a half-recovered state. The AGI
-//! unlinked lists (inodes unlinked but still open at the crash) are left
-//! alone: their inodes are not reachable from the tree, and a read-write
-//! mount will have to free them.
+//! 3. **Unfinished intents.** An intent item (EFI, RUI, CUI, BUI, ATTRI,
+//!    XMI) whose done item is not in the log describes work a crash cut
+//!    short. Done items are matched to intents as the kernel does: by kind
+//!    and intent id, the oldest open intent of that id first (ids are
+//!    kernel addresses and get reused). [`recover`] returns the open EFIs
+//!    ([`Recovered::intents`], in log order) and refuses, before replaying
+//!    anything, every other open kind (and realtime EFIs) with a
+//!    `NotSupported` naming them. The EFIs are finished afterwards by
+//!    [`super::recover_finish::finish_intents`].
+//! 4. **AGI unlinked lists** (inodes unlinked while open at the crash) are
+//!    processed after the intents by [`super::recover_iunlink`].
+//!
+//! Steps 3 and 4 change metadata, so they run in a transaction: the
+//! read-write mount runs them in logged transactions after writing the
+//! replayed blocks; the read-only mount and `rxfs recover` run them in an
+//! unlogged [`crate::xact::memtx::MemTx`] over the replayed blocks
+//! ([`super::recover_finish::recover_and_finish`]).
 //!
 //! Bounds: the overlay is capped ([`OVERLAY_MAX_BYTES`]); every offset
 //! taken from a log item is checked against the buffer it addresses.
@@ -91,12 +102,26 @@ pub struct RecoveryStats {
     pub icreate_cancelled: u64,
     /// Intent items whose done item was also in the log.
     pub intents_done: u64,
-    /// Intents without their done item (recovery refuses these for now).
+    /// Intents without their done item.
     pub unfinished_intents: u64,
+    /// Unfinished intents recovery finished (an EFD logged, extents freed).
+    pub intents_finished: u64,
+    /// Blocks freed by finishing intents.
+    pub intent_blocks_freed: u64,
     /// Non-empty AGI unlinked buckets after replay: inodes unlinked while
-    /// open at the crash. Not processed (they are unreachable); a
-    /// read-write mount must free them.
+    /// open at the crash.
     pub unlinked_buckets: u64,
+    /// Inodes on the unlinked lists that recovery freed.
+    pub unlinked_inodes_freed: u64,
+    /// Blocks freed for them: their data and attribute blocks, and the
+    /// inode chunks they left empty.
+    pub unlinked_blocks_freed: u64,
+    /// Inode chunks left empty by those inodes, and freed.
+    pub inode_chunks_freed: u64,
+    /// The unlinked inodes could not all be freed and were left in place
+    /// (read-only in-memory recovery only; see
+    /// [`super::recover_finish::Unfreeable`]).
+    pub unlinked_kept: bool,
     /// Bytes in the overlay at the end.
     pub overlay_bytes: u64,
 }
@@ -107,8 +132,9 @@ impl std::fmt::Display for RecoveryStats {
             f,
             "{} records, {} transactions, {} items: buf {} replayed ({} sb, {} inode-buf) \
              {} lsn-skipped {} cancelled ({} cancel items); inode {} replayed {} lsn-skipped \
-             {} cancelled; icreate {} replayed {} cancelled; {} finished intents; \
-             {} unlinked buckets; overlay {} KiB",
+             {} cancelled; icreate {} replayed {} cancelled; {} intents with their done item; \
+             {} unfinished intents completed ({} blocks freed); {} unlinked buckets, \
+             {} unlinked inodes freed ({} blocks, {} inode chunks){}; overlay {} KiB",
             self.records,
             self.transactions,
             self.items,
@@ -124,10 +150,28 @@ impl std::fmt::Display for RecoveryStats {
             self.icreate_replayed,
             self.icreate_cancelled,
             self.intents_done,
+            self.intents_finished,
+            self.intent_blocks_freed,
             self.unlinked_buckets,
+            self.unlinked_inodes_freed,
+            self.unlinked_blocks_freed,
+            self.inode_chunks_freed,
+            if self.unlinked_kept {
+                " (unlinked inodes left in place)"
+            } else {
+                ""
+            },
             self.overlay_bytes / 1024
         )
     }
+}
+
+/// An intent item found in the log without its done item.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingIntent {
+    /// LSN of the checkpoint that logged it.
+    pub lsn: Lsn,
+    pub item: ItemFormat,
 }
 
 /// The result of recovery: replayed blocks and counters.
@@ -137,6 +181,10 @@ pub struct Recovered {
     pub stats: RecoveryStats,
     /// The log state recovery started from.
     pub state: LogState,
+    /// Unfinished EFIs in log order: still to be finished (see the module
+    /// doc, step 3). Empty once [`super::recover_finish::recover_and_finish`]
+    /// has run.
+    pub intents: Vec<PendingIntent>,
 }
 
 /// Replay context: the device seen through the overlay being built.
@@ -311,15 +359,17 @@ pub fn stamp_and_verify(buf: &mut [u8], daddr: u64, lsn: Lsn, uuid: &Uuid) -> Re
     Ok(())
 }
 
-/// Kinds of intent items and their done items.
+/// Kinds of intent items and their done items: (is the intent, kind, id).
+/// Realtime variants are kinds of their own, as in the kernel.
 fn intent_id(f: &ItemFormat) -> Option<(bool, &'static str, u64)> {
+    let rt = |rt: bool, a: &'static str, b: &'static str| if rt { a } else { b };
     Some(match f {
-        ItemFormat::Efi { id, .. } => (true, "EFI", *id),
-        ItemFormat::Efd { efi_id, .. } => (false, "EFI", *efi_id),
-        ItemFormat::Rui { id, .. } => (true, "RUI", *id),
-        ItemFormat::Rud { rui_id, .. } => (false, "RUI", *rui_id),
-        ItemFormat::Cui { id, .. } => (true, "CUI", *id),
-        ItemFormat::Cud { cui_id, .. } => (false, "CUI", *cui_id),
+        ItemFormat::Efi { rt: r, id, .. } => (true, rt(*r, "EFI_RT", "EFI"), *id),
+        ItemFormat::Efd { rt: r, efi_id, .. } => (false, rt(*r, "EFI_RT", "EFI"), *efi_id),
+        ItemFormat::Rui { rt: r, id, .. } => (true, rt(*r, "RUI_RT", "RUI"), *id),
+        ItemFormat::Rud { rt: r, rui_id } => (false, rt(*r, "RUI_RT", "RUI"), *rui_id),
+        ItemFormat::Cui { rt: r, id, .. } => (true, rt(*r, "CUI_RT", "CUI"), *id),
+        ItemFormat::Cud { rt: r, cui_id } => (false, rt(*r, "CUI_RT", "CUI"), *cui_id),
         ItemFormat::Bui { id, .. } => (true, "BUI", *id),
         ItemFormat::Bud { bui_id } => (false, "BUI", *bui_id),
         ItemFormat::Attri(a) => (true, "ATTRI", a.id),
@@ -387,27 +437,17 @@ pub fn recover(
             ..Default::default()
         },
     };
-    // Decode every item once; check intents; pass 1.
+    // Decode every item once; match intents; pass 1.
     let mut decoded: Vec<Vec<(ItemFormat, &LogItem)>> = Vec::new();
-    let mut open_intents: HashMap<(&'static str, u64), u32> = HashMap::new();
+    let mut open: Vec<OpenIntent> = Vec::new();
     for t in &contents.transactions {
         let at = Location::Daddr(st.start.0 + t.lsn.block() as u64);
         let mut items = Vec::with_capacity(t.items.len());
         for it in &t.items {
             let f = it.format(order, at)?;
             r.stats.items += 1;
-            if let Some((intent, kind, id)) = intent_id(&f) {
-                // Ids are kernel addresses and may be reused: count.
-                if intent {
-                    *open_intents.entry((kind, id)).or_default() += 1;
-                } else if let Some(n) = open_intents.get_mut(&(kind, id)) {
-                    *n -= 1;
-                    if *n == 0 {
-                        open_intents.remove(&(kind, id));
-                    }
-                    r.stats.intents_done += 1;
-                }
-                // A done item whose intent lies before the tail needs nothing.
+            if match_intent(&mut open, &f, t.lsn) {
+                r.stats.intents_done += 1;
             }
             if let ItemFormat::Buf(b) = &f {
                 if b.is_cancel() {
@@ -418,18 +458,9 @@ pub fn recover(
         }
         decoded.push(items);
     }
-    if !open_intents.is_empty() {
-        r.stats.unfinished_intents = open_intents.values().map(|&n| n as u64).sum();
-        let mut kinds: Vec<&str> = open_intents.keys().map(|k| k.0).collect();
-        kinds.sort_unstable();
-        kinds.dedup();
-        return Err(Error::NotSupported(format!(
-            "log has unfinished intents ({} of {}): recovery of intents is not \
-             implemented yet; use -o ro,norecovery",
-            r.stats.unfinished_intents,
-            kinds.join(", ")
-        )));
-    }
+    r.stats.unfinished_intents = open.len() as u64;
+    refuse_unsupported_intents(&open)?;
+    let intents: Vec<PendingIntent> = open.into_iter().map(|o| o.2).collect();
     // Pass 2.
     for (t, items) in contents.transactions.iter().zip(decoded.iter()) {
         replay_transaction(&mut r, t, items)?;
@@ -442,7 +473,56 @@ pub fn recover(
         overlay: r.overlay,
         stats: r.stats,
         state: st.clone(),
+        intents,
     })
+}
+
+/// Track intent `f` of the checkpoint at `lsn`: an intent joins `open`; a
+/// done item closes the oldest open intent of its kind and id (ids are
+/// kernel addresses and get reused) and returns true. A done item whose
+/// intent lies before the tail closes nothing.
+fn match_intent(open: &mut Vec<OpenIntent>, f: &ItemFormat, lsn: Lsn) -> bool {
+    let Some((intent, kind, id)) = intent_id(f) else {
+        return false;
+    };
+    if intent {
+        let item = f.clone();
+        open.push((kind, id, PendingIntent { lsn, item }));
+        return false;
+    }
+    match open.iter().position(|o| o.0 == kind && o.1 == id) {
+        Some(i) => {
+            open.remove(i);
+            true
+        }
+        None => false,
+    }
+}
+
+/// An open intent: kind, id, the item.
+type OpenIntent = (&'static str, u64, PendingIntent);
+
+/// Refuse the open intents recovery cannot finish: every kind but EFI
+/// (naming each kind with its count), before anything is replayed.
+fn refuse_unsupported_intents(open: &[OpenIntent]) -> Result<()> {
+    let mut kinds: Vec<(&str, usize)> = Vec::new();
+    for (kind, _, _) in open.iter().filter(|o| o.0 != "EFI") {
+        match kinds.iter_mut().find(|k| k.0 == *kind) {
+            Some(k) => k.1 += 1,
+            None => kinds.push((kind, 1)),
+        }
+    }
+    if kinds.is_empty() {
+        return Ok(());
+    }
+    kinds.sort_unstable();
+    let list: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+    Err(Error::NotSupported(format!(
+        "log has unfinished intents rxfs cannot finish ({}; {} in all): only EFIs \
+         (extent frees) are recovered; mount with the kernel, or use -o ro,norecovery",
+        list.join(", "),
+        open.len()
+    )))
 }
 
 /// After replay: count the non-empty AGI unlinked buckets, and recompute
@@ -553,6 +633,52 @@ mod tests {
         assert!(!inode_is_newer(y.0, x));
         assert!(!inode_is_newer(0, x));
         assert!(!inode_is_newer(-1, x));
+    }
+
+    #[test]
+    fn done_items_close_the_oldest_intent_of_their_kind() {
+        let efi = |id, start| ItemFormat::Efi {
+            rt: false,
+            id,
+            extents: vec![crate::format::log_items::FreeExtent { start, len: 1 }],
+        };
+        let efd = |rt, efi_id| ItemFormat::Efd {
+            rt,
+            efi_id,
+            extents: vec![],
+        };
+        let rt_efi = ItemFormat::Efi {
+            rt: true,
+            id: 7,
+            extents: vec![],
+        };
+        let (l1, l2) = (Lsn::new(1, 10), Lsn::new(1, 20));
+        let mut open = Vec::new();
+        assert!(!match_intent(&mut open, &efi(5, 100), l1));
+        assert!(!match_intent(&mut open, &efi(5, 200), l2)); // id reused
+        assert!(!match_intent(&mut open, &rt_efi, l2));
+        assert!(!match_intent(&mut open, &efd(false, 9), l2)); // intent before the tail
+        assert!(match_intent(&mut open, &efd(false, 5), l2));
+        assert!(!match_intent(&mut open, &efd(false, 7), l2)); // not the rt kind
+        assert_eq!(open.len(), 2);
+        assert_eq!(open[0].2.item, efi(5, 200));
+        assert_eq!(open[0].2.lsn, l2);
+        let e = refuse_unsupported_intents(&open).unwrap_err().to_string();
+        assert!(e.contains("1 EFI_RT") && e.contains("2 in all"), "{e}");
+        open.remove(1);
+        assert!(refuse_unsupported_intents(&open).is_ok());
+        let cui = ItemFormat::Cui {
+            rt: false,
+            id: 3,
+            extents: vec![],
+        };
+        match_intent(&mut open, &cui, l2);
+        match_intent(&mut open, &cui, l2);
+        let e = refuse_unsupported_intents(&open).unwrap_err().to_string();
+        assert!(
+            e.contains("2 CUI") && e.contains("unfinished intents"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -17,15 +17,24 @@
 //! (up to the in-flight window, never past the end of the log) so that the
 //! next head search stops at the unmount record.
 //!
-//! Refused before anything is written: logs with unfinished intents (see
-//! [`recover`]) and recoveries that leave inodes on the AGI unlinked lists
-//! (freeing them needs the write path; `xfs_repair -n` would flag them).
+//! Recovery is complete before anything is written: replay, unfinished EFIs
+//! and the AGI unlinked lists are all finished in memory
+//! ([`recover_and_finish`]); logs with intents rxfs cannot finish are
+//! refused with nothing written.
 //!
 //! Order: data first, flush, then the log, flush. A crash between the two
-//! leaves the old dirty log, whose replay is idempotent (LSN rule).
+//! leaves the old dirty log. Its replay is idempotent (LSN rule), but the
+//! finishing steps are not logged (there is no log to write them to before
+//! the clean one): a crash after some of the data writes can leave blocks
+//! freed by an intent that a second recovery frees again (it then reports
+//! corruption), so run `rxfs recover` only where the kernel would not
+//! replay the old log in between.
+
+use std::sync::Arc;
 
 use super::log::{Log, LogState};
-use super::recover::{recover, RecoveryStats};
+use super::recover::RecoveryStats;
+use super::recover_finish::{recover_and_finish, Unfreeable};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::format::log::{encode_unmount_body, HostOrder, BBSIZE, CLIENT_LOG, OP_UNMOUNT};
@@ -41,10 +50,13 @@ const UNMOUNT_BUF_SIZE: u32 = 32 * 1024;
 /// Transaction id of the unmount record.
 const UNMOUNT_TID: u32 = 0x7278_6673;
 
-/// Recover the filesystem on `dev` in place: replay the log, write the
-/// replayed blocks, flush, then write a clean log. Returns what was
-/// replayed (all zero for a log that was already clean).
-pub fn recover_to_device(dev: &dyn BlockDevice) -> Result<RecoveryStats> {
+/// Recover the filesystem on `dev` in place: replay the log, finish its
+/// intents and unlinked inodes, write the resulting blocks, flush, then
+/// write a clean log. Returns what was replayed (all zero for a log that
+/// was already clean).
+pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<RecoveryStats> {
+    let dev_arc = dev.clone();
+    let dev = &*dev;
     if dev.read_only() {
         return Err(Error::ReadOnly("recovery needs a writable device".into()));
     }
@@ -55,15 +67,7 @@ pub fn recover_to_device(dev: &dyn BlockDevice) -> Result<RecoveryStats> {
     if !st.needs_recovery() {
         return Ok(RecoveryStats::default());
     }
-    let rec = recover(dev, &geo, &sb, &st)?;
-    if rec.stats.unlinked_buckets > 0 {
-        return Err(Error::NotSupported(format!(
-            "the recovered filesystem has {} non-empty AGI unlinked buckets (files \
-             unlinked while open at the crash): freeing them is not implemented yet, \
-             so nothing was written; mount with the kernel to finish recovery",
-            rec.stats.unlinked_buckets
-        )));
-    }
+    let rec = recover_and_finish(&dev_arc, &geo, &sb, &st, Unfreeable::Refuse)?;
     for (daddr, bytes) in rec.overlay.runs() {
         dev.write_at(&bytes, Daddr(daddr).bytes())?;
     }

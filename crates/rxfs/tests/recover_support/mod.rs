@@ -4,6 +4,10 @@
 
 #![allow(dead_code)]
 
+pub mod compare;
+#[allow(unused_imports)]
+pub use compare::*;
+
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;

@@ -1,0 +1,368 @@
+//! Recovery, last step: free the inodes on the AGI unlinked lists.
+//!
+//! A file unlinked while still open keeps its inode until the last close:
+//! the unlink puts the inode (link count 0) on one of the 64 unlinked lists
+//! of its AG, hashed by AG inode number, and the last close frees it. After
+//! a crash nobody holds it open any more, so recovery frees it, as the
+//! kernel's `xlog_recover_process_iunlinks` does (there: through a normal
+//! inode release, which truncates and frees the inode).
+//!
+//! ```text
+//!  AGI  unlinked[b] ──> agino A ──di_next_unlinked──> agino B ──> NULLAGINO
+//!                       (nlink 0, mode != 0)          (b = agino % 64 for all)
+//!
+//!  pop:  unlinked[b] = A.next;  A: blocks freed, next = NULL, freed (mode 0)
+//! ```
+//!
+//! For each inode, head first ([`pop_unlinked`]), in one transaction:
+//! 1. free the blocks of its forks: every extent of an extents-format data
+//!    or attribute fork goes back with [`crate::alloc::free_extent`]
+//!    (metadata blocks, i.e. directory, symlink and attribute blocks, are
+//!    also cancelled with [`MetaTx::stale_buf`], block by block); local and
+//!    device forks hold no blocks; btree-format forks, realtime and reflink
+//!    files are refused (`NotSupported`);
+//! 2. unhook it: the bucket points at its successor, its own
+//!    `di_next_unlinked` becomes NULLAGINO;
+//! 3. size, block and extent counts to zero, attribute fork removed, and
+//!    [`crate::ialloc::ifree`] frees the inode (inobt/finobt, AGI counts,
+//!    mode 0);
+//! 4. if that left its inode chunk all free, the chunk goes too, as the
+//!    kernel's inode free does (unless mounted `ikeep`): inobt and finobt
+//!    records deleted, AGI and superblock inode counts lowered, cluster
+//!    buffers cancelled, blocks freed (the present parts of a sparse
+//!    chunk).
+//!
+//! Bounds: every list is walked at most as many times as the AG has inode
+//! slots; an inode met twice is free by then (mode 0), which is reported
+//! as corruption. Every extent is checked against the geometry.
+
+use crate::alloc::btree_edit::{self, Lookup, Tree};
+use crate::error::{Error, Location, Result};
+use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::format::btree::BtreeKey;
+use crate::format::btree_rec::InobtRec;
+use crate::format::dinode_edit as de;
+use crate::format::inode::{DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
+use crate::format::{be32, put_be32};
+use crate::types::{AgBlock, AgIno, AgNumber, FsBlock, Ino};
+use crate::xact::{BufKind, InodeId, MetaTx, SbCounter};
+
+/// Number of unlinked buckets in an AGI.
+pub const AGI_UNLINKED_BUCKETS: u32 = 64;
+/// Byte offset of `agi_unlinked[0]`.
+const AGI_UNLINKED_OFF: usize = 40;
+const AGI_COUNT_OFF: usize = 16;
+const AGI_FREECOUNT_OFF: usize = 28;
+const INODES_PER_CHUNK: u32 = 64;
+const NULLAGINO: u32 = de::NULLAGINO;
+
+/// What processing the unlinked lists did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IunlinkStats {
+    pub inodes: u64,
+    pub blocks: u64,
+    /// Inode chunks emptied and freed, and their blocks.
+    pub chunks: u64,
+    pub chunk_blocks: u64,
+}
+
+fn agi_buf(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<crate::xact::BufId> {
+    let daddr = tx.geo().ag_header_daddr(agno, 2);
+    let len = tx.geo().sectsize as usize;
+    tx.read_buf(daddr, len, BufKind::Agi)
+}
+
+/// The non-empty unlinked buckets of every AG: (AG, bucket).
+pub fn unlinked_buckets(tx: &mut dyn MetaTx) -> Result<Vec<(AgNumber, u32)>> {
+    let mut out = Vec::new();
+    for agno in (0..tx.geo().agcount).map(AgNumber) {
+        let b = agi_buf(tx, agno)?;
+        for bucket in 0..AGI_UNLINKED_BUCKETS {
+            if be32(tx.buf(b), AGI_UNLINKED_OFF + 4 * bucket as usize) != NULLAGINO {
+                out.push((agno, bucket));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Free every inode on every unlinked list, in `tx`.
+pub fn process_iunlinks(tx: &mut dyn MetaTx) -> Result<IunlinkStats> {
+    let mut st = IunlinkStats::default();
+    for (agno, bucket) in unlinked_buckets(tx)? {
+        let cap = tx.geo().ag_size(agno) as u64 * tx.geo().inopblock as u64;
+        let mut n = 0u64;
+        while let Some(u) = pop_unlinked(tx, agno, bucket)? {
+            st.inodes += 1;
+            st.blocks += u.blocks;
+            if u.chunk_blocks > 0 {
+                st.chunks += 1;
+                st.chunk_blocks += u.chunk_blocks;
+            }
+            n += 1;
+            if n > cap {
+                return Err(Error::corrupt(
+                    "AGI",
+                    Location::Daddr(tx.geo().ag_header_daddr(agno, 2).0),
+                    format!("unlinked bucket {bucket} lists more inodes than the AG holds"),
+                ));
+            }
+        }
+    }
+    Ok(st)
+}
+
+/// An inode [`pop_unlinked`] freed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Unlinked {
+    pub ino: Ino,
+    /// Blocks its forks held.
+    pub blocks: u64,
+    /// Blocks of its inode chunk, when freeing it emptied the chunk (then
+    /// freed too), else 0.
+    pub chunk_blocks: u64,
+}
+
+/// Free the first inode of unlinked list `bucket` of AG `agno` in `tx`
+/// (see the module doc). `None` when the list is empty.
+pub fn pop_unlinked(tx: &mut dyn MetaTx, agno: AgNumber, bucket: u32) -> Result<Option<Unlinked>> {
+    if agno.0 >= tx.geo().agcount || bucket >= AGI_UNLINKED_BUCKETS {
+        return Err(Error::Invalid(format!("AG {} bucket {bucket}", agno.0)));
+    }
+    let agi = agi_buf(tx, agno)?;
+    let slot = AGI_UNLINKED_OFF + 4 * bucket as usize;
+    let agino = be32(tx.buf(agi), slot);
+    if agino == NULLAGINO {
+        return Ok(None);
+    }
+    let ino = tx.geo().agino_to_ino(agno, AgIno(agino));
+    let bad = |d: String| {
+        Err(Error::corrupt(
+            "unlinked inode list",
+            Location::Ino(ino.0),
+            d,
+        ))
+    };
+    if agino % AGI_UNLINKED_BUCKETS != bucket || !tx.geo().ino_valid(ino) {
+        return bad(format!(
+            "AG {} bucket {bucket} points at AG inode {agino}",
+            agno.0
+        ));
+    }
+    let ip = tx.ijoin(ino)?;
+    let d = tx.inode(ip);
+    if de::mode(d) == 0 || de::nlink(d) != 0 {
+        return bad(format!(
+            "inode on an unlinked list has mode {:o} and {} links",
+            de::mode(d),
+            de::nlink(d)
+        ));
+    }
+    let next = de::next_unlinked(d);
+    if next != NULLAGINO && next % AGI_UNLINKED_BUCKETS != bucket {
+        return bad(format!(
+            "next unlinked inode {next} is not of bucket {bucket}"
+        ));
+    }
+    let blocks = free_forks(tx, ip, ino)?;
+    // Unhook it.
+    put_be32(tx.buf_mut(agi), slot, next);
+    tx.log_buf(agi, slot..slot + 4);
+    let d = tx.inode_mut(ip);
+    de::set_next_unlinked(d, NULLAGINO);
+    crate::ialloc::ifree(tx, ip, ino)?;
+    let chunk = free_chunk_if_empty(tx, agno, agino)?;
+    Ok(Some(Unlinked {
+        ino,
+        blocks,
+        chunk_blocks: chunk,
+    }))
+}
+
+/// After freeing an inode at `agino`: if its chunk is now entirely free,
+/// free the chunk as the kernel does (unless mounted `ikeep`, which rxfs
+/// has not): remove its inobt and finobt records, take its inodes off the
+/// AGI and superblock counts, cancel its cluster buffers and free its
+/// blocks (only the present parts of a sparse chunk). Returns the blocks
+/// freed.
+fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> Result<u64> {
+    let geo = tx.geo().clone();
+    if geo.inopblock > INODES_PER_CHUNK {
+        return Ok(0);
+    }
+    let sparse = tx.sb().has_sparse_inodes();
+    let key = |startino: u32| BtreeKey(startino as u64, 0, 0);
+    let at = Location::Ino(geo.agino_to_ino(agno, AgIno(agino)).0);
+    let Some(found) = btree_edit::lookup(tx, Tree::Ino, agno, key(agino), Lookup::Le)? else {
+        return Err(Error::corrupt("inobt", at, "no record for a freed inode"));
+    };
+    let rec = InobtRec::decode(&found.rec, sparse);
+    if agino < rec.startino || agino - rec.startino >= INODES_PER_CHUNK {
+        return Err(Error::corrupt("inobt", at, "no record for a freed inode"));
+    }
+    if rec.free != u64::MAX {
+        return Ok(0);
+    }
+    // The runs of present inodes: (first inode, count), 4 per holemask bit.
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for bit in 0..16u32 {
+        if rec.holemask & (1 << bit) != 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some((s, n)) if *s + *n == 4 * bit => *n += 4,
+            _ => runs.push((4 * bit, 4)),
+        }
+    }
+    let present: u32 = runs.iter().map(|r| r.1).sum();
+    if present != rec.count
+        || runs
+            .iter()
+            .any(|&(s, n)| s % geo.inopblock != 0 || n % geo.inopblock != 0)
+    {
+        return Err(Error::corrupt(
+            "inobt record",
+            at,
+            format!(
+                "chunk at {} holemask {:#x} count {} does not fit {} inodes per block",
+                rec.startino, rec.holemask, rec.count, geo.inopblock
+            ),
+        ));
+    }
+    btree_edit::delete(tx, Tree::Ino, agno, key(rec.startino))?;
+    if tx.sb().has_finobt() {
+        btree_edit::delete(tx, Tree::Fino, agno, key(rec.startino))?;
+    }
+    let agi = agi_buf(tx, agno)?;
+    for off in [AGI_COUNT_OFF, AGI_FREECOUNT_OFF] {
+        let v = be32(tx.buf(agi), off);
+        let Some(v) = v.checked_sub(rec.count) else {
+            return Err(Error::corrupt("AGI", at, "inode counts below a chunk's"));
+        };
+        put_be32(tx.buf_mut(agi), off, v);
+        tx.log_buf(agi, off..off + 4);
+    }
+    tx.mod_sb(SbCounter::ICount, -(rec.count as i64));
+    tx.mod_sb(SbCounter::IFree, -(rec.count as i64));
+    let chunk_agbno = geo.agino_agbno(AgIno(rec.startino)).0;
+    let cluster = geo.inode_cluster_blocks.max(1);
+    let mut blocks = 0u64;
+    for (first, n) in runs {
+        let agbno = chunk_agbno + first / geo.inopblock;
+        let len = n / geo.inopblock;
+        let mut b = 0;
+        while b < len {
+            let daddr = geo.agb_to_daddr(agno, AgBlock(agbno + b));
+            let c = cluster.min(len - b);
+            let id = tx.new_buf(daddr, (c as usize) << geo.blocklog, BufKind::Dino)?;
+            tx.stale_buf(id);
+            b += c;
+        }
+        crate::alloc::free_extent(tx, agno, AgBlock(agbno), len)?;
+        blocks += len as u64;
+    }
+    Ok(blocks)
+}
+
+/// Free the blocks of both forks of `ip` and leave it empty: size 0, no
+/// blocks, no extents, no attribute fork.
+fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
+    let d = tx.inode(ip);
+    let mode = de::mode(d) as u32 & de::S_IFMT;
+    let data_meta = match mode {
+        de::S_IFDIR => Some(BufKind::DirData),
+        de::S_IFLNK => Some(BufKind::Symlink),
+        _ => None,
+    };
+    let (dfmt, dn) = (de::format(d), de::nextents(d));
+    let (afmt, an, has_attr) = (de::aformat(d), de::anextents(d) as u64, de::forkoff(d) != 0);
+    let realtime = de::flags(d) & DIFLAG_REALTIME != 0;
+    let reflink = de::flags2(d) & DIFLAG2_REFLINK != 0;
+    let refuse = |what: &str| {
+        Err(Error::NotSupported(format!(
+            "recovery of unlinked inode {}: freeing {what} is not implemented yet; \
+             mount with the kernel, or use -o ro,norecovery",
+            ino.0
+        )))
+    };
+    if dfmt == FMT_BTREE {
+        return refuse(&format!("a btree-format data fork ({dn} extents)"));
+    }
+    if has_attr && afmt == FMT_BTREE {
+        return refuse(&format!("a btree-format attribute fork ({an} extents)"));
+    }
+    if dfmt == FMT_EXTENTS && dn > 0 && realtime {
+        return refuse("realtime extents");
+    }
+    if dfmt == FMT_EXTENTS && dn > 0 && reflink {
+        return refuse("the extents of a reflink file");
+    }
+    let mut data = Vec::new();
+    if dfmt == FMT_EXTENTS {
+        data = fork_extents(tx, de::data_fork(tx.inode(ip)), dn, ino)?;
+    }
+    let mut attr = Vec::new();
+    if has_attr && afmt == FMT_EXTENTS {
+        attr = fork_extents(tx, de::attr_fork(tx.inode(ip)), an, ino)?;
+    }
+    let mut blocks = 0;
+    for (exts, meta) in [(data, data_meta), (attr, Some(BufKind::AttrLeaf))] {
+        for e in exts {
+            if let Some(kind) = meta {
+                stale_blocks(tx, &e, kind)?;
+            }
+            let fsb = FsBlock(e.start);
+            let (agno, agbno) = (tx.geo().fsb_agno(fsb), tx.geo().fsb_agbno(fsb));
+            crate::alloc::free_extent(tx, agno, agbno, e.len as u32)?;
+            blocks += e.len;
+        }
+    }
+    let d = tx.inode_mut(ip);
+    if dfmt == FMT_EXTENTS {
+        de::set_nextents(d, 0);
+        de::data_fork_mut(d).fill(0);
+    }
+    if has_attr {
+        de::set_anextents(d, 0);
+        de::attr_fork_mut(d).fill(0);
+        de::set_forkoff(d, 0);
+        de::set_aformat(d, FMT_EXTENTS);
+    }
+    de::set_size(d, 0);
+    de::set_nblocks(d, 0);
+    Ok(blocks)
+}
+
+/// The `n` extent records of a fork, each checked against the geometry.
+fn fork_extents(tx: &dyn MetaTx, fork: &[u8], n: u64, ino: Ino) -> Result<Vec<Extent>> {
+    let bad = |d: String| Err(Error::corrupt("inode fork", Location::Ino(ino.0), d));
+    let room = (fork.len() / EXTENT_REC_SIZE) as u64;
+    if n > room {
+        return bad(format!("{n} extents in a fork with room for {room}"));
+    }
+    let mut out = Vec::with_capacity(n as usize);
+    for rec in fork.chunks_exact(EXTENT_REC_SIZE).take(n as usize) {
+        let e = Extent::decode(rec);
+        if e.len == 0 || !tx.geo().fsb_extent_valid(FsBlock(e.start), e.len) {
+            return bad(format!(
+                "extent of {} blocks at fsb {} is not inside one AG",
+                e.len, e.start
+            ));
+        }
+        out.push(e);
+    }
+    Ok(out)
+}
+
+/// Cancel the buffers of the metadata blocks of extent `e`, one per
+/// filesystem block, so that nothing logged to them earlier is replayed
+/// over whatever reuses the space.
+fn stale_blocks(tx: &mut dyn MetaTx, e: &Extent, kind: BufKind) -> Result<()> {
+    let bs = tx.geo().blocksize as usize;
+    for i in 0..e.len {
+        let daddr = tx.geo().fsb_to_daddr(FsBlock(e.start + i));
+        let b = tx.new_buf(daddr, bs, kind)?;
+        tx.stale_buf(b);
+    }
+    Ok(())
+}
