@@ -148,7 +148,7 @@ impl Filesystem {
         }
         let st = super::log::Log::new(&*dev, &geo, &sb)?.find_state()?;
         let recovery = if st.needs_recovery() {
-            let stats = super::recover_write::recover_to_device(&*dev)?;
+            let stats = super::recover_write::recover_to_device(dev.clone())?;
             tracing::info!("log recovered onto the device: {stats}");
             Some(stats)
         } else {
