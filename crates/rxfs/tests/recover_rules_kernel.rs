@@ -1,6 +1,6 @@
-//! Recovery rules checked on kernel logs: the v5 LSN skip rule, and the
-//! refusal of recoveries rxfs cannot finish (an unlinked inode whose fork
-//! is a btree).
+//! Recovery rules checked on kernel logs: the v5 LSN skip rule, unlinked
+//! inodes with btree forks (freed like the kernel does), and the refusal
+//! of what rxfs cannot finish (an unlinked reflink file).
 //!
 //! Needs root; fails (never skips) unless RXFS_SKIP_KERNEL_TESTS=1.
 
@@ -152,17 +152,15 @@ fn lsn_rule_skips_newer_metadata() {
 
 /// A crash in the middle of freeing a file of 12,800 extents leaves the
 /// inode on the AGI unlinked list with a btree-format data fork (and
-/// usually an EFI without its EFD). rxfs finishes the EFIs but cannot free
-/// a btree fork yet: the read-only open recovers and leaves the unlinked
-/// inode in place (it is unreachable: the tree is right, and the stats say
-/// so), while `recover_to_device` refuses (naming the inode and the btree
-/// fork) and writes nothing; `-o ro,norecovery` still opens it.
+/// often an EFI without its EFD). rxfs finishes the EFIs and frees the
+/// whole btree fork: the three recoveries must agree (tree, space
+/// accounting, `xfs_repair -n`).
 #[test]
-fn unlinked_btree_inode_is_refused() {
+fn unlinked_btree_inode_like_the_kernel() {
     if kernel_tests_disabled() {
         return;
     }
-    let scr = Scratch::new("recover-intents");
+    let scr = Scratch::new("recover-btree-unlinked");
     let img = scr.path("img");
     let mnt = scr.path("mnt");
     let mut cmds = String::from("falloc 0 100m\n");
@@ -192,26 +190,54 @@ fn unlinked_btree_inode_is_refused() {
         );
         let _ = rm.wait();
         m.umount();
-        let fs = open_ro(&img);
-        let st = fs.recovery_stats().cloned().unwrap();
-        if st.unlinked_kept {
-            let root = fs.iget(fs.root_ino()).unwrap();
-            let mut names = Vec::new();
-            fs.readdir(&root, 0, &mut |e| {
-                names.push(e.name.to_vec());
-                true
-            })
-            .unwrap();
-            assert!(
-                !names.contains(&b"big".to_vec()),
-                "the removed file is visible"
-            );
-            hit = Some((attempt, st));
-            break;
+        match recover_three_ways(&scr, &img, attempt) {
+            Recovery::Compared(st, _) if st.unlinked_blocks_freed > 1000 => {
+                hit = Some((attempt, st));
+                break;
+            }
+            Recovery::Compared(..) => {}
+            Recovery::Refused(msg) => panic!("attempt {attempt}: refused: {msg}"),
         }
     }
     let (attempt, st) = hit.expect("no attempt left the big file on an unlinked list");
     eprintln!("attempt {attempt}: {st}");
+}
+
+/// A file sharing its blocks with another (reflink copy), removed while
+/// held open: on the unlinked list with the reflink flag. Freeing shared
+/// extents needs the refcount btree, which rxfs does not change: the
+/// read-only open recovers and leaves the inode in place (unreachable; the
+/// stats say so), `recover_to_device` refuses naming the reflink file and
+/// writes nothing, `-o ro,norecovery` opens it, and the kernel recovers it.
+#[test]
+fn unlinked_reflink_inode_is_refused() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let scr = Scratch::new("recover-reflink-unlinked");
+    let img = scr.path("img");
+    let mnt = scr.path("mnt");
+    mkfs(&img, 512 << 20, &[]);
+    let m = KernelMount::new(&img, &mnt, "");
+    let (a, b) = (mnt.join("a"), mnt.join("b"));
+    std::fs::write(&a, vec![7u8; 1 << 20]).unwrap();
+    run(
+        "cp",
+        &["--reflink=always", a.to_str().unwrap(), b.to_str().unwrap()],
+    );
+    unsafe { libc::sync() };
+    let held = std::fs::File::open(&b).unwrap();
+    std::fs::remove_file(&b).unwrap();
+    run(
+        "xfs_io",
+        &["-x", "-c", "shutdown -f", mnt.to_str().unwrap()],
+    );
+    drop(held);
+    m.umount();
+    let fs = open_ro(&img);
+    let st = fs.recovery_stats().cloned().unwrap();
+    assert!(st.unlinked_kept && st.unlinked_buckets == 1, "{st}");
+    drop(fs);
     let norec = Filesystem::open_path(
         &img,
         None,
@@ -221,7 +247,7 @@ fn unlinked_btree_inode_is_refused() {
             ..Default::default()
         },
     );
-    assert!(norec.is_ok(), "norecovery open of a log with intents");
+    assert!(norec.is_ok(), "norecovery open of a dirty log");
     drop(norec);
     let copy = scr.path("copy");
     run(
@@ -234,10 +260,12 @@ fn unlinked_btree_inode_is_refused() {
     );
     let dev = rxfs::bdev::FileDevice::open(&copy, false, false).unwrap();
     let e = rxfs::fs::recover_write::recover_to_device(std::sync::Arc::new(dev)).unwrap_err();
-    assert!(e.to_string().contains("btree-format data fork"), "{e}");
+    assert!(
+        matches!(e, rxfs::Error::NotSupported(_)) && e.to_string().contains("reflink file"),
+        "{e}"
+    );
     let same = Command::new("cmp").args([&img, &copy]).status().unwrap();
     assert!(same.success(), "a refused recovery wrote the device");
-    // The kernel finishes the intent.
     KernelMount::new(&img, &mnt, "").umount();
     run("xfs_repair", &["-n", img.to_str().unwrap()]);
     let fs = open_ro(&img);

@@ -16,6 +16,7 @@ pub mod ops_data;
 pub mod ops_ns;
 pub mod path;
 pub mod recover;
+mod recover_bmbt;
 mod recover_buf;
 pub mod recover_finish;
 mod recover_icreate;

@@ -15,12 +15,13 @@
 //! ```
 //!
 //! For each inode, head first ([`pop_unlinked`]), in one transaction:
-//! 1. free the blocks of its forks: every extent of an extents-format data
-//!    or attribute fork goes back with [`crate::alloc::free_extent`]
-//!    (metadata blocks, i.e. directory, symlink and attribute blocks, are
-//!    also cancelled with [`MetaTx::stale_buf`], block by block); local and
-//!    device forks hold no blocks; btree-format forks, realtime and reflink
-//!    files are refused (`NotSupported`);
+//! 1. free the blocks of its forks: every extent of an extents- or
+//!    btree-format data or attribute fork goes back with
+//!    [`crate::alloc::free_extent`], and so do the blocks of a btree fork's
+//!    tree ([`super::recover_bmbt`]); metadata blocks (directory, symlink,
+//!    attribute and bmap btree blocks) are also cancelled with
+//!    [`MetaTx::stale_buf`], block by block; local and device forks hold
+//!    no blocks; realtime and reflink data are refused (`NotSupported`);
 //! 2. unhook it: the bucket points at its successor, its own
 //!    `di_next_unlinked` becomes NULLAGINO;
 //! 3. size, block and extent counts to zero, attribute fork removed, and
@@ -36,6 +37,7 @@
 //! slots; an inode met twice is free by then (mode 0), which is reported
 //! as corruption. Every extent is checked against the geometry.
 
+use super::recover_bmbt::{btree_fork_map, BtreeMap};
 use crate::alloc::btree_edit::{self, Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
@@ -278,6 +280,7 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
     let (afmt, an, has_attr) = (de::aformat(d), de::anextents(d) as u64, de::forkoff(d) != 0);
     let realtime = de::flags(d) & DIFLAG_REALTIME != 0;
     let reflink = de::flags2(d) & DIFLAG2_REFLINK != 0;
+    let mapped = matches!(dfmt, FMT_EXTENTS | FMT_BTREE) && dn > 0;
     let refuse = |what: &str| {
         Err(Error::NotSupported(format!(
             "recovery of unlinked inode {}: freeing {what} is not implemented yet; \
@@ -285,42 +288,38 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
             ino.0
         )))
     };
-    if dfmt == FMT_BTREE {
-        return refuse(&format!("a btree-format data fork ({dn} extents)"));
-    }
-    if has_attr && afmt == FMT_BTREE {
-        return refuse(&format!("a btree-format attribute fork ({an} extents)"));
-    }
-    if dfmt == FMT_EXTENTS && dn > 0 && realtime {
+    if mapped && realtime {
         return refuse("realtime extents");
     }
-    if dfmt == FMT_EXTENTS && dn > 0 && reflink {
+    if mapped && reflink {
         return refuse("the extents of a reflink file");
     }
-    let mut data = Vec::new();
-    if dfmt == FMT_EXTENTS {
-        data = fork_extents(tx, de::data_fork(tx.inode(ip)), dn, ino)?;
-    }
-    let mut attr = Vec::new();
-    if has_attr && afmt == FMT_EXTENTS {
-        attr = fork_extents(tx, de::attr_fork(tx.inode(ip)), an, ino)?;
-    }
+    let cap = de::nblocks(d).saturating_add(1);
+    let data = fork_map(tx, ip, ino, dfmt, dn, true, cap)?;
+    let attr = match has_attr {
+        true => fork_map(tx, ip, ino, afmt, an, false, cap)?,
+        false => BtreeMap::default(),
+    };
     let mut blocks = 0;
-    for (exts, meta) in [(data, data_meta), (attr, Some(BufKind::AttrLeaf))] {
-        for e in exts {
+    for (map, meta) in [(data, data_meta), (attr, Some(BufKind::AttrLeaf))] {
+        for e in &map.extents {
             if let Some(kind) = meta {
-                stale_blocks(tx, &e, kind)?;
+                stale_blocks(tx, e, kind)?;
             }
-            let fsb = FsBlock(e.start);
-            let (agno, agbno) = (tx.geo().fsb_agno(fsb), tx.geo().fsb_agbno(fsb));
-            crate::alloc::free_extent(tx, agno, agbno, e.len as u32)?;
+            free(tx, FsBlock(e.start), e.len as u32)?;
             blocks += e.len;
+        }
+        for &(b, fsb) in &map.blocks {
+            tx.stale_buf(b);
+            free(tx, fsb, 1)?;
+            blocks += 1;
         }
     }
     let d = tx.inode_mut(ip);
-    if dfmt == FMT_EXTENTS {
+    if matches!(dfmt, FMT_EXTENTS | FMT_BTREE) {
         de::set_nextents(d, 0);
         de::data_fork_mut(d).fill(0);
+        de::set_format(d, FMT_EXTENTS);
     }
     if has_attr {
         de::set_anextents(d, 0);
@@ -331,6 +330,40 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
     de::set_size(d, 0);
     de::set_nblocks(d, 0);
     Ok(blocks)
+}
+
+fn free(tx: &mut dyn MetaTx, fsb: FsBlock, len: u32) -> Result<()> {
+    let (agno, agbno) = (tx.geo().fsb_agno(fsb), tx.geo().fsb_agbno(fsb));
+    crate::alloc::free_extent(tx, agno, agbno, len)
+}
+
+/// What a fork of format `fmt` with `n` extents maps: its extents and, for
+/// a btree fork, the tree blocks (at most `cap` of them). Local and device
+/// forks map nothing.
+fn fork_map(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    ino: Ino,
+    fmt: u8,
+    n: u64,
+    data: bool,
+    cap: u64,
+) -> Result<BtreeMap> {
+    let d = tx.inode(ip);
+    let fork = if data {
+        de::data_fork(d)
+    } else {
+        de::attr_fork(d)
+    }
+    .to_vec();
+    match fmt {
+        FMT_EXTENTS => Ok(BtreeMap {
+            extents: fork_extents(tx, &fork, n, ino)?,
+            blocks: Vec::new(),
+        }),
+        FMT_BTREE => btree_fork_map(tx, &fork, ino, cap),
+        _ => Ok(BtreeMap::default()),
+    }
 }
 
 /// The `n` extent records of a fork, each checked against the geometry.
