@@ -220,3 +220,81 @@ fn ifree_refuses_linked_inodes() {
     drop(tx);
     assert_repair_clean(&img, "refusals");
 }
+
+/// What a new inode inherits from its directory (project id, extent size
+/// hints, flags) must match what the kernel gives its own new inodes in
+/// the same directory.
+#[test]
+fn ialloc_inherits_like_the_kernel() {
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("ialloc-inherit");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let m = KernelMount::new(&img, &s.path("mnt"), "");
+    let d = m.dir.join("d");
+    std::fs::create_dir(&d).unwrap();
+    let ds = d.to_str().unwrap();
+    for c in [
+        "chattr +PSAdtn",
+        "chproj 42",
+        "extsize 64k",
+        "cowextsize 128k",
+    ] {
+        run("xfs_io", &["-c", c, ds]);
+    }
+    std::fs::write(d.join("kf"), b"").unwrap();
+    std::fs::create_dir(d.join("kd")).unwrap();
+    mknod(&d.join("kp"), libc::S_IFIFO | 0o644, 0);
+    m.umount();
+
+    let fs = open_ro(&img);
+    let dino = fs.resolve(b"/d").unwrap();
+    let kernel: Vec<Ino> = ["/d/kf", "/d/kd", "/d/kp"]
+        .iter()
+        .map(|p| fs.resolve(p.as_bytes()).unwrap())
+        .collect();
+    assert_ne!(fs.iget(dino).unwrap().core.flags, 0);
+    drop(fs);
+    let modes = [
+        de::S_IFREG | 0o644,
+        de::S_IFDIR | 0o755,
+        de::S_IFLNK | 0o777,
+    ];
+    let mut tx = memtx(&img);
+    let mut ours = Vec::new();
+    for (i, &mode) in modes.iter().enumerate() {
+        let init = NewInode {
+            mode,
+            ..new_inode(i + 1)
+        };
+        let (ino, ip) = ialloc(&mut tx, dino, &init).unwrap();
+        if mode & de::S_IFMT == de::S_IFDIR {
+            empty_sf_dir(&mut tx, ip, dino);
+        }
+        ours.push(ino);
+    }
+    tx.commit().unwrap();
+    let fs = open_ro(&img);
+    for (k, o) in kernel.iter().zip(&ours) {
+        let (k, o) = (fs.iget(*k).unwrap(), fs.iget(*o).unwrap());
+        assert_eq!(
+            (k.core.flags, k.core.flags2, k.core.projid),
+            (o.core.flags, o.core.flags2, o.core.projid),
+            "mode {:o}",
+            o.core.mode
+        );
+        assert_eq!(
+            (k.core.extsize, k.core.cowextsize),
+            (o.core.extsize, o.core.cowextsize),
+            "mode {:o}",
+            o.core.mode
+        );
+    }
+    assert_eq!(fs.iget(ours[0]).unwrap().core.projid, 42);
+    drop(fs);
+    let freed: Vec<(Ino, u32)> = ours.iter().map(|&i| (i, 0)).collect();
+    free_all(&img, &freed, 10);
+    assert_repair_clean(&img, "inheritance");
+}

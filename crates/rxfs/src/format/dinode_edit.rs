@@ -395,6 +395,98 @@ pub fn init_dinode(
     d
 }
 
+/// Largest extent length (and extent size hint) in blocks: 2^21 - 1.
+pub const MAX_EXTLEN: u32 = (1 << 21) - 1;
+
+/// Whether an extent size hint is one the kernel's inode verifier accepts
+/// for an inode with these flags: non-zero, at most [`MAX_EXTLEN`], and a
+/// multiple of the realtime extent size on realtime files, else at most
+/// half an AG (directories passing RTINHERIT on are checked like other
+/// directories, as the kernel does).
+fn extsize_ok(sb: &Superblock, extsize: u32, rt: bool) -> bool {
+    extsize > 0
+        && extsize <= MAX_EXTLEN
+        && if rt {
+            sb.rextsize > 0 && extsize.is_multiple_of(sb.rextsize)
+        } else {
+            extsize <= sb.agblocks / 2
+        }
+}
+
+/// Give the new inode `child` (just built by [`init_dinode`]) what it takes
+/// from its parent directory's dinode `parent`, as the kernel's inode
+/// initialisation does:
+/// - project id, when the parent has PROJINHERIT (any file type);
+/// - regular files and directories only: from di_flags, RTINHERIT (a
+///   directory keeps passing it on; a file becomes REALTIME if the
+///   filesystem has a realtime device), EXTSZINHERIT with the parent's
+///   extent size hint (EXTSIZE on a file), PROJINHERIT (directories), and
+///   NOATIME, NODUMP, SYNC, NODEFRAG, FILESTREAM (the kernel's default
+///   `fs.xfs.inherit_*` settings: NOSYMLINKS is not inherited); from
+///   di_flags2, COWEXTSIZE with the parent's hint, and DAX.
+///
+/// Hints the verifier would refuse are dropped rather than propagated.
+pub fn inherit(child: &mut [u8], parent: &[u8], sb: &Superblock) {
+    use super::inode::{
+        DIFLAG2_COWEXTSIZE, DIFLAG2_DAX, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT, DIFLAG_FILESTREAM,
+        DIFLAG_NOATIME, DIFLAG_NODEFRAG, DIFLAG_NODUMP, DIFLAG_PROJINHERIT, DIFLAG_REALTIME,
+        DIFLAG_RTINHERIT, DIFLAG_SYNC,
+    };
+    let pf = flags(parent);
+    if pf & DIFLAG_PROJINHERIT != 0 {
+        set_projid(child, projid(parent));
+    }
+    let kind = mode(child) as u32 & S_IFMT;
+    if kind != S_IFREG && kind != S_IFDIR {
+        return;
+    }
+    let dir = kind == S_IFDIR;
+    let mut f = 0u16;
+    let mut ext = 0u32;
+    if pf & DIFLAG_RTINHERIT != 0 {
+        if dir {
+            f |= DIFLAG_RTINHERIT;
+        } else if sb.rblocks > 0 {
+            f |= DIFLAG_REALTIME;
+        }
+    }
+    if pf & DIFLAG_EXTSZINHERIT != 0 {
+        f |= if dir {
+            DIFLAG_EXTSZINHERIT
+        } else {
+            DIFLAG_EXTSIZE
+        };
+        ext = extsize(parent);
+    }
+    if dir && pf & DIFLAG_PROJINHERIT != 0 {
+        f |= DIFLAG_PROJINHERIT;
+    }
+    f |= pf & (DIFLAG_NOATIME | DIFLAG_NODUMP | DIFLAG_SYNC | DIFLAG_NODEFRAG | DIFLAG_FILESTREAM);
+    if f & (DIFLAG_EXTSIZE | DIFLAG_EXTSZINHERIT) != 0 {
+        let rt = f & DIFLAG_REALTIME != 0;
+        if !extsize_ok(sb, ext, rt) {
+            f &= !(DIFLAG_EXTSIZE | DIFLAG_EXTSZINHERIT);
+            ext = 0;
+        }
+    }
+    set_flags(child, flags(child) | f);
+    set_extsize(child, ext);
+
+    let pf2 = flags2(parent);
+    let mut f2 = pf2 & DIFLAG2_DAX;
+    let mut cow = 0;
+    if pf2 & DIFLAG2_COWEXTSIZE != 0 {
+        cow = cowextsize(parent);
+        if sb.has_reflink() && cow > 0 && cow <= MAX_EXTLEN && cow <= sb.agblocks / 2 {
+            f2 |= DIFLAG2_COWEXTSIZE;
+        } else {
+            cow = 0;
+        }
+    }
+    set_flags2(child, flags2(child) | f2);
+    set_cowextsize(child, cow);
+}
+
 #[cfg(test)]
 #[path = "dinode_edit_tests.rs"]
 mod tests;

@@ -210,3 +210,71 @@ fn free_dinode_is_what_icreate_replay_builds() {
     assert_eq!((c.gen, c.next_unlinked, c.ino), (9, NULLAGINO, 555));
     assert_eq!(c.flags2, 0);
 }
+
+#[test]
+fn inherit_from_parent() {
+    use crate::format::inode::*;
+    let mut sb = sb(true, false);
+    sb.features_ro_compat |= crate::format::sb::RO_COMPAT_REFLINK;
+    sb.rblocks = 0;
+    let geo = Geometry::new(&sb);
+    let mut parent = init_dinode(&geo, &sb, Ino(100), &new(S_IFDIR | 0o755), 1);
+    set_flags(
+        &mut parent,
+        DIFLAG_PROJINHERIT
+            | DIFLAG_EXTSZINHERIT
+            | DIFLAG_RTINHERIT
+            | DIFLAG_NOATIME
+            | DIFLAG_NOSYMLINKS
+            | DIFLAG_SYNC
+            | DIFLAG_IMMUTABLE,
+    );
+    set_projid(&mut parent, 0x0001_0002);
+    set_extsize(&mut parent, 16);
+    let f2 = flags2(&parent) | DIFLAG2_COWEXTSIZE;
+    set_flags2(&mut parent, f2);
+    set_cowextsize(&mut parent, 32);
+
+    let mut file = init_dinode(&geo, &sb, Ino(101), &new(S_IFREG | 0o644), 1);
+    inherit(&mut file, &parent, &sb);
+    // No realtime device: RTINHERIT gives nothing to a file.
+    assert_eq!(flags(&file), DIFLAG_EXTSIZE | DIFLAG_NOATIME | DIFLAG_SYNC);
+    assert_eq!((extsize(&file), projid(&file)), (16, 0x0001_0002));
+    assert_eq!(flags2(&file), DIFLAG2_BIGTIME | DIFLAG2_COWEXTSIZE);
+    assert_eq!(cowextsize(&file), 32);
+
+    let mut dir = init_dinode(&geo, &sb, Ino(102), &new(S_IFDIR | 0o755), 1);
+    inherit(&mut dir, &parent, &sb);
+    assert_eq!(
+        flags(&dir),
+        DIFLAG_PROJINHERIT | DIFLAG_EXTSZINHERIT | DIFLAG_RTINHERIT | DIFLAG_NOATIME | DIFLAG_SYNC
+    );
+    assert_eq!(extsize(&dir), 16);
+
+    // Devices and symlinks take only the project id.
+    let mut dev = init_dinode(&geo, &sb, Ino(103), &new(S_IFCHR | 0o600), 1);
+    inherit(&mut dev, &parent, &sb);
+    assert_eq!(
+        (flags(&dev), extsize(&dev), projid(&dev)),
+        (0, 0, 0x0001_0002)
+    );
+    assert_eq!(rdev(&dev), (8 << 18) | 3);
+
+    // Bad hints are not passed on; no reflink: no COW hint.
+    set_extsize(&mut parent, sb.agblocks);
+    sb.features_ro_compat &= !crate::format::sb::RO_COMPAT_REFLINK;
+    let mut file = init_dinode(&geo, &sb, Ino(104), &new(S_IFREG | 0o644), 1);
+    inherit(&mut file, &parent, &sb);
+    assert_eq!(flags(&file), DIFLAG_NOATIME | DIFLAG_SYNC);
+    assert_eq!((extsize(&file), cowextsize(&file)), (0, 0));
+    assert_eq!(flags2(&file), DIFLAG2_BIGTIME);
+    // The result verifies.
+    decode(&file, Ino(104), &sb);
+
+    // A parent without flags changes nothing.
+    let plain = init_dinode(&geo, &sb, Ino(100), &new(S_IFDIR | 0o755), 1);
+    let mut f = init_dinode(&geo, &sb, Ino(105), &new(S_IFREG | 0o644), 1);
+    let orig = f.clone();
+    inherit(&mut f, &plain, &sb);
+    assert_eq!(f, orig);
+}

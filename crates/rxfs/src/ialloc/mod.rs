@@ -21,7 +21,8 @@
 //!                           then take from it
 //!    clear the free bit: inobt update; finobt update, or delete when the
 //!    chunk became full; AGI freecount - 1; sb ifree - 1
-//!    new dinode (format::dinode_edit::init_dinode) -> ijoin_new
+//!    new dinode (format::dinode_edit::init_dinode, plus what it inherits
+//!    from the parent directory: dinode_edit::inherit) -> ijoin_new
 //!
 //!  ifree(ip, ino)      nlink 0, no blocks, on no unlinked list
 //!    set the free bit: inobt update; finobt update or insert; AGI
@@ -153,11 +154,29 @@ pub fn ialloc(tx: &mut dyn MetaTx, parent: Ino, init: &NewInode) -> Result<(Ino,
             Some(g) => g,
             None => reuse_gen(tx, ino)?,
         };
-        let d = init_dinode(tx.geo(), tx.sb(), ino, init, gen);
+        let mut d = init_dinode(tx.geo(), tx.sb(), ino, init, gen);
+        if let Some(p) = parent_dinode(tx, parent)? {
+            de::inherit(&mut d, &p, tx.sb());
+        }
         let id = tx.ijoin_new(ino, d)?;
         return Ok((ino, id));
     }
     Err(Error::NoSpace)
+}
+
+/// The parent directory's dinode as last committed (or as joined to this
+/// transaction), for the flags a new inode inherits; `None` when `parent`
+/// does not name an in-use directory (e.g. inode 0 for a detached inode).
+fn parent_dinode(tx: &mut dyn MetaTx, parent: Ino) -> Result<Option<Vec<u8>>> {
+    if !tx.geo().ino_valid(parent) {
+        return Ok(None);
+    }
+    let p = tx.read_dinode_raw(parent)?;
+    let ok = p.len() >= DINODE_V3_CORE_SIZE
+        && de::magic(&p) == DINODE_MAGIC
+        && de::ino(&p) == parent.0
+        && de::mode(&p) as u32 & de::S_IFMT == de::S_IFDIR;
+    Ok(ok.then_some(p))
 }
 
 /// A record of AG `agno` with a free inode (the AGI says there is one).
