@@ -237,7 +237,7 @@ fn ialloc_inherits_like_the_kernel() {
     std::fs::create_dir(&d).unwrap();
     let ds = d.to_str().unwrap();
     for c in [
-        "chattr +PSAdtn",
+        "chattr +PSAdn",
         "chproj 42",
         "extsize 64k",
         "cowextsize 128k",
