@@ -39,18 +39,20 @@
 //! REFLINK (they may be shared: the refcount btree would have to decide).
 
 pub mod data;
+pub mod fork;
 pub mod map;
 #[cfg(test)]
 mod tests;
 
 use crate::alloc::{alloc_extent, free_extent, AllocReq};
-use crate::error::{Error, Location, Result};
-use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::error::{Error, Result};
+use crate::format::bmbt::Extent;
 use crate::format::dinode_edit as di;
-use crate::format::inode::{Timestamp, DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
+use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
 use crate::types::{AgBlock, AgNumber, FileBlock, FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 
+pub use fork::{load, store, WhichFork};
 pub use map::{ExtentMap, Space};
 
 /// Where new blocks go.
@@ -68,7 +70,7 @@ pub enum Placement {
 
 /// The data fork's mappings of a joined inode, sorted by file offset.
 pub fn read_map(tx: &mut dyn MetaTx, ip: InodeId) -> Result<Vec<Extent>> {
-    Ok(load(&*tx, ip)?.0.exts)
+    Ok(load(tx, ip, WhichFork::Data)?.0.exts)
 }
 
 /// Allocate blocks for every hole in `[off, off + count)` of the data fork
@@ -112,7 +114,8 @@ fn map_range(
     place: Placement,
 ) -> Result<(Vec<Extent>, Vec<Extent>)> {
     refuse_rmap(&*tx)?;
-    let (mut map, max_recs) = load(&*tx, ip)?;
+    let (mut map, max_recs) = load(tx, ip, WhichFork::Data)?;
+    let old = map.clone();
     let converted = if convert {
         map.mark_written(off.0, off.0.saturating_add(count))
     } else {
@@ -139,7 +142,7 @@ fn map_range(
     )?;
     if !new.is_empty() || !converted.is_empty() {
         let added: u64 = new.iter().map(|e| e.len).sum();
-        store(tx, ip, &map, added as i64)?;
+        store(tx, ip, WhichFork::Data, &old, &map, added as i64)?;
     }
     Ok((new, converted))
 }
@@ -150,7 +153,8 @@ fn map_range(
 /// extent-free intent, follow-up transactions free the space.
 pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<()> {
     refuse_rmap(&*tx)?;
-    let (mut map, _) = load(&*tx, ip)?;
+    let (mut map, _) = load(tx, ip, WhichFork::Data)?;
+    let old = map.clone();
     let d = tx.inode(ip);
     if map.exts.iter().any(|e| e.end() > from.0) && di::flags2(d) & DIFLAG2_REFLINK != 0 {
         return Err(Error::NotSupported(
@@ -170,7 +174,7 @@ pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<(
         let (agno, agbno) = (geo.fsb_agno(fsb), geo.fsb_agbno(fsb));
         tx.defer_free(agno, agbno, len as u32)?;
     }
-    store(tx, ip, &map, -(total as i64))
+    store(tx, ip, WhichFork::Data, &old, &map, -(total as i64))
 }
 
 /// Set di_size.
@@ -204,68 +208,6 @@ fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
             "data fork changes on a filesystem with rmapbt (issue 4)".into(),
         ));
     }
-    Ok(())
-}
-
-/// Decode and check the data fork of a joined inode; returns the map and
-/// the most records the fork can hold.
-fn load(tx: &dyn MetaTx, ip: InodeId) -> Result<(ExtentMap, usize)> {
-    let d = tx.inode(ip);
-    let geo = tx.geo();
-    let at = Location::Ino(di::ino(d));
-    let bad = |detail: String| Error::corrupt("inode data fork", at, detail);
-    if di::flags(d) & DIFLAG_REALTIME != 0 {
-        return Err(Error::NotSupported(
-            "realtime files: data fork editing".into(),
-        ));
-    }
-    match di::format(d) {
-        FMT_EXTENTS => {}
-        FMT_BTREE => return Err(Error::NotSupported("btree data forks: issue 4".into())),
-        f => {
-            return Err(Error::Invalid(format!(
-                "data fork format {f} has no extent map"
-            )))
-        }
-    }
-    let fork = di::data_fork(d);
-    let max_recs = fork.len() / EXTENT_REC_SIZE;
-    let n = di::nextents(d);
-    if n > max_recs as u64 {
-        return Err(bad(format!("{n} extents in a fork that holds {max_recs}")));
-    }
-    let mut exts = Vec::with_capacity(n as usize);
-    for i in 0..n as usize {
-        let e = Extent::decode(&fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
-        if !geo.fsb_extent_valid(FsBlock(e.start), e.len) {
-            return Err(bad(format!(
-                "extent {i} ({} blocks at fsblock {}) outside one AG",
-                e.len, e.start
-            )));
-        }
-        exts.push(e);
-    }
-    let map = ExtentMap::new(exts, geo.agblklog);
-    map.check().map_err(bad)?;
-    Ok((map, max_recs))
-}
-
-/// Write the map into the fork (unused record space zeroed), di_nextents,
-/// and di_nblocks += `delta`.
-fn store(tx: &mut dyn MetaTx, ip: InodeId, map: &ExtentMap, delta: i64) -> Result<()> {
-    let d = tx.inode_mut(ip);
-    let at = Location::Ino(di::ino(d));
-    let nblocks = di::nblocks(d)
-        .checked_add_signed(delta)
-        .ok_or_else(|| Error::corrupt("inode", at, "di_nblocks would wrap"))?;
-    let fork = di::data_fork_mut(d);
-    debug_assert!(map.exts.len() * EXTENT_REC_SIZE <= fork.len());
-    for (i, e) in map.exts.iter().enumerate() {
-        e.encode(&mut fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
-    }
-    fork[map.exts.len() * EXTENT_REC_SIZE..].fill(0);
-    di::set_nextents(d, map.exts.len() as u64);
-    di::set_nblocks(d, nblocks);
     Ok(())
 }
 

@@ -428,3 +428,20 @@ pub fn dir_remove(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Ino> 
         }
     }
 }
+
+/// Point the existing entry `name` at `ino` (file type `ftype`); returns
+/// the inode it named before. Used by rename over an existing target and
+/// to retarget ".." of a moved directory (`name` = ".." is allowed here).
+/// Every form.
+///
+/// (API stub for issue 4: the directory helper fills it in.)
+pub fn dir_replace(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) -> Result<Ino> {
+    let _ = (tx, dp, name, ino, ftype);
+    Err(Error::NotSupported("dir_replace (issue 4)".into()))
+}

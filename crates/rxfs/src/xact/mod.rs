@@ -90,6 +90,19 @@ pub enum Resv {
     SetAttr,
     /// Small changes (superblock, one inode).
     Misc,
+    /// rename (up to four inodes, two directories).
+    Rename,
+    /// link (one new entry, nlink + 1).
+    Link,
+    /// symlink (create plus remote target blocks).
+    Symlink,
+    /// Set an extended attribute (shortform/leaf/node edits, remote value
+    /// blocks, fork conversions).
+    AttrSet,
+    /// Remove an extended attribute.
+    AttrRemove,
+    /// fallocate modes, data fork shifts (collapse/insert range).
+    Fallocate,
 }
 
 /// What metadata algorithms need from a transaction. See the module doc

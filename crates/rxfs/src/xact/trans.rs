@@ -88,7 +88,11 @@ pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
         Resv::Misc => 2 * blk + 2 * ino,
         Resv::SetAttr => blk * 2 + ino * 2,
         Resv::Create | Resv::Mkdir | Resv::Remove => 24 * blk + 4 * ino + 3 * dir,
-        Resv::Write | Resv::Truncate => 64 * blk + 2 * ino,
+        Resv::Write | Resv::Truncate | Resv::Fallocate => 64 * blk + 2 * ino,
+        Resv::Link => 24 * blk + 2 * ino + 3 * dir,
+        Resv::Symlink => 32 * blk + 4 * ino + 3 * dir,
+        Resv::Rename => 48 * blk + 4 * ino + 6 * dir,
+        Resv::AttrSet | Resv::AttrRemove => 48 * blk + 2 * ino + 4 * dir,
     };
     n as u32
 }
