@@ -184,6 +184,48 @@ fn crash_workload_small_logbufs_wrapping() {
     assert!(tot.log_end_writes > 0, "no log write reached the log end");
 }
 
+/// 4 KiB sectors (`mkfs -s size=4096`: 4 KiB AG headers and log sectors,
+/// a 4 KiB log stripe unit every record is padded to) and a 32 KiB log
+/// stripe unit (`-l su=32k`): the same crash rules, and every second image
+/// also recovered by the kernel.
+fn striped_log_variant(name: &str, seeds: std::ops::Range<u64>, mkfs_opts: &[&str]) {
+    let run = SeedRun {
+        params: Params {
+            ops: env_usize("RXFS_CRASH_OPS", 160),
+            ..Params::default()
+        },
+        opts: rw(),
+        points: env_usize("RXFS_CRASH_POINTS", 8),
+        kernel_every: 2,
+        prefill_log: None,
+        lying_flush: false,
+    };
+    let tot = run_all(name, seeds, mkfs_opts, run);
+    assert_clean(&tot);
+    assert!(
+        tot.kernel_images > 0,
+        "no image was recovered by the kernel"
+    );
+}
+
+#[test]
+fn crash_workload_4k_sectors() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    striped_log_variant("crash-s4k", 5101..5103, &["-s", "size=4096"]);
+}
+
+#[test]
+fn crash_workload_log_stripe_unit() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    striped_log_variant("crash-lsu", 5201..5203, &["-l", "su=32k"]);
+}
+
 /// The harness must catch a broken durability promise: with a device
 /// whose flushes do nothing, fsync'd states are lost at crash points that
 /// drop unflushed writes, and the checks must say so.

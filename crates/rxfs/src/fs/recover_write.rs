@@ -72,7 +72,7 @@ pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<RecoveryStats> {
         dev.write_at(&bytes, Daddr(daddr).bytes())?;
     }
     dev.flush()?;
-    write_clean_log(dev, &log, &st, sb.uuid)?;
+    write_clean_log(dev, &log, &st, sb.uuid, super::rw::log_sunit(&sb))?;
     dev.flush()?;
     // The log must now read as clean.
     let after = log.find_state()?;
@@ -93,6 +93,7 @@ pub fn write_clean_log(
     log: &Log<'_>,
     st: &LogState,
     uuid: crate::format::Uuid,
+    sunit: u32,
 ) -> Result<()> {
     let bbs = log.size_bbs();
     let head = st.head;
@@ -111,9 +112,16 @@ pub fn write_clean_log(
         head,
         order.fmt(),
         uuid,
-        UNMOUNT_BUF_SIZE,
+        UNMOUNT_BUF_SIZE.max(sunit),
     );
     h.num_logops = 1;
+    // Pad to the log stripe unit like every record (4 KiB log sectors
+    // included): the next record must start on a stripe-unit boundary.
+    let hdr_bbs = crate::log::iclog::header_bbs(UNMOUNT_BUF_SIZE.max(sunit));
+    payload.resize(
+        crate::log::writer::record_payload_len(hdr_bbs, sunit, payload.len()),
+        0,
+    );
     if let Some(r) = &st.last_record {
         h.prev_block = r.block;
     }

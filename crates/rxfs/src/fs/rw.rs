@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Opening read-write: refuse what rxfs cannot write yet (rmapbt, realtime,
-//! external or striped logs, unaligned inode chunks), recover a dirty log
+//! external logs, unaligned inode chunks), recover a dirty log
 //! onto the device first, then continue the (now clean) log.
 //!
 //! Unmount: stop new transactions, force the CIL, drain the AIL, log the
@@ -87,6 +87,16 @@ impl RwCore {
     }
 }
 
+/// The log stripe unit records are padded to, in bytes (512 without one;
+/// `sb_logsunit` is in bytes and only meaningful on v2 logs).
+pub(crate) fn log_sunit(sb: &Superblock) -> u32 {
+    if sb.logsunit > 1 && sb.logsunit.is_multiple_of(512) {
+        sb.logsunit
+    } else {
+        512
+    }
+}
+
 /// Refuse filesystems rxfs cannot change safely yet.
 fn check_writable(sb: &Superblock, geo: &Geometry, dev: &dyn BlockDevice) -> Result<()> {
     let no = |what: &str| {
@@ -107,9 +117,6 @@ fn check_writable(sb: &Superblock, geo: &Geometry, dev: &dyn BlockDevice) -> Res
     }
     if sb.logstart == 0 {
         return no("filesystems with an external log");
-    }
-    if sb.logsunit > 512 {
-        return no("filesystems with a log stripe unit");
     }
     let bpc = geo.inode_cluster_blocks.max(1);
     if geo.inoalignmt == 0 || !geo.inoalignmt.is_multiple_of(bpc) {
@@ -164,12 +171,20 @@ impl Filesystem {
                 "still dirty after recovery",
             ));
         }
-        let cfg = LogConfig::from_state(
-            &st,
-            sb.uuid,
-            opts.logbufs.unwrap_or(8),
-            opts.logbsize.unwrap_or(32 * 1024),
-        );
+        let sunit = log_sunit(&sb);
+        let logbsize = match opts.logbsize {
+            Some(b) if b < sunit => {
+                return Err(Error::Invalid(format!(
+                    "logbsize {b} is smaller than the log stripe unit {sunit}, as the kernel \
+                     refuses"
+                )))
+            }
+            Some(b) => b,
+            // The kernel's default: 32 KiB, or the stripe unit if larger.
+            None => sunit.max(32 * 1024),
+        };
+        let mut cfg = LogConfig::from_state(&st, sb.uuid, opts.logbufs.unwrap_or(8), logbsize);
+        cfg.sunit = sunit;
         let view = Arc::new(CacheDevice::new(dev.clone()));
         let bufs = Arc::new(BufCache::new(BUF_CAPACITY));
         let uuid = sb.metadata_uuid();

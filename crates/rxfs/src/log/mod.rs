@@ -66,9 +66,12 @@
 //!   target needs items that are still pinned by an unwritten checkpoint it
 //!   must force the log (as the kernel's xfsaild does), else waiters wait.
 //!
+//! - Log stripe unit (`sb_logsunit`, also set to 4 KiB by 4 KiB log
+//!   sectors): every record (header + payload) is padded to a multiple of
+//!   it, as the kernel pads, so records start on stripe-unit boundaries;
+//!   the payload room of a buffer is cut to whole stripe units.
+//!
 //! ## Not done yet
-//! - Log stripe unit (`sb_logsunit` > 1 BB): records are padded to a BB, not
-//!   to the stripe unit the kernel pads to (not tried on a striped log).
 //! - External log devices; a log on the data device only.
 //! - The "wait for the previous buffer before pushing" heuristic is the
 //!   deferral above; there is no timed background push (the kernel's log

@@ -39,6 +39,11 @@ pub struct LogConfig {
     pub prev_block: u32,
     /// Byte order of host-order structures (TRAN header, unmount body).
     pub order: HostOrder,
+    /// Log stripe unit in bytes (`sb_logsunit`; [`BBSIZE`] when there is
+    /// none): every record (header + payload) is padded to a multiple of
+    /// it, so records start on stripe-unit (and 4 KiB log sector)
+    /// boundaries as the kernel's do.
+    pub sunit: u32,
 }
 
 impl LogConfig {
@@ -58,6 +63,7 @@ impl LogConfig {
             tail,
             prev_block: st.last_record.as_ref().map_or(u32::MAX, |r| r.block),
             order: HostOrder::native(),
+            sunit: BBSIZE as u32,
         }
     }
 }
@@ -149,7 +155,17 @@ impl LogWriter {
                 "log head, tail or extent out of range".into(),
             ));
         }
-        let capacity = payload_capacity(cfg.logbsize);
+        let sunit = cfg.sunit as usize;
+        if sunit == 0 || !sunit.is_multiple_of(BBSIZE) || cfg.sunit > cfg.logbsize {
+            return Err(Error::Invalid(format!(
+                "log stripe unit {} is not a multiple of 512 no larger than logbsize {}",
+                cfg.sunit, cfg.logbsize
+            )));
+        }
+        // Room for the payload once the record is padded to whole stripe
+        // units within one buffer of logbsize bytes.
+        let whole = cfg.logbsize as usize / sunit * sunit;
+        let capacity = payload_capacity(cfg.logbsize).min(whole - hdr_bbs as usize * BBSIZE);
         let grant = GrantHeads::new(cfg.size_bbs, cfg.tail, cfg.head, pusher);
         let core = Core {
             iclogs: (0..cfg.logbufs).map(|_| Iclog::new(capacity)).collect(),
@@ -236,7 +252,11 @@ impl LogWriter {
         let bufs = body.div_ceil(self.sh.capacity - OP_HEADER_SIZE) + 1;
         let splits = bufs * OP_HEADER_SIZE;
         let hdr = bufs * self.sh.hdr_bbs as usize * BBSIZE;
-        (body + splits + hdr + BBSIZE) as u32
+        // Padding: a BB, or up to a stripe unit per record (two, as the
+        // kernel reserves, for the record a commit may end in).
+        let sunit = self.sh.cfg.sunit as usize;
+        let pad = if sunit > BBSIZE { 2 * sunit } else { BBSIZE };
+        (body + splits + hdr + pad) as u32
     }
 
     /// Write `ops` in order; returns the LSN of the record holding the last
@@ -529,7 +549,7 @@ impl Shared {
         let bbs = self.cfg.size_bbs;
         let ic = &mut c.iclogs[idx];
         let len = ic.data.len();
-        let padded = padded_len(len);
+        let padded = record_payload_len(self.hdr_bbs, self.cfg.sunit, len);
         ic.data.resize(padded, 0);
         let total = self.hdr_bbs + (padded / BBSIZE) as u32;
         let tail = self.grant.tail();
@@ -583,6 +603,15 @@ impl Shared {
         self.io_cvs[idx].notify_one();
         Ok(())
     }
+}
+
+/// Payload bytes of a record holding `len` bytes of ops: padded so the
+/// whole record (`hdr_bbs` header blocks + payload) is a multiple of the
+/// stripe unit `sunit` (a BB without one).
+pub(crate) fn record_payload_len(hdr_bbs: u32, sunit: u32, len: usize) -> usize {
+    let hdr = hdr_bbs as usize * BBSIZE;
+    let unit = (sunit as usize).max(BBSIZE);
+    padded_len((hdr + len).div_ceil(unit) * unit - hdr)
 }
 
 /// The `last_sync_lsn` to start with: just before the head. Every record

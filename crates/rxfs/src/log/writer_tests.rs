@@ -56,6 +56,7 @@ fn cfg(bbs: u32, logbufs: usize, logbsize: u32, head: Lsn) -> LogConfig {
         tail: head,
         prev_block: u32::MAX,
         order: HostOrder::native(),
+        sunit: BBSIZE as u32,
     }
 }
 
