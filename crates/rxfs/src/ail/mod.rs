@@ -424,6 +424,16 @@ impl Ail {
                 need_force = true;
                 continue;
             }
+            if st.stale || st.committed.len() != clen as usize * 512 {
+                // The chunk was freed (its cluster buffers cancelled): the
+                // inodes went with it and have nothing left to write, as
+                // the kernel's stale inodes.
+                drop(st);
+                for (key, ip, snap) in inodes {
+                    clean.push((key, AilItem::Inode(ip), snap));
+                }
+                continue;
+            }
             let mut base = (*st.committed).clone();
             for (key, ip, snap) in &inodes {
                 let (_, _, boff) = crate::cil::format::cluster_of(&self.geo, ip.ino);

@@ -29,6 +29,7 @@ pub mod recover_iunlink;
 pub mod recover_write;
 pub mod rt;
 pub mod rw;
+mod rw_recover;
 pub mod statfs;
 pub mod stats;
 pub mod symlink;

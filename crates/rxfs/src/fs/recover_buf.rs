@@ -10,7 +10,8 @@
 //! ```
 //!
 //! Ordinary buffers: the runs are copied into the block, unless the block
-//! carries an LSN at or past the transaction's (v5 rule); the block then
+//! carries an LSN at or past the transaction's (v5 rule; an LSN in a
+//! block whose CRC fails, torn by a crash, is not trusted); the block then
 //! gets the transaction LSN and a fresh CRC. Inode buffers (`INODE_BUF`)
 //! only carry `di_next_unlinked` updates of the inodes in the cluster: only
 //! those 4-byte fields are copied, and the CRC of each changed inode is
@@ -107,7 +108,13 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &BufFormat, item: &LogItem
     }
     let uuid = r.uuid();
     if r.v5() {
-        if let Some(disk) = block_lsn(&buf, &uuid) {
+        // A block whose CRC fails was torn by a crash during its write
+        // back (its first sector, with the new LSN, landed; others did
+        // not): its LSN proves nothing, and replaying every item of the
+        // window over it rebuilds it, since every change since its last
+        // complete write is in the window. (The kernel trusts the LSN.)
+        let intact = super::recover::meta_header(&buf).is_none_or(|h| crc::verify(&buf, h.crc_off));
+        if let Some(disk) = block_lsn(&buf, &uuid).filter(|_| intact) {
             if buf_is_newer(disk, r.stamped.get(&f.blkno).copied(), lsn) {
                 r.stats.buf_skipped_lsn += 1;
                 return Ok(());

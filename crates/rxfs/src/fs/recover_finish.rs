@@ -73,6 +73,18 @@ fn check_extent(geo: &Geometry, e: &FreeExtent, id: u64) -> Result<()> {
 /// Finish one unfinished EFI in `tx`: log its EFD, free its extents.
 /// Returns the number of blocks freed.
 pub fn finish_intent(tx: &mut dyn MetaTx, intent: &PendingIntent) -> Result<u64> {
+    let (id, extents) = efi_extents(tx.geo(), intent)?;
+    let efd = encode_free_extents(HostOrder::native(), true, false, id, extents);
+    tx.log_raw_item(vec![efd]);
+    free_efi_extents(tx, extents)
+}
+
+/// The id and extents of an unfinished EFI, checked against the geometry
+/// (`NotSupported` for other intents).
+pub(crate) fn efi_extents<'a>(
+    geo: &Geometry,
+    intent: &'a PendingIntent,
+) -> Result<(u64, &'a [FreeExtent])> {
     let (id, extents) = match &intent.item {
         ItemFormat::Efi {
             rt: false,
@@ -87,10 +99,14 @@ pub fn finish_intent(tx: &mut dyn MetaTx, intent: &PendingIntent) -> Result<u64>
         }
     };
     for e in extents {
-        check_extent(tx.geo(), e, id)?;
+        check_extent(geo, e, id)?;
     }
-    let efd = encode_free_extents(HostOrder::native(), true, false, id, extents);
-    tx.log_raw_item(vec![efd]);
+    Ok((id, extents))
+}
+
+/// Free every extent of an EFI (checked by [`efi_extents`]); returns the
+/// number of blocks freed.
+pub(crate) fn free_efi_extents(tx: &mut dyn MetaTx, extents: &[FreeExtent]) -> Result<u64> {
     let mut blocks = 0;
     for e in extents {
         let fsb = FsBlock(e.start);

@@ -142,13 +142,27 @@ pub fn write_clean_log(
     } else {
         (blk + total, head.cycle())
     };
-    // Blocks a crash may have written beyond the head claim a cycle the
-    // log has not reached: before the log end, `new_cycle`; past the end
-    // (wrapped to block 0), `new_cycle + 1`. Restamp each with the cycle
-    // just before it (as the kernel's stale-block clearing does), so the
-    // head search stops at the unmount record. Valid blocks never claim a
-    // future cycle, so nothing valid is touched.
-    let window = ((MAX_ICLOGS * MAX_RECORD_BSIZE / BBSIZE) as u32).min(bbs.saturating_sub(total));
+    restamp_past_head(dev, log, st.start, new_blk, new_cycle, total)?;
+    Ok(())
+}
+
+/// Blocks a crash may have written beyond the head `(new_blk, new_cycle)`
+/// claim a cycle the log has not reached: before the log end, `new_cycle`;
+/// past the end (wrapped to block 0), `new_cycle + 1`. Restamp each with
+/// the cycle just before it (as the kernel's stale-block clearing does), so
+/// the head search stops at the head. Valid blocks never claim a future
+/// cycle, so nothing valid is touched. `used`: blocks just written before
+/// the head that the window must not wrap onto.
+pub(crate) fn restamp_past_head(
+    dev: &dyn BlockDevice,
+    log: &Log<'_>,
+    start: Daddr,
+    new_blk: u32,
+    new_cycle: u32,
+    used: u32,
+) -> Result<()> {
+    let bbs = log.size_bbs();
+    let window = ((MAX_ICLOGS * MAX_RECORD_BSIZE / BBSIZE) as u32).min(bbs.saturating_sub(used));
     let mut blkbuf = vec![0u8; BBSIZE];
     for i in 0..window {
         let lin = new_blk + i;
@@ -161,7 +175,7 @@ pub fn write_clean_log(
         if crate::format::log::block_cycle(&cur) == future {
             blkbuf.fill(0);
             put_be32(&mut blkbuf, 0, future.wrapping_sub(1));
-            dev.write_at(&blkbuf, Daddr(st.start.0 + b as u64).bytes())?;
+            dev.write_at(&blkbuf, Daddr(start.0 + b as u64).bytes())?;
         }
     }
     Ok(())

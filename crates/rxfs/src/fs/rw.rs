@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
+use super::recover_finish::Unfreeable;
 use super::{Filesystem, MountOptions};
 use crate::ail::Ail;
 use crate::bdev::BlockDevice;
@@ -154,23 +155,24 @@ impl Filesystem {
             ));
         }
         let st = super::log::Log::new(&*dev, &geo, &sb)?.find_state()?;
-        let recovery = if st.needs_recovery() {
-            let stats = super::recover_write::recover_to_device(dev.clone())?;
-            tracing::info!("log recovered onto the device: {stats}");
-            Some(stats)
+        // A dirty log: checked in memory (refused with nothing written),
+        // replayed onto the device, then continued and finished through
+        // logged transactions below (see rw_recover).
+        let (recovery, pending) = if st.needs_recovery() {
+            let check = super::recover_finish::recover_and_finish(
+                &dev,
+                &geo,
+                &sb,
+                &st,
+                Unfreeable::Refuse,
+            )?;
+            let pending = super::rw_recover::replay_onto_device(&*dev, &geo, &sb, &st)?;
+            (Some(check.stats), Some(pending))
         } else {
-            None
+            (None, None)
         };
         let sb = super::read_primary_sb(&*dev)?;
         let geo = Geometry::new(&sb);
-        let st = super::log::Log::new(&*dev, &geo, &sb)?.find_state()?;
-        if st.needs_recovery() {
-            return Err(Error::corrupt(
-                "log",
-                crate::error::Location::Daddr(st.start.0),
-                "still dirty after recovery",
-            ));
-        }
         let sunit = log_sunit(&sb);
         let logbsize = match opts.logbsize {
             Some(b) if b < sunit => {
@@ -218,7 +220,7 @@ impl Filesystem {
             cancels: AtomicU64::new(0),
         };
         let dev: Arc<dyn BlockDevice> = view;
-        Ok(Arc::new(Filesystem {
+        let fs = Arc::new(Filesystem {
             recovery,
             dev,
             rtdev,
@@ -229,7 +231,18 @@ impl Filesystem {
             icache: super::inode::InodeCache::new(super::INODE_CACHE_CAPACITY),
             rw: Some(core),
             epoch: AtomicU64::new(0),
-        }))
+        });
+        if let (Some(p), Some(want)) = (pending, fs.recovery.as_ref()) {
+            if let Err(e) = fs.finish_recovery(p, want) {
+                // The log stays dirty with whatever was finished: the next
+                // recovery (ours or the kernel's) finishes the rest.
+                tracing::error!("finishing log recovery failed: {e}");
+                fs.abandon();
+                return Err(e);
+            }
+            tracing::info!("log recovered: {want}");
+        }
+        Ok(fs)
     }
 
     /// The write path, on read-write mounts.
@@ -237,7 +250,7 @@ impl Filesystem {
         self.rw.as_ref()
     }
 
-    fn rw_live(&self) -> Result<&RwCore> {
+    pub(super) fn rw_live(&self) -> Result<&RwCore> {
         let rw = self
             .rw
             .as_ref()

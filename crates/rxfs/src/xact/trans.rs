@@ -260,6 +260,14 @@ impl<'a> Trans<'a> {
         Ok(seq)
     }
 
+    /// Log `region`, the done item of `intent` (an intent recovery found
+    /// unfinished and put in the AIL at its record's LSN): the intent
+    /// leaves the AIL, and stops holding the log tail, once this
+    /// transaction's checkpoint is stable.
+    pub(crate) fn log_intent_done(&mut self, intent: Arc<IntentItem>, region: Vec<u8>) {
+        self.raw.push(RawItem::Done(intent, vec![region]));
+    }
+
     fn commit_one(mut self) -> Result<u64> {
         let rw = self.core();
         let mut ticket = self.ticket.take().expect("ticket");

@@ -331,7 +331,7 @@ pub fn kernel_leftover_unlinked(img: &Path) -> Vec<Leaked> {
 
 /// `c` as if the `leaked` inodes had been freed: per-AG free inodes, the
 /// total of free blocks (their blocks may lie in any AG), sb counters.
-fn adjust_for_leaked(c: &Counts, leaked: &[Leaked]) -> Counts {
+pub fn adjust_for_leaked(c: &Counts, leaked: &[Leaked]) -> Counts {
     let mut c = c.clone();
     let blocks: u64 = leaked.iter().map(|l| l.nblocks).sum();
     for l in leaked {
@@ -346,7 +346,7 @@ fn adjust_for_leaked(c: &Counts, leaked: &[Leaked]) -> Counts {
 }
 
 /// With leaked inodes adjusted for, per-AG free blocks compare as a total.
-fn comparable(mut c: Counts, total_blocks: bool) -> Counts {
+pub fn comparable(mut c: Counts, total_blocks: bool) -> Counts {
     if total_blocks {
         let sum: u64 = c.ags.iter().map(|a| a.0).sum();
         for (i, a) in c.ags.iter_mut().enumerate() {

@@ -1,0 +1,149 @@
+//! Read-write mount of a dirty log: recovery finished through the log.
+//!
+//! Replay is idempotent (the LSN rule skips what is already on disk), but
+//! finishing is not: an unfinished EFI freed twice corrupts the free-space
+//! btrees. So the read-write mount, like the kernel, finishes in logged
+//! transactions that continue the dirty log:
+//!
+//! 1. **Check** ([`recover_and_finish`] in memory, nothing written): logs
+//!    with intents or unlinked inodes rxfs cannot finish are refused with
+//!    the device untouched. Its counters are the mount's recovery stats.
+//! 2. **Replay onto the device** ([`replay_onto_device`]): the replayed
+//!    blocks are written in place and flushed, then the blocks past the
+//!    head that a crash may have left with the current cycle are
+//!    restamped. The log is still dirty and unchanged up to its head: a
+//!    crash here replays it again, to the same result.
+//! 3. **Continue the log**: the log writer starts at the dirty head with
+//!    the dirty tail, so the old records (and their EFIs) stay in the
+//!    recovery window.
+//! 4. **Finish** ([`Filesystem::finish_recovery`]): each unfinished EFI
+//!    enters the AIL at the LSN of the record that logged it, which holds
+//!    the log tail there; one transaction per EFI logs its EFD and frees
+//!    its extents; the EFI leaves the AIL when that checkpoint is stable.
+//!    Then each inode on the AGI unlinked lists is freed in a transaction
+//!    of its own ([`pop_unlinked`]). A crash at any point leaves a log
+//!    whose recovery sees each EFI with or without its EFD, and unlinked
+//!    lists that hold exactly the inodes not freed yet.
+//!
+//! ```text
+//!  log: [old tail ... EFI x ... EFI y ...][old head: tx EFD x+frees][tx EFD y+frees][tx pop ino]...
+//!        ^ tail held by x, y in the AIL      ^ the writer starts here
+//! ```
+
+use std::sync::Arc;
+
+use super::log::{Log, LogState};
+use super::recover::{recover, PendingIntent, RecoveryStats};
+use super::recover_finish::{efi_extents, free_efi_extents};
+use super::recover_iunlink::{pop_unlinked, unlinked_buckets};
+use super::recover_write::restamp_past_head;
+use super::Filesystem;
+use crate::ail::{AilItem, IntentItem};
+use crate::bdev::BlockDevice;
+use crate::error::{Error, Result};
+use crate::format::log::HostOrder;
+use crate::format::log_items::encode_free_extents;
+use crate::format::sb::Superblock;
+use crate::geometry::Geometry;
+use crate::types::Daddr;
+use crate::xact::Resv;
+
+/// What step 4 has to finish.
+pub(super) struct Pending {
+    intents: Vec<PendingIntent>,
+}
+
+/// Steps 2: replay the dirty log `st` onto `dev` (see the module doc).
+pub(super) fn replay_onto_device(
+    dev: &dyn BlockDevice,
+    geo: &Geometry,
+    sb: &Superblock,
+    st: &LogState,
+) -> Result<Pending> {
+    let rec = recover(dev, geo, sb, st)?;
+    for (daddr, bytes) in rec.overlay.runs() {
+        dev.write_at(&bytes, Daddr(daddr).bytes())?;
+    }
+    dev.flush()?;
+    let log = Log::new(dev, geo, sb)?;
+    restamp_past_head(dev, &log, st.start, st.head.block(), st.head.cycle(), 0)?;
+    dev.flush()?;
+    Ok(Pending {
+        intents: rec.intents,
+    })
+}
+
+impl Filesystem {
+    /// Step 4 (see the module doc). `want`: what the in-memory check
+    /// finished; the logged finish must do the same.
+    pub(super) fn finish_recovery(&self, p: Pending, want: &RecoveryStats) -> Result<()> {
+        let rw = self.rw_live()?;
+        let items: Vec<Arc<IntentItem>> = p
+            .intents
+            .iter()
+            .map(|i| efi_extents(&self.geo, i).map(|(id, _)| IntentItem::new(id)))
+            .collect::<Result<_>>()?;
+        for (it, pi) in items.iter().zip(&p.intents) {
+            rw.ail
+                .checkpoint_done(pi.lsn, vec![AilItem::Intent(it.clone())], true);
+        }
+        let mut blocks = 0;
+        for (it, pi) in items.iter().zip(&p.intents) {
+            let (id, extents) = efi_extents(&self.geo, pi)?;
+            let mut tp = self.trans_alloc(Resv::Truncate)?;
+            blocks += free_efi_extents(&mut tp, extents)?;
+            let efd = encode_free_extents(HostOrder::native(), true, false, id, extents);
+            tp.log_intent_done(it.clone(), efd);
+            tp.commit()?;
+        }
+        let mut inodes = 0;
+        let buckets = {
+            let mut tp = self.trans_alloc(Resv::Misc)?;
+            let b = unlinked_buckets(&mut tp)?;
+            tp.cancel();
+            b
+        };
+        for (agno, bucket) in buckets {
+            let cap = self.geo.ag_size(agno) as u64 * self.geo.inopblock as u64;
+            let mut n = 0u64;
+            loop {
+                let mut tp = self.trans_alloc(Resv::Truncate)?;
+                match pop_unlinked(&mut tp, agno, bucket)? {
+                    Some(_) => {
+                        tp.commit()?;
+                        inodes += 1;
+                    }
+                    None => {
+                        tp.cancel();
+                        break;
+                    }
+                }
+                n += 1;
+                if n > cap {
+                    return Err(Error::corrupt(
+                        "AGI unlinked list",
+                        crate::error::Location::Unknown,
+                        format!(
+                            "AG {} bucket {bucket} longer than the AG has inodes",
+                            agno.0
+                        ),
+                    ));
+                }
+            }
+        }
+        if (p.intents.len() as u64, blocks, inodes)
+            != (
+                want.intents_finished,
+                want.intent_blocks_freed,
+                want.unlinked_inodes_freed,
+            )
+        {
+            return Err(Error::Invalid(format!(
+                "logged recovery finished {} intents ({blocks} blocks) and {inodes} unlinked \
+                 inodes, the in-memory check {want}",
+                p.intents.len()
+            )));
+        }
+        self.log_force()
+    }
+}
