@@ -22,6 +22,11 @@
 //! ([`recover_and_finish`]); logs with intents rxfs cannot finish are
 //! refused with nothing written.
 //!
+//! Filesystems rxfs mounts read-write take the read-write mount's path
+//! instead (finishing through the log, see `rw_recover`), then unmount
+//! clean. The in-place path below is for the others (rmapbt, realtime,
+//! external log):
+//!
 //! Order: data first, flush, then the log, flush. A crash between the two
 //! leaves the old dirty log. Its replay is idempotent (LSN rule), but the
 //! finishing steps are not logged (there is no log to write them to before
@@ -66,6 +71,23 @@ pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<RecoveryStats> {
     let st = log.find_state()?;
     if !st.needs_recovery() {
         return Ok(RecoveryStats::default());
+    }
+    // Filesystems rxfs can mount read-write recover as that mount does:
+    // finishing through the log, crash-safe at every step
+    // (super::rw_recover); then a clean unmount.
+    if super::rw::check_writable(&sb, &geo, dev).is_ok() {
+        drop(log);
+        let fs = super::Filesystem::open(
+            dev_arc,
+            None,
+            super::MountOptions {
+                read_only: false,
+                ..Default::default()
+            },
+        )?;
+        let stats = fs.recovery_stats().cloned().unwrap_or_default();
+        fs.unmount()?;
+        return Ok(stats);
     }
     let rec = recover_and_finish(&dev_arc, &geo, &sb, &st, Unfreeable::Refuse)?;
     for (daddr, bytes) in rec.overlay.runs() {

@@ -99,7 +99,7 @@ pub(crate) fn log_sunit(sb: &Superblock) -> u32 {
 }
 
 /// Refuse filesystems rxfs cannot change safely yet.
-fn check_writable(sb: &Superblock, geo: &Geometry, dev: &dyn BlockDevice) -> Result<()> {
+pub(crate) fn check_writable(sb: &Superblock, geo: &Geometry, dev: &dyn BlockDevice) -> Result<()> {
     let no = |what: &str| {
         Err(Error::NotSupported(format!(
             "read-write mounts of {what}: mount with -o ro"
