@@ -76,7 +76,6 @@ pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<RecoveryStats> {
     // finishing through the log, crash-safe at every step
     // (super::rw_recover); then a clean unmount.
     if super::rw::check_writable(&sb, &geo, dev).is_ok() {
-        drop(log);
         let fs = super::Filesystem::open(
             dev_arc,
             None,
