@@ -98,6 +98,16 @@ pub enum Error {
     TooManyLinks,
     #[error("filesystem is shut down")]
     Shutdown,
+    /// EPERM: the operation is not permitted on this kind of object (a
+    /// hard link to a directory...).
+    #[error("operation not permitted")]
+    Perm,
+    /// EINVAL for rename: a directory moved into its own subtree.
+    #[error("cannot move a directory into itself")]
+    IntoItself,
+    /// EBUSY: the object is in use (rename of a mount root...).
+    #[error("busy")]
+    Busy,
 }
 
 impl Error {
@@ -145,6 +155,9 @@ impl Error {
             Error::Exists => libc::EEXIST,
             Error::NotEmpty => libc::ENOTEMPTY,
             Error::TooManyLinks => libc::EMLINK,
+            Error::Perm => libc::EPERM,
+            Error::IntoItself => libc::EINVAL,
+            Error::Busy => libc::EBUSY,
         }
     }
 }

@@ -48,6 +48,7 @@
 
 pub mod block;
 pub mod ns;
+pub mod ns_link;
 pub mod sf;
 #[cfg(test)]
 mod tests;

@@ -15,8 +15,10 @@
 //! The caller holds the inode locks of the parent and (for unlink/rmdir)
 //! the child, and has joined the parent. An inode whose link count drops
 //! to 0 is freed in the same transaction (its data blocks through
-//! [`crate::bmapop::free_range`], then [`crate::ialloc::ifree`]): there is
-//! no unlinked list, so the caller must not unlink inodes still open.
+//! [`crate::bmapop::free_range`], then [`crate::ialloc::ifree`]), unless
+//! the caller says it is still open ([`unlink_with`], [`rmdir_with`]): then
+//! it goes on the AGI unlinked list ([`crate::ialloc::unlinked`]) and the
+//! last close frees it. link, symlink and O_TMPFILE are in [`super::ns_link`].
 
 use super::{
     check_name, dir_add_from, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove,
@@ -57,7 +59,7 @@ fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
 }
 
 /// The directory `dp` must still be linked (not removed under us).
-fn check_parent(tx: &dyn MetaTx, dp: InodeId) -> Result<()> {
+pub(super) fn check_parent(tx: &dyn MetaTx, dp: InodeId) -> Result<()> {
     let d = tx.inode(dp);
     if di::mode(d) as u32 & di::S_IFMT != di::S_IFDIR {
         return Err(Error::NotDir);
@@ -76,7 +78,7 @@ fn widest_ino(tx: &dyn MetaTx) -> Ino {
     g.agino_to_ino(AgNumber(g.agcount - 1), AgIno(agino_max))
 }
 
-fn touch_parent(tx: &mut dyn MetaTx, dp: InodeId, now: Timestamp, nlink_delta: i32) {
+pub(super) fn touch_parent(tx: &mut dyn MetaTx, dp: InodeId, now: Timestamp, nlink_delta: i32) {
     let d = tx.inode_mut(dp);
     di::set_mtime(d, now);
     di::set_ctime(d, now);
@@ -87,7 +89,7 @@ fn touch_parent(tx: &mut dyn MetaTx, dp: InodeId, now: Timestamp, nlink_delta: i
     }
 }
 
-fn new_inode(
+pub(super) fn new_inode(
     tx: &mut dyn MetaTx,
     dp: InodeId,
     name: &[u8],
@@ -114,7 +116,7 @@ fn new_inode(
     ialloc(tx, parent, &init)
 }
 
-fn ftype_of(mode: u32) -> Result<(FileType, u8)> {
+pub(super) fn ftype_of(mode: u32) -> Result<(FileType, u8)> {
     let ft = FileType::from_mode(mode as u16)
         .ok_or_else(|| Error::Invalid(format!("mode {mode:#o} has no file type")))?;
     Ok((ft, ft.to_ftype()))
@@ -162,7 +164,7 @@ pub fn mkdir(
 
 /// Refuse (before anything changes) to free an inode whose blocks this
 /// code cannot give back.
-fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
+pub(super) fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     let d = tx.inode(ip);
     if di::format(d) == FMT_BTREE {
         return Err(Error::NotSupported(
@@ -204,7 +206,7 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
 }
 
 /// Look up the child `name` of `dp` and join it.
-fn child(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<(Ino, InodeId)> {
+pub(super) fn child(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<(Ino, InodeId)> {
     let ino = dir_lookup(tx, dp, name)?.ok_or(Error::NotFound)?;
     if !tx.geo().ino_valid(ino) {
         return Err(Error::corrupt(
@@ -227,6 +229,18 @@ fn child(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<(Ino, InodeId)
 /// Remove the non-directory entry `name` from `dp`; frees the inode when
 /// its link count reaches 0. Returns the child's inode number.
 pub fn unlink(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> Result<Ino> {
+    unlink_with(tx, dp, name, now, &|_| false)
+}
+
+/// [`unlink`]; an inode for which `open` says true keeps its blocks when
+/// its last link goes and is put on the unlinked list instead.
+pub fn unlink_with(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    now: Timestamp,
+    open: &dyn Fn(Ino) -> bool,
+) -> Result<Ino> {
     refuse_rmap(tx)?;
     check_name(name)?;
     check_parent(tx, dp)?;
@@ -238,7 +252,8 @@ pub fn unlink(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> 
         return Err(Error::IsDir);
     }
     let last = di::nlink(tx.inode(ip)) == 1;
-    if last {
+    let keep = last && open(ino);
+    if last && !keep {
         check_can_free(tx, ip)?;
     }
     dir_remove(tx, dp, name)?;
@@ -248,7 +263,9 @@ pub fn unlink(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> 
     di::set_nlink(d, n);
     di::set_ctime(d, now);
     di::bump_changecount(d, 1);
-    if last {
+    if keep {
+        crate::ialloc::unlinked::add(tx, ip)?;
+    } else if last {
         inactivate(tx, ip, ino)?;
     }
     Ok(ino)
@@ -257,6 +274,18 @@ pub fn unlink(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> 
 /// Remove the empty directory `name` from `dp` and free it. Returns the
 /// child's inode number.
 pub fn rmdir(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> Result<Ino> {
+    rmdir_with(tx, dp, name, now, &|_| false)
+}
+
+/// [`rmdir`]; a directory for which `open` says true goes on the unlinked
+/// list instead of being freed.
+pub fn rmdir_with(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    now: Timestamp,
+    open: &dyn Fn(Ino) -> bool,
+) -> Result<Ino> {
     refuse_rmap(tx)?;
     check_name(name)?;
     check_parent(tx, dp)?;
@@ -273,13 +302,20 @@ pub fn rmdir(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], now: Timestamp) -> R
     if !dir_is_empty(tx, ip)? {
         return Err(Error::NotEmpty);
     }
-    check_can_free(tx, ip)?;
+    let keep = open(ino);
+    if !keep {
+        check_can_free(tx, ip)?;
+    }
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, -1);
     let d = tx.inode_mut(ip);
     di::set_nlink(d, 0);
     di::set_ctime(d, now);
     di::bump_changecount(d, 1);
-    inactivate(tx, ip, ino)?;
+    if keep {
+        crate::ialloc::unlinked::add(tx, ip)?;
+    } else {
+        inactivate(tx, ip, ino)?;
+    }
     Ok(ino)
 }

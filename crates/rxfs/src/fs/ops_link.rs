@@ -2,20 +2,133 @@
 //! references that keep an unlinked inode alive (on the AGI unlinked list)
 //! until its last user goes.
 //!
-//! (API stub for issue 4: the namespace helper fills it in.)
+//! Open references: the FUSE front end takes one per lookup/create reply
+//! and drops them at `forget` (the kernel's lookup count); a library user
+//! may do the same around its use of an inode. An inode with references
+//! whose last link goes (unlink, rmdir, rename over it) is put on the AGI
+//! unlinked list ([`crate::ialloc::unlinked`]) instead of being freed; the
+//! last [`Filesystem::inode_unref`] frees it (blocks, then the inode, off
+//! the list), and so does unmount for the ones still referenced. A crash
+//! in between leaves it on the list for recovery.
+//!
+//! Locking: the reference count of an inode is read by the removals with
+//! that inode's lock held, and the last unref decides under the same lock,
+//! so a removal and a last unref never both miss (or both free) the inode.
+//! Taking an inode off the list changes its predecessor there: the
+//! predecessor is found first, then both inode locks are taken in inode
+//! order and the transaction checks it is still the predecessor (else it
+//! starts over, a bounded number of times).
 
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use super::ops_ns::CreateArgs;
+use parking_lot::Mutex;
+
+use super::ops_ns::{now, CreateArgs};
 use super::{Filesystem, Inode};
+use crate::dirop::{self, ns_link};
 use crate::error::{Error, Result};
+use crate::format::dinode_edit as di;
+use crate::ialloc::unlinked::{self, Removed};
 use crate::types::Ino;
+use crate::xact::{MetaTx, Resv};
+
+/// Tries of an operation that takes an inode off an unlinked list when
+/// its predecessor there keeps changing.
+const PREV_TRIES: usize = 16;
+
+/// The step [`Filesystem::with_unlinked_prev`] runs: `Ok(None)` = the
+/// predecessor changed, start over.
+type PrevStep<'a, T> = dyn FnMut(&mut dyn MetaTx, Option<Ino>) -> Result<Option<T>> + 'a;
+
+/// Open references and O_TMPFILE inodes of a read-write mount.
+#[derive(Default)]
+pub struct OpenRefs {
+    refs: Mutex<HashMap<u64, u64>>,
+    /// Inodes created by [`Filesystem::tmpfile`] that may still be linked.
+    linkable: Mutex<HashSet<u64>>,
+}
+
+impl OpenRefs {
+    /// Whether `ino` has open references.
+    pub fn is_open(&self, ino: Ino) -> bool {
+        self.refs.lock().get(&ino.0).is_some_and(|&n| n > 0)
+    }
+
+    fn linkable(&self, ino: Ino) -> bool {
+        self.linkable.lock().contains(&ino.0)
+    }
+}
 
 impl Filesystem {
+    /// Whether inode `ino` is held open (read-write mounts).
+    pub(super) fn is_open(&self, ino: Ino) -> bool {
+        self.rw().is_some_and(|rw| rw.open.is_open(ino))
+    }
+
+    /// Run `f` with `ino` (and the extra inodes `others`) locked in a
+    /// transaction, where `ino` is on its unlinked list and `f` gets the
+    /// predecessor there; `f` returning `Ok(None)` means "the predecessor
+    /// changed": the transaction is cancelled and everything starts over.
+    fn with_unlinked_prev<T>(
+        &self,
+        resv: Resv,
+        ino: Ino,
+        others: &[Ino],
+        f: &mut PrevStep<'_, T>,
+    ) -> Result<T> {
+        let mut prev: Option<Ino> = None;
+        for _ in 0..PREV_TRIES {
+            let mut inos = vec![ino];
+            inos.extend_from_slice(others);
+            inos.extend(prev);
+            let r = self.ns_transaction(resv, &inos, &mut |tx| {
+                // Nothing changed yet: a stale guess only costs a retry.
+                let id = tx.ijoin(ino)?;
+                let on_list = di::nlink(tx.inode(id)) == 0;
+                let actual = if on_list {
+                    unlinked::find_prev(tx, ino)?
+                } else {
+                    None
+                };
+                if actual != prev {
+                    return Ok(Err(actual));
+                }
+                match f(tx, prev)? {
+                    Some(v) => Ok(Ok(v)),
+                    None => Err(Error::Busy),
+                }
+            });
+            match r {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(p)) => prev = p,
+                Err(Error::Busy) => prev = None,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::Invalid(format!(
+            "unlinked list of inode {} kept changing",
+            ino.0
+        )))
+    }
+
     /// A new hard link `name` in `parent` to the non-directory `ino`.
     pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Arc<Inode>> {
-        let _ = (ino, parent, name);
-        Err(Error::NotSupported("link (issue 4)".into()))
+        dirop::check_name(name)?;
+        let rw = self.rw_live()?;
+        let t = now();
+        let linkable = rw.open.linkable(ino);
+        self.with_unlinked_prev(Resv::Link, ino, &[parent], &mut |tx, prev| {
+            let dp = tx.ijoin(parent)?;
+            let ip = tx.ijoin(ino)?;
+            let pp = match prev {
+                Some(p) => Some(tx.ijoin(p)?),
+                None => None,
+            };
+            Ok(ns_link::link(tx, dp, ip, name, t, linkable, pp)?.then_some(()))
+        })?;
+        rw.open.linkable.lock().remove(&ino.0);
+        self.iget(ino)
     }
 
     /// A symbolic link `name` in `parent` pointing at `target` (inline in
@@ -28,8 +141,14 @@ impl Filesystem {
         target: &[u8],
         args: &CreateArgs,
     ) -> Result<Arc<Inode>> {
-        let _ = (parent, name, target, args);
-        Err(Error::NotSupported("symlink (issue 4)".into()))
+        dirop::check_name(name)?;
+        let ino = self.retry_from_ag0(args, &mut |ns| {
+            self.ns_transaction(Resv::Symlink, &[parent], &mut |tx| {
+                let dp = tx.ijoin(parent)?;
+                ns_link::symlink(tx, dp, name, target, ns).map(|(ino, _)| ino)
+            })
+        })?;
+        self.iget(ino)
     }
 
     /// An unnamed regular file (O_TMPFILE): nlink 0, on the AGI unlinked
@@ -37,22 +156,90 @@ impl Filesystem {
     /// is freed at its last [`Filesystem::inode_unref`] unless
     /// [`Filesystem::link`] gave it a name first.
     pub fn tmpfile(&self, parent: Ino, args: &CreateArgs) -> Result<Arc<Inode>> {
-        let _ = (parent, args);
-        Err(Error::NotSupported("O_TMPFILE (issue 4)".into()))
+        let rw = self.rw_live()?;
+        let ns = args.ns();
+        let ino = self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
+            let dp = tx.ijoin(parent)?;
+            ns_link::tmpfile(tx, dp, &ns).map(|(ino, _)| ino)
+        })?;
+        rw.open.linkable.lock().insert(ino.0);
+        self.inode_ref(ino);
+        self.iget(ino)
     }
 
     /// Take an open reference on `ino` (a FUSE lookup/create, an open file
     /// of a library user). While an inode has references, removing its
     /// last link puts it on the AGI unlinked list instead of freeing it.
     pub fn inode_ref(&self, ino: Ino) {
-        let _ = ino;
+        if let Some(rw) = self.rw() {
+            *rw.open.refs.lock().entry(ino.0).or_insert(0) += 1;
+        }
     }
 
     /// Drop `n` open references on `ino` (FUSE forget); at the last one an
     /// unlinked inode is freed (its blocks, then the inode, off the
     /// unlinked list) in transactions.
     pub fn inode_unref(&self, ino: Ino, n: u64) -> Result<()> {
-        let _ = (ino, n);
+        let Some(rw) = self.rw() else {
+            return Ok(());
+        };
+        let last = {
+            let _l = self.ilock(ino)?;
+            let mut refs = rw.open.refs.lock();
+            match refs.get_mut(&ino.0) {
+                Some(c) if *c > n => {
+                    *c -= n;
+                    false
+                }
+                Some(_) => {
+                    refs.remove(&ino.0);
+                    true
+                }
+                None => false,
+            }
+        };
+        if last {
+            self.free_if_orphan(ino)?;
+        }
+        Ok(())
+    }
+
+    /// Free `ino` if it has no links and no references (it is then on
+    /// its unlinked list).
+    fn free_if_orphan(&self, ino: Ino) -> Result<()> {
+        let rw = self.rw_live()?;
+        self.with_unlinked_prev(Resv::Remove, ino, &[], &mut |tx, prev| {
+            let ip = tx.ijoin(ino)?;
+            let d = tx.inode(ip);
+            if di::mode(d) == 0 || di::nlink(d) != 0 || rw.open.is_open(ino) {
+                return Ok(Some(()));
+            }
+            let pp = match prev {
+                Some(p) => Some(tx.ijoin(p)?),
+                None => None,
+            };
+            if unlinked::remove(tx, ip, pp)? != Removed::Done {
+                return Ok(None);
+            }
+            dirop::ns::inactivate(tx, ip, ino)?;
+            Ok(Some(()))
+        })?;
+        rw.open.linkable.lock().remove(&ino.0);
+        Ok(())
+    }
+
+    /// Unmount: free every referenced inode that has lost its last link.
+    pub(super) fn free_open_orphans(&self) -> Result<()> {
+        let Some(rw) = self.rw() else {
+            return Ok(());
+        };
+        let open: Vec<u64> = rw.open.refs.lock().drain().map(|(i, _)| i).collect();
+        for ino in open {
+            match self.iget(Ino(ino)) {
+                Ok(ip) if ip.core.nlink == 0 => self.free_if_orphan(Ino(ino))?,
+                _ => {}
+            }
+        }
         Ok(())
     }
 }

@@ -33,7 +33,7 @@ pub struct CreateArgs {
 /// Tries of unlink/rmdir when the entry changes under them.
 const RELOOKUP_TRIES: usize = 8;
 
-fn now() -> Timestamp {
+pub(super) fn now() -> Timestamp {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
@@ -52,7 +52,7 @@ pub fn xfs_rdev(linux: u32) -> u32 {
 }
 
 impl CreateArgs {
-    fn ns(&self) -> NsCreate {
+    pub(super) fn ns(&self) -> NsCreate {
         NsCreate {
             mode: self.mode,
             uid: self.uid,
@@ -112,10 +112,11 @@ impl Filesystem {
                     // Changed since the unlocked lookup: try again.
                     return Ok(false);
                 }
+                let open = |i: Ino| self.is_open(i);
                 if dir {
-                    dirop::rmdir(tx, dp, name, t)?;
+                    dirop::ns::rmdir_with(tx, dp, name, t, &open)?;
                 } else {
-                    dirop::unlink(tx, dp, name, t)?;
+                    dirop::ns::unlink_with(tx, dp, name, t, &open)?;
                 }
                 Ok(true)
             })?;
@@ -132,7 +133,7 @@ impl Filesystem {
     /// Run a create-like operation; when it found no space for a directory
     /// block from the directory's AG upwards, run it once more looking from
     /// AG 0 (a new transaction, so the AGF lock order holds).
-    fn retry_from_ag0(
+    pub(super) fn retry_from_ag0(
         &self,
         args: &CreateArgs,
         op: &mut dyn FnMut(&NsCreate) -> Result<Ino>,
@@ -150,7 +151,7 @@ impl Filesystem {
     /// Run `f` in a transaction with the inodes `inos` locked (ascending
     /// inode number, before the log reservation), commit on success,
     /// cancel on error. The read path's caches are updated by the commit.
-    fn ns_transaction<T>(
+    pub(super) fn ns_transaction<T>(
         &self,
         resv: Resv,
         inos: &[Ino],

@@ -63,6 +63,8 @@ pub struct RwCore {
     shut: AtomicBool,
     unmounted: AtomicBool,
     cancels: AtomicU64,
+    /// Open references and O_TMPFILE inodes (see [`super::ops_link`]).
+    pub(crate) open: super::ops_link::OpenRefs,
 }
 
 impl RwCore {
@@ -218,6 +220,7 @@ impl Filesystem {
             shut: AtomicBool::new(false),
             unmounted: AtomicBool::new(false),
             cancels: AtomicU64::new(0),
+            open: Default::default(),
         };
         let dev: Arc<dyn BlockDevice> = view;
         let fs = Arc::new(Filesystem {
@@ -352,6 +355,8 @@ impl Filesystem {
 
     fn unmount_inner(&self, rw: &RwCore) -> Result<()> {
         let drain = Duration::from_secs(120);
+        // Open files whose last link went: their last close is now.
+        self.free_open_orphans()?;
         rw.raw.flush()?;
         rw.cil.force_all()?;
         rw.ail.drain(drain)?;

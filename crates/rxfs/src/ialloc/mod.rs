@@ -62,6 +62,7 @@
 mod agi;
 mod chunk;
 mod irec;
+pub mod unlinked;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
