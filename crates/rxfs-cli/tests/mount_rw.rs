@@ -319,18 +319,18 @@ fn check_errors(m: &Path) {
         ),
         Some(libc::EEXIST)
     );
-    // Not supported yet (issue 4): a clean error, nothing changed.
+    // rename refusals: nothing changed.
     assert_eq!(
-        e(std::fs::rename(m.join("d/hello"), m.join("d/h2"))),
-        Some(libc::EOPNOTSUPP)
+        e(std::fs::rename(m.join("d"), m.join("d/inside"))),
+        Some(libc::EINVAL)
     );
     assert_eq!(
-        e(std::os::unix::fs::symlink("x", m.join("sym"))),
-        Some(libc::EOPNOTSUPP)
+        e(std::fs::rename(m.join("big"), m.join("many"))),
+        Some(libc::EISDIR)
     );
     assert_eq!(
-        e(std::fs::hard_link(m.join("d/hello"), m.join("h2"))),
-        Some(libc::EOPNOTSUPP)
+        e(std::fs::hard_link(m.join("d"), m.join("dirlink"))),
+        Some(libc::EPERM)
     );
     // Names longer than 255 bytes.
     assert_eq!(

@@ -21,6 +21,7 @@
 pub mod attr;
 pub mod node;
 pub mod ops;
+pub mod ops_ns;
 pub mod ops_rw;
 pub mod pidfile;
 pub mod pool;
@@ -43,7 +44,7 @@ use fuser::{
 };
 
 use ops::Core;
-use ops_rw::{unsupported, Caller, SetAttrArgs};
+use ops_rw::{Caller, SetAttrArgs};
 use pool::Pool;
 
 /// Queue slots per worker thread.
@@ -103,14 +104,19 @@ impl fuser::Filesystem for RxFuse {
         self.spawn(move |c| c.lookup(parent, &name, reply));
     }
 
+    /// On the pool: the last forget of an unlinked inode frees it (a
+    /// transaction).
     fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        self.core.forget(ino, nlookup);
+        self.spawn(move |c| c.forget(ino, nlookup));
     }
 
     fn batch_forget(&mut self, _req: &Request<'_>, nodes: &[fuser::fuse_forget_one]) {
-        for n in nodes {
-            self.core.forget(n.nodeid, n.nlookup);
-        }
+        let v: Vec<(u64, u64)> = nodes.iter().map(|n| (n.nodeid, n.nlookup)).collect();
+        self.spawn(move |c| {
+            for (ino, n) in v {
+                c.forget(ino, n);
+            }
+        });
     }
 
     fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
@@ -320,85 +326,90 @@ impl fuser::Filesystem for RxFuse {
         reply.ok();
     }
 
-    /// Answered on the session thread, so a following UNLINK (which may
-    /// wait for it) always sees it.
+    /// Open references are the kernel's lookup counts (FORGET), not open
+    /// handles: nothing to do at release.
     fn release(
         &mut self,
         _req: &Request<'_>,
-        ino: u64,
+        _ino: u64,
         _fh: u64,
         _flags: i32,
         _lock_owner: Option<u64>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.core.release(ino);
         reply.ok();
     }
 
     fn symlink(
         &mut self,
-        _req: &Request<'_>,
-        _parent: u64,
-        _link_name: &OsStr,
-        _target: &Path,
+        req: &Request<'_>,
+        parent: u64,
+        link_name: &OsStr,
+        target: &Path,
         reply: ReplyEntry,
     ) {
-        reply.error(unsupported(self.core.rw));
+        let (name, who) = (bytes(link_name), caller(req));
+        let target = bytes(target.as_os_str());
+        self.spawn(move |c| c.symlink(parent, &name, &target, who, reply));
     }
 
     fn rename(
         &mut self,
         _req: &Request<'_>,
-        _parent: u64,
-        _name: &OsStr,
-        _newparent: u64,
-        _newname: &OsStr,
-        _flags: u32,
+        parent: u64,
+        name: &OsStr,
+        newparent: u64,
+        newname: &OsStr,
+        flags: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(unsupported(self.core.rw));
+        let (name, newname) = (bytes(name), bytes(newname));
+        self.spawn(move |c| c.rename(parent, &name, newparent, &newname, flags, reply));
     }
 
     fn link(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
-        _newparent: u64,
-        _newname: &OsStr,
+        ino: u64,
+        newparent: u64,
+        newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        reply.error(unsupported(self.core.rw));
+        let newname = bytes(newname);
+        self.spawn(move |c| c.link(ino, newparent, &newname, reply));
     }
 
     fn setxattr(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
-        _name: &OsStr,
-        _value: &[u8],
-        _flags: i32,
-        _position: u32,
+        ino: u64,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        position: u32,
         reply: ReplyEmpty,
     ) {
-        reply.error(unsupported(self.core.rw));
+        let (name, value) = (bytes(name), value.to_vec());
+        self.spawn(move |c| c.setxattr(ino, &name, &value, flags, position, reply));
     }
 
-    fn removexattr(&mut self, _req: &Request<'_>, _ino: u64, _name: &OsStr, reply: ReplyEmpty) {
-        reply.error(unsupported(self.core.rw));
+    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
+        let name = bytes(name);
+        self.spawn(move |c| c.removexattr(ino, &name, reply));
     }
 
     fn fallocate(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         _fh: u64,
-        _offset: i64,
-        _length: i64,
-        _mode: i32,
+        offset: i64,
+        length: i64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply.error(unsupported(self.core.rw));
+        self.spawn(move |c| c.fallocate(ino, offset, length, mode, reply));
     }
 
     fn copy_file_range(

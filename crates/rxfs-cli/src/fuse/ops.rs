@@ -27,7 +27,6 @@ use rxfs::{Error, Filesystem};
 
 use super::attr::{file_attr, fuse_type};
 use super::node::NodeTable;
-use super::ops_rw::OpenFiles;
 
 /// Largest read served in one request (the kernel asks for at most
 /// max_pages pages; this only bounds a hostile request).
@@ -44,7 +43,6 @@ pub struct Core {
     pub log_errors: bool,
     /// A read-write mount.
     pub rw: bool,
-    pub open_files: OpenFiles,
 }
 
 impl Core {
@@ -58,7 +56,6 @@ impl Core {
             ttl: Duration::from_secs(if rw { 1 } else { 300 }),
             log_errors,
             rw,
-            open_files: OpenFiles::default(),
         }
     }
 
@@ -101,7 +98,7 @@ impl Core {
         });
         match r {
             Ok(ip) => {
-                self.nodes.remember(&ip);
+                self.remember(&ip);
                 let attr = file_attr(&self.fs, &ip);
                 reply.entry(&self.ttl, &attr, ip.core.gen as u64);
             }
@@ -121,9 +118,26 @@ impl Core {
         }
     }
 
+    /// One more kernel reference to `ip`: in the node table, and (read-
+    /// write) as an open reference of the library, which keeps the inode
+    /// on the unlinked list if its last link goes while the kernel holds it.
+    pub(super) fn remember(&self, ip: &Arc<Inode>) {
+        self.nodes.remember(ip);
+        if self.rw {
+            self.fs.inode_ref(ip.ino);
+        }
+    }
+
+    /// FORGET: the kernel dropped `n` references; at the last one an
+    /// unlinked inode is freed (a transaction).
     pub fn forget(&self, nodeid: u64, n: u64) {
         if nodeid != FUSE_ROOT_ID {
             self.nodes.forget(nodeid, n);
+            if self.rw {
+                if let Err(e) = self.fs.inode_unref(Ino(nodeid), n) {
+                    self.errno("forget", nodeid, &e);
+                }
+            }
         }
     }
 
@@ -151,10 +165,7 @@ impl Core {
         }
         match self.inode(nodeid) {
             Ok(ip) if ip.is_dir() => reply.error(libc::EISDIR),
-            Ok(ip) => {
-                self.open_files.open(ip.ino.0);
-                reply.opened(0, FOPEN_KEEP_CACHE)
-            }
+            Ok(_) => reply.opened(0, FOPEN_KEEP_CACHE),
             Err(e) => reply.error(self.errno("open", nodeid, &e)),
         }
     }
@@ -247,7 +258,7 @@ impl Core {
                     // The kernel takes a reference for every entry it
                     // accepted, except "." and "..".
                     if !full && !dots {
-                        self.nodes.remember(&ip);
+                        self.remember(&ip);
                     }
                     !full
                 }

@@ -15,17 +15,12 @@
 //! directory, as `inode_init_owner` does) and take "now" from the system
 //! clock for UTIME_NOW.
 //!
-//! Open files: the library frees an inode as soon as its last link goes
-//! (the unlinked list for open-but-unlinked files comes with issue 4). A
-//! later write through a still-open descriptor would then land on a freed
-//! (or reused) inode, so [`OpenFiles`] counts open handles per inode and
-//! unlink of the last link of an open file waits briefly for the release
-//! (the kernel sends RELEASE asynchronously after close) and otherwise
-//! answers EBUSY.
+//! Open files: every inode the kernel holds (its lookup count, see
+//! [`super::node`]) is an open reference of the library, so the last unlink
+//! of a file still open puts it on the AGI unlinked list; the kernel's
+//! last FORGET frees it (or unmount does, or recovery after a crash).
 
-use std::collections::HashMap;
-use std::sync::{Condvar, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::consts::FOPEN_KEEP_CACHE;
 use fuser::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
@@ -37,56 +32,7 @@ use rxfs::fs::Inode;
 use super::attr::file_attr;
 use super::ops::Core;
 
-/// How long unlink waits for the RELEASE of a just-closed file.
-const RELEASE_WAIT: Duration = Duration::from_secs(2);
 const NAME_MAX: usize = 255;
-
-/// Open file handles per inode number (regular files only).
-#[derive(Default)]
-pub struct OpenFiles {
-    map: Mutex<HashMap<u64, u32>>,
-    released: Condvar,
-}
-
-impl OpenFiles {
-    pub fn open(&self, ino: u64) {
-        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        *m.entry(ino).or_insert(0) += 1;
-    }
-
-    pub fn release(&self, ino: u64) {
-        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(n) = m.get_mut(&ino) {
-            *n = n.saturating_sub(1);
-            if *n == 0 {
-                m.remove(&ino);
-                self.released.notify_all();
-            }
-        }
-    }
-
-    pub fn count(&self, ino: u64) -> u32 {
-        let m = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        m.get(&ino).copied().unwrap_or(0)
-    }
-
-    /// Wait up to `timeout` until `ino` has no open handle; true if so.
-    pub fn wait_closed(&self, ino: u64, timeout: Duration) -> bool {
-        let deadline = Instant::now() + timeout;
-        let mut m = self.map.lock().unwrap_or_else(|e| e.into_inner());
-        while m.contains_key(&ino) {
-            let now = Instant::now();
-            if now >= deadline {
-                return false;
-            }
-            m = match self.released.wait_timeout(m, deadline - now) {
-                Ok((g, _)) => g,
-                Err(e) => e.into_inner().0,
-            };
-        }
-        true
-    }
-}
 
 /// A `SystemTime` from fuser as an XFS timestamp: the inverse of
 /// [`super::attr::system_time`] (fuser hands pre-1970 times over as
@@ -154,7 +100,7 @@ pub fn new_owner(parent: &Inode, mode: u32, who: Caller) -> (u32, u32, u32) {
 }
 
 impl Core {
-    fn check_rw(&self) -> Result<(), i32> {
+    pub(super) fn check_rw(&self) -> Result<(), i32> {
         if self.rw {
             Ok(())
         } else {
@@ -162,7 +108,7 @@ impl Core {
         }
     }
 
-    fn create_args(
+    pub(super) fn create_args(
         &self,
         parent: u64,
         name: &[u8],
@@ -193,8 +139,8 @@ impl Core {
     }
 
     /// A new entry's reply data; the kernel now holds a reference.
-    fn new_entry(&self, ip: &std::sync::Arc<Inode>) -> (fuser::FileAttr, u64) {
-        self.nodes.remember(ip);
+    pub(super) fn new_entry(&self, ip: &std::sync::Arc<Inode>) -> (fuser::FileAttr, u64) {
+        self.remember(ip);
         (file_attr(&self.fs, ip), ip.core.gen as u64)
     }
 
@@ -209,7 +155,6 @@ impl Core {
         match self.fs.create(self.ino(parent), name, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
-                self.open_files.open(ip.ino.0);
                 reply.created(&self.ttl, &attr, gen, 0, FOPEN_KEEP_CACHE)
             }
             Err(e) => reply.error(self.errno("create", parent, &e)),
@@ -276,28 +221,6 @@ impl Core {
     pub fn unlink(&self, parent: u64, name: &[u8], reply: ReplyEmpty) {
         if let Err(e) = self.check_rw() {
             return reply.error(e);
-        }
-        // Refuse to free an inode that still has open handles (see the
-        // module comment).
-        let victim = self.inode(parent).and_then(|dir| {
-            let ino = self.fs.lookup(&dir, name)?;
-            self.fs.iget(ino)
-        });
-        match victim {
-            Ok(ip) if ip.core.nlink <= 1 && self.open_files.count(ip.ino.0) > 0 => {
-                if !self.open_files.wait_closed(ip.ino.0, RELEASE_WAIT) {
-                    if self.log_errors {
-                        eprintln!(
-                            "rxfs: unlink of inode {} refused: still open (open-but-unlinked \
-                             files are not supported yet)",
-                            ip.ino.0
-                        );
-                    }
-                    return reply.error(libc::EBUSY);
-                }
-            }
-            Ok(_) => {}
-            Err(e) => return reply.error(self.errno("unlink", parent, &e)),
         }
         match self.fs.unlink(self.ino(parent), name) {
             Ok(()) => reply.ok(),
@@ -372,10 +295,6 @@ impl Core {
             Err(e) => reply.error(self.errno("fsync", nodeid, &e)),
         }
     }
-
-    pub fn release(&self, nodeid: u64) {
-        self.open_files.release(self.ino(nodeid).0);
-    }
 }
 
 /// SETATTR arguments as fuser hands them over.
@@ -388,16 +307,6 @@ pub struct SetAttrArgs {
     pub atime: Option<TimeOrNow>,
     pub mtime: Option<TimeOrNow>,
     pub ctime: Option<SystemTime>,
-}
-
-/// The error a handler gives for an operation rxfs cannot do yet on a
-/// read-write mount (rename, link, symlink, xattr writes, fallocate).
-pub fn unsupported(rw: bool) -> i32 {
-    if rw {
-        libc::EOPNOTSUPP
-    } else {
-        libc::EROFS
-    }
 }
 
 #[cfg(test)]
@@ -448,25 +357,5 @@ mod tests {
         assert_eq!(new_owner(&sg, 0o102755, who), (0o100755, 1000, 50));
         let root = Caller { uid: 0, gid: 0 };
         assert_eq!(new_owner(&sg, 0o102755, root), (0o102755, 0, 50));
-    }
-
-    #[test]
-    fn open_counts() {
-        let o = OpenFiles::default();
-        o.open(5);
-        o.open(5);
-        o.release(5);
-        assert_eq!(o.count(5), 1);
-        assert!(!o.wait_closed(5, Duration::from_millis(20)));
-        let o = std::sync::Arc::new(o);
-        let o2 = o.clone();
-        let t = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(50));
-            o2.release(5);
-        });
-        assert!(o.wait_closed(5, Duration::from_secs(5)));
-        t.join().unwrap();
-        o.release(77);
-        assert!(o.wait_closed(77, Duration::ZERO));
     }
 }

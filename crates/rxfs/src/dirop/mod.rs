@@ -49,6 +49,7 @@
 pub mod block;
 pub mod ns;
 pub mod ns_link;
+pub mod ns_rename;
 pub mod sf;
 #[cfg(test)]
 mod tests;
@@ -433,9 +434,7 @@ pub fn dir_remove(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Ino> 
 /// Point the existing entry `name` at `ino` (file type `ftype`); returns
 /// the inode it named before. Used by rename over an existing target and
 /// to retarget ".." of a moved directory (`name` = ".." is allowed here).
-/// Every form.
-///
-/// (API stub for issue 4: the directory helper fills it in.)
+/// Shortform and block forms (leaf and node: `NotSupported`, issue 4).
 pub fn dir_replace(
     tx: &mut dyn MetaTx,
     dp: InodeId,
@@ -443,6 +442,64 @@ pub fn dir_replace(
     ino: Ino,
     ftype: u8,
 ) -> Result<Ino> {
-    let _ = (tx, dp, name, ino, ftype);
-    Err(Error::NotSupported("dir_replace (issue 4)".into()))
+    check_name(name)?;
+    if name == b"." {
+        return Err(Error::Invalid("cannot retarget .".into()));
+    }
+    let geo = dir_geo(tx);
+    match load(tx, dp)? {
+        Dir::Short(s) => {
+            let mut n = s.clone();
+            let old = if name == b".." {
+                std::mem::replace(&mut n.parent, ino)
+            } else {
+                let e = n
+                    .entries
+                    .iter_mut()
+                    .find(|e| e.name == name)
+                    .ok_or(Error::NotFound)?;
+                e.ftype = if geo.ftype { ftype } else { 0 };
+                std::mem::replace(&mut e.ino, ino)
+            };
+            n.wide = sf::needs_wide(&n);
+            let fork_size = di::data_fork_size(tx.inode(dp));
+            if sf::sf_size(&geo, &n) <= fork_size {
+                store_sf(tx, dp, &n);
+                return Ok(old);
+            }
+            // Wider inode numbers no longer fit the inode: through the
+            // block form.
+            if name == b".." {
+                return Err(Error::NotSupported(
+                    "retargeting .. of a full shortform directory to a 64-bit inode".into(),
+                ));
+            }
+            let e = s
+                .entries
+                .iter()
+                .find(|e| e.name == name)
+                .ok_or(Error::NotFound)?;
+            let old = e.ino;
+            dir_remove(tx, dp, name)?;
+            dir_add(tx, dp, name, ino, ftype)?;
+            Ok(old)
+        }
+        Dir::Block(b) => {
+            let i = if name == b".." {
+                b.st.entries.iter().position(|e| e.name == b"..")
+            } else {
+                b.st.find(&geo, name).map(|(_, i)| i)
+            }
+            .ok_or(Error::NotFound)?;
+            let e = &b.st.entries[i];
+            let old = e.ino;
+            let mut bytes = tx.buf(b.buf).to_vec();
+            crate::format::put_be64(&mut bytes, e.off, ino.0);
+            if geo.ftype {
+                bytes[e.off + 9 + e.name.len()] = ftype;
+            }
+            store_block(tx, b.buf, &bytes);
+            Ok(old)
+        }
+    }
 }

@@ -1,11 +1,20 @@
 //! rename(2) on a read-write mount, with `RENAME_NOREPLACE` and
 //! `RENAME_EXCHANGE`.
 //!
-//! (API stub for issue 4: the namespace helper fills it in.)
+//! The source and target inodes are found with the read path first (to
+//! know which inodes to lock); then the two parents and both inodes are
+//! locked in inode order, and the transaction checks the entries again
+//! (starting over, a bounded number of times, if they changed).
+//! Renames between directories hold the mount's rename lock while they
+//! check that a directory is not moved into its own subtree (walking
+//! ".." up from the destination), so that no other such rename changes
+//! the ancestry meanwhile.
 
 use super::Filesystem;
+use crate::dirop::ns_rename::{self, RenameInodes};
 use crate::error::{Error, Result};
 use crate::types::Ino;
+use crate::xact::Resv;
 
 /// renameat2 flags.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,6 +24,9 @@ pub struct RenameFlags {
     /// Atomically swap the two entries (both must exist).
     pub exchange: bool,
 }
+
+/// Tries when the entries change between the lookup and the locks.
+const RELOOKUP_TRIES: usize = 8;
 
 impl Filesystem {
     /// Move entry `sname` of directory `sp` to `dname` in `dp`, replacing
@@ -28,7 +40,95 @@ impl Filesystem {
         dname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        let _ = (sp, sname, dp, dname, flags);
-        Err(Error::NotSupported("rename (issue 4)".into()))
+        crate::dirop::check_name(sname)?;
+        crate::dirop::check_name(dname)?;
+        if flags.noreplace && flags.exchange {
+            return Err(Error::Invalid(
+                "RENAME_NOREPLACE with RENAME_EXCHANGE".into(),
+            ));
+        }
+        let rw = self.rw_live()?;
+        let _cross = (sp != dp).then(|| rw.rename_lock.lock());
+        for _ in 0..RELOOKUP_TRIES {
+            let s = self.lookup(&*self.iget(sp)?, sname)?;
+            let t = match self.lookup(&*self.iget(dp)?, dname) {
+                Ok(i) => Some(i),
+                Err(Error::NotFound) => None,
+                Err(e) => return Err(e),
+            };
+            if flags.exchange && t.is_none() {
+                return Err(Error::NotFound);
+            }
+            if sp != dp {
+                if self.iget(s)?.core.mode as u32 & 0o170000 == 0o040000 {
+                    self.check_not_inside(dp, s)?;
+                }
+                if let (true, Some(t)) = (flags.exchange, t) {
+                    if self.iget(t)?.core.mode as u32 & 0o170000 == 0o040000 {
+                        self.check_not_inside(sp, t)?;
+                    }
+                }
+            }
+            let mut inos = vec![sp, dp, s];
+            inos.extend(t);
+            let t0 = super::ops_ns::now();
+            let done = self.ns_transaction(Resv::Rename, &inos, &mut |tx| {
+                let ri = RenameInodes {
+                    sdp: tx.ijoin(sp)?,
+                    ddp: tx.ijoin(dp)?,
+                    src: tx.ijoin(s)?,
+                    target: match t {
+                        Some(t) => Some(tx.ijoin(t)?),
+                        None => None,
+                    },
+                };
+                if !ns_rename::entries_match(tx, &ri, sname, dname)? {
+                    return Ok(false);
+                }
+                let open = |i: Ino| self.is_open(i);
+                ns_rename::rename(
+                    tx,
+                    &ri,
+                    sname,
+                    dname,
+                    flags.noreplace,
+                    flags.exchange,
+                    t0,
+                    &open,
+                )?;
+                Ok(true)
+            })?;
+            if done {
+                return Ok(());
+            }
+        }
+        Err(Error::Invalid(format!(
+            "rename of {:?} kept racing with other changes",
+            String::from_utf8_lossy(sname)
+        )))
+    }
+
+    /// `Err(IntoItself)` when `dir` is `moved` or lies below it (walking
+    /// ".." up to the root; bounded by the number of inodes).
+    fn check_not_inside(&self, dir: Ino, moved: Ino) -> Result<()> {
+        let root = self.root_ino();
+        if moved == root {
+            return Err(Error::Busy);
+        }
+        let mut cur = dir;
+        for _ in 0..=self.sb().icount.max(64) {
+            if cur == moved {
+                return Err(Error::IntoItself);
+            }
+            if cur == root {
+                return Ok(());
+            }
+            cur = self.lookup(&*self.iget(cur)?, b"..")?;
+        }
+        Err(Error::corrupt(
+            "directory tree",
+            crate::error::Location::Ino(dir.0),
+            "\"..\" chain does not reach the root",
+        ))
     }
 }

@@ -65,6 +65,10 @@ pub struct RwCore {
     cancels: AtomicU64,
     /// Open references and O_TMPFILE inodes (see [`super::ops_link`]).
     pub(crate) open: super::ops_link::OpenRefs,
+    /// Serialises renames between directories (the VFS's rename mutex):
+    /// the check that a directory is not moved into its own subtree reads
+    /// ancestors no other such rename can change meanwhile.
+    pub(crate) rename_lock: Mutex<()>,
 }
 
 impl RwCore {
@@ -221,6 +225,7 @@ impl Filesystem {
             unmounted: AtomicBool::new(false),
             cancels: AtomicU64::new(0),
             open: Default::default(),
+            rename_lock: Mutex::new(()),
         };
         let dev: Arc<dyn BlockDevice> = view;
         let fs = Arc::new(Filesystem {

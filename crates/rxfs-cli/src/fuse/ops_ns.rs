@@ -1,0 +1,132 @@
+//! Request handlers for the namespace and attribute changes of a
+//! read-write mount beyond create/remove: symlink, link, rename (with
+//! RENAME_NOREPLACE / RENAME_EXCHANGE), setxattr/removexattr and
+//! fallocate. Each maps onto one library call, which takes its own inode
+//! locks and runs its transactions; read-only mounts answer EROFS.
+
+use fuser::{ReplyEmpty, ReplyEntry};
+use rxfs::fs::ops_attr::XattrSet;
+use rxfs::fs::ops_rename::RenameFlags;
+use rxfs::types::Ino;
+
+use super::ops::Core;
+use super::ops_rw::Caller;
+
+const RENAME_NOREPLACE: u32 = 1;
+const RENAME_EXCHANGE: u32 = 2;
+const XATTR_CREATE: i32 = 1;
+const XATTR_REPLACE: i32 = 2;
+/// The VFS's limit on an xattr value (XATTR_SIZE_MAX).
+const XATTR_SIZE_MAX: usize = 65536;
+
+impl Core {
+    pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], who: Caller, reply: ReplyEntry) {
+        let args = match self.create_args(parent, name, libc::S_IFLNK | 0o777, 0, who) {
+            Ok(a) => a,
+            Err(e) => return reply.error(e),
+        };
+        match self.fs.symlink(self.ino(parent), name, target, &args) {
+            Ok(ip) => {
+                let (attr, gen) = self.new_entry(&ip);
+                reply.entry(&self.ttl, &attr, gen)
+            }
+            Err(e) => reply.error(self.errno("symlink", parent, &e)),
+        }
+    }
+
+    pub fn link(&self, nodeid: u64, newparent: u64, newname: &[u8], reply: ReplyEntry) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        match self.fs.link(self.ino(nodeid), self.ino(newparent), newname) {
+            Ok(ip) => {
+                let (attr, gen) = self.new_entry(&ip);
+                reply.entry(&self.ttl, &attr, gen)
+            }
+            Err(e) => reply.error(self.errno("link", nodeid, &e)),
+        }
+    }
+
+    pub fn rename(
+        &self,
+        parent: u64,
+        name: &[u8],
+        newparent: u64,
+        newname: &[u8],
+        flags: u32,
+        reply: ReplyEmpty,
+    ) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 {
+            // RENAME_WHITEOUT and anything newer.
+            return reply.error(libc::EINVAL);
+        }
+        let f = RenameFlags {
+            noreplace: flags & RENAME_NOREPLACE != 0,
+            exchange: flags & RENAME_EXCHANGE != 0,
+        };
+        match self
+            .fs
+            .rename(self.ino(parent), name, self.ino(newparent), newname, f)
+        {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("rename", parent, &e)),
+        }
+    }
+
+    pub fn setxattr(
+        &self,
+        nodeid: u64,
+        name: &[u8],
+        value: &[u8],
+        flags: i32,
+        position: u32,
+        reply: ReplyEmpty,
+    ) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        if position != 0 || flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
+            return reply.error(libc::EINVAL);
+        }
+        if value.len() > XATTR_SIZE_MAX {
+            return reply.error(libc::E2BIG);
+        }
+        let how = match flags {
+            XATTR_CREATE => XattrSet::Create,
+            XATTR_REPLACE => XattrSet::Replace,
+            0 => XattrSet::Any,
+            _ => return reply.error(libc::EINVAL),
+        };
+        match self.fs.setxattr(self.ino(nodeid), name, value, how) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("setxattr", nodeid, &e)),
+        }
+    }
+
+    pub fn removexattr(&self, nodeid: u64, name: &[u8], reply: ReplyEmpty) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        match self.fs.removexattr(self.ino(nodeid), name) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("removexattr", nodeid, &e)),
+        }
+    }
+
+    pub fn fallocate(&self, nodeid: u64, offset: i64, length: i64, mode: i32, reply: ReplyEmpty) {
+        if let Err(e) = self.check_rw() {
+            return reply.error(e);
+        }
+        if offset < 0 || length <= 0 {
+            return reply.error(libc::EINVAL);
+        }
+        let ino: Ino = self.ino(nodeid);
+        match self.fs.fallocate(ino, mode, offset as u64, length as u64) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(self.errno("fallocate", nodeid, &e)),
+        }
+    }
+}
