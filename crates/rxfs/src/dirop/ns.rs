@@ -190,6 +190,11 @@ pub(super) fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
 /// Free the blocks and then the inode `ip` (link count 0).
 pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
     check_can_free(tx, ip)?;
+    if di::format(tx.inode(ip)) == FMT_EXTENTS
+        && di::mode(tx.inode(ip)) as u32 & di::S_IFMT == di::S_IFLNK
+    {
+        stale_symlink_blocks(tx, ip)?;
+    }
     if di::format(tx.inode(ip)) == FMT_EXTENTS {
         crate::bmapop::free_range(tx, ip, FileBlock(0))?;
     }
@@ -203,6 +208,20 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
     }
     di::set_size(d, 0);
     ifree(tx, ip, ino)
+}
+
+/// Cancel the buffers of a remote symlink's blocks (one per extent, as
+/// [`super::ns_link`] wrote them) before the blocks are freed: a cached
+/// metadata buffer must neither shadow nor overwrite what reuses them.
+fn stale_symlink_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
+    let exts = crate::bmapop::read_map(tx, ip)?;
+    let bs = tx.geo().blocksize as usize;
+    for e in exts {
+        let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start));
+        let b = tx.new_buf(daddr, e.len as usize * bs, crate::xact::BufKind::Symlink)?;
+        tx.stale_buf(b);
+    }
+    Ok(())
 }
 
 /// Look up the child `name` of `dp` and join it.

@@ -59,6 +59,9 @@ impl Filesystem {
             if flags.exchange && t.is_none() {
                 return Err(Error::NotFound);
             }
+            if flags.noreplace && t.is_some() {
+                return Err(Error::Exists);
+            }
             if sp != dp {
                 if self.iget(s)?.core.mode as u32 & 0o170000 == 0o040000 {
                     self.check_not_inside(dp, s)?;

@@ -1,0 +1,335 @@
+//! The seeded random-operation tester (issue 4) through the library:
+//! create/mkdir/mkfifo/symlink/link/unlink/rmdir/rename (NOREPLACE,
+//! EXCHANGE)/write/truncate/open-unlink-write-close/sync against an
+//! in-memory model (results and errnos must agree), then unmount,
+//! `xfs_repair -n` exit 0, and the kernel's view (names, kinds, link
+//! counts, sizes, bytes, symlink targets) equal to the model.
+//!
+//! - `random_ops_library_defaults` / `_1k_blocks`: seeds x ops per mkfs
+//!   variant;
+//! - `random_ops_interleaved_with_kernel`: rounds alternate between rxfs
+//!   (library) and the kernel (system calls on a loop mount) on one image
+//!   and one model, repair-clean after each round;
+//! - `random_ops_crash_sampled`: the library on a crash device; sampled
+//!   power cuts in every crash mode, recovered by rxfs and (a sample) by the
+//!   kernel: repair clean, and the namespace (names, kinds, links, symlink
+//!   targets) equals the model after some operation between the last
+//!   completed sync and the cut.
+//!
+//! Counts are printed (seeds, operations, errors, crash images).
+
+mod common;
+mod random_support;
+
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use random_support::gen::{Gen, Params};
+use random_support::model::{Model, Op};
+use random_support::targets::{LibTarget, PosixTarget, Target};
+use random_support::view::{diff, of_model, of_mount, of_rxfs, View};
+use random_support::{close_all, run_ops, Counts};
+use rxfs::bdev::{for_each_crash_image, sample_points, BlockDevice, CrashDevice, CrashMode};
+use rxfs::{Filesystem, MountOptions};
+
+fn repair_ok(img: &Path) -> Result<(), String> {
+    let out = std::process::Command::new("xfs_repair")
+        .arg("-n")
+        .arg(img)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let mut s = format!(
+        "xfs_repair -n failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    s.truncate(5000);
+    Err(s)
+}
+
+fn params(blocksize: u64, ops: usize) -> Params {
+    Params {
+        ops,
+        max_file: 16 * blocksize,
+        names: 20,
+        dirblk: 4096,
+        big_dirs: false,
+        xattrs: false,
+    }
+}
+
+/// Check the image through the kernel against the model.
+fn kernel_check(s: &Scratch, img: &Path, m: &Model, what: &str) {
+    if let Err(e) = repair_ok(img) {
+        panic!("{what}: {e}");
+    }
+    let mnt = s.path("kmnt");
+    let k = KernelMount::new(img, &mnt, "");
+    let got = of_mount(&mnt, true).unwrap();
+    k.umount();
+    let d = diff(&of_model(m, true), &got);
+    assert!(
+        d.is_empty(),
+        "{what}: kernel view differs from the model:\n{d}"
+    );
+}
+
+fn rw_open(img: &Path) -> Arc<Filesystem> {
+    Filesystem::open_path(img, None, MountOptions::default()).expect("rw open")
+}
+
+fn library_seeds(name: &str, opts: &[&str], blocksize: u64, seeds: u64, ops: usize) {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let mut c = Counts::default();
+    for seed in 0..seeds {
+        let s = Scratch::new(name);
+        let img = s.path("img");
+        mkfs_with(&img, 128 << 20, opts, FSTESTS_ENV);
+        let fs = rw_open(&img);
+        let mut t = LibTarget::new(fs.clone(), None);
+        let mut m = Model::new();
+        let mut g = Gen::new(seed, params(blocksize, ops));
+        let chunk = ops / 4;
+        for round in 0..4 {
+            let each = std::env::var_os("RND_CHECK_EACH").is_some();
+            let fs2 = fs.clone();
+            let mut after = |m: &Model, _: &Op| {
+                if !each {
+                    return Ok(());
+                }
+                let d = diff(&of_model(m, true), &of_rxfs(&fs2, true)?);
+                if d.is_empty() {
+                    Ok(())
+                } else {
+                    Err(d)
+                }
+            };
+            if let Err(e) =
+                random_support::run_ops_checked(&mut g, &mut m, &mut t, chunk, &mut c, &mut after)
+            {
+                panic!("{name} seed {seed}: {e}");
+            }
+            let live = of_rxfs(&fs, true).unwrap();
+            let d = diff(&of_model(&m, true), &live);
+            assert!(
+                d.is_empty(),
+                "{name} seed {seed} round {round}: live view:\n{d}"
+            );
+        }
+        close_all(&mut m, &mut t, &mut c).unwrap();
+        fs.unmount().unwrap();
+        drop(t);
+        drop(fs);
+        kernel_check(&s, &img, &m, &format!("{name} seed {seed}"));
+    }
+    eprintln!(
+        "{name}: {seeds} seeds, {} operations ({} answered with an errno, as the model said)",
+        c.ops, c.errors
+    );
+}
+
+#[test]
+fn random_ops_library_defaults() {
+    library_seeds("rnd_defaults", &[], 4096, 6, 400);
+}
+
+#[test]
+fn random_ops_library_1k_blocks() {
+    library_seeds("rnd_1k", &["-b", "size=1024"], 1024, 4, 400);
+}
+
+/// Rounds alternate between rxfs and the kernel on one image.
+#[test]
+fn random_ops_interleaved_with_kernel() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("rnd_interleave");
+    let img = s.path("img");
+    mkfs_with(&img, 128 << 20, &[], FSTESTS_ENV);
+    let mut m = Model::new();
+    let mut g = Gen::new(77, params(4096, 0));
+    let mut c = Counts::default();
+    for round in 0..6 {
+        if round % 2 == 0 {
+            let fs = rw_open(&img);
+            let before = of_rxfs(&fs, true).unwrap();
+            let d = diff(&of_model(&m, true), &before);
+            assert!(
+                d.is_empty(),
+                "round {round}: rxfs reads the kernel's tree:\n{d}"
+            );
+            let mut t = LibTarget::new(fs.clone(), None);
+            run_ops(&mut g, &mut m, &mut t, 150, &mut c)
+                .unwrap_or_else(|e| panic!("round {round} (rxfs): {e}"));
+            close_all(&mut m, &mut t, &mut c).unwrap();
+            fs.unmount().unwrap();
+            drop(t);
+            drop(fs);
+            kernel_check(&s, &img, &m, &format!("round {round} (after rxfs)"));
+        } else {
+            let mnt = s.path("kround");
+            let k = KernelMount::new(&img, &mnt, "");
+            let mut t = PosixTarget::new(mnt.clone());
+            run_ops(&mut g, &mut m, &mut t, 150, &mut c)
+                .unwrap_or_else(|e| panic!("round {round} (kernel): {e}"));
+            close_all(&mut m, &mut t, &mut c).unwrap();
+            drop(t);
+            k.umount();
+            if let Err(e) = repair_ok(&img) {
+                panic!("round {round} (after the kernel): {e}");
+            }
+        }
+    }
+    eprintln!(
+        "random_ops_interleaved_with_kernel: 6 rounds, {} operations ({} errnos)",
+        c.ops, c.errors
+    );
+}
+
+/// Model namespace views after each operation that changed it, with the
+/// crash-device clock at the operation's start and end.
+struct Timeline {
+    /// (op index, ev_start, ev_end, is_sync)
+    ops: Vec<(usize, usize, usize, bool)>,
+    /// (op index after which this view holds, view)
+    views: Vec<(usize, View)>,
+}
+
+fn crash_seed(
+    s: &Scratch,
+    base: &[u8],
+    seed: u64,
+    c: &mut Counts,
+    images: &mut usize,
+    kimages: &mut usize,
+) {
+    let dev = Arc::new(CrashDevice::new(base.to_vec(), 1 << 30));
+    let fs = Filesystem::open(dev.clone(), None, MountOptions::default()).unwrap();
+    let mut t = LibTarget::new(fs.clone(), Some(dev.clone()));
+    let mut m = Model::new();
+    let mut g = Gen::new(seed, params(4096, 0));
+    let mut tl = Timeline {
+        ops: Vec::new(),
+        views: vec![(0, of_model(&m, false))],
+    };
+    let mut done = 0;
+    let mut tries = 0;
+    while done < 250 && tries < 20_000 {
+        tries += 1;
+        let Some(op) = g.op(&m) else { continue };
+        let start = t.clock();
+        let want = m.apply(&op);
+        let got = t.exec(&op);
+        assert_eq!(
+            got,
+            want,
+            "crash seed {seed} op {done}: {}",
+            random_support::describe(&op)
+        );
+        done += 1;
+        c.ops += 1;
+        tl.ops
+            .push((done, start, t.clock(), matches!(op, Op::Sync)));
+        if want.is_ok() {
+            let v = of_model(&m, false);
+            if tl.views.last().map(|x| &x.1) != Some(&v) {
+                tl.views.push((done, v));
+            }
+        }
+    }
+    fs.abandon();
+    drop(t);
+    drop(fs);
+    let points = sample_points(&dev.crash_points(), 10, seed);
+    let mut n = 0usize;
+    for_each_crash_image(&dev, &points, &CrashMode::EVERY, seed, |ci| {
+        let p = ci.point;
+        let lo = tl
+            .ops
+            .iter()
+            .filter(|o| o.3 && o.2 <= p)
+            .map(|o| o.0)
+            .max()
+            .unwrap_or(0);
+        let hi = tl
+            .ops
+            .iter()
+            .filter(|o| o.1 < p)
+            .map(|o| o.0)
+            .max()
+            .unwrap_or(0);
+        // The views that may hold: the last at or before `lo` up to the
+        // last at or before `hi`.
+        let first = tl.views.iter().rposition(|v| v.0 <= lo).unwrap_or(0);
+        let last = tl.views.iter().rposition(|v| v.0 <= hi).unwrap_or(0);
+        let ok_view = |got: &View| tl.views[first..=last].iter().any(|v| &v.1 == got);
+        let case = format!("seed {seed} point {p} mode {:?} (ops {lo}..={hi})", ci.mode);
+        let kernel = n.is_multiple_of(4);
+        n += 1;
+        let file = s.path("crash.img");
+        if kernel {
+            std::fs::write(&file, ci.to_vec()).unwrap();
+            let mnt = s.path("kcrash");
+            let k = KernelMount::new(&file, &mnt, "");
+            let got = of_mount(&mnt, false).unwrap();
+            k.umount();
+            assert!(
+                ok_view(&got),
+                "{case}: kernel recovery shows a tree no prefix of the ops gives:\n{}",
+                diff(&tl.views[last].1, &got)
+            );
+            if let Err(e) = repair_ok(&file) {
+                panic!("{case}: after the kernel's recovery: {e}");
+            }
+            *kimages += 1;
+        }
+        let d: Arc<dyn BlockDevice> = ci.device();
+        let fs = Filesystem::open(d, None, MountOptions::default())
+            .unwrap_or_else(|e| panic!("{case}: rxfs recovery: {e}"));
+        let got = of_rxfs(&fs, false).unwrap();
+        assert!(
+            ok_view(&got),
+            "{case}: rxfs recovery shows a tree no prefix of the ops gives:\n{}",
+            diff(&tl.views[last].1, &got)
+        );
+        fs.unmount().unwrap();
+        drop(fs);
+        std::fs::write(&file, ci.to_vec()).unwrap();
+        if let Err(e) = repair_ok(&file) {
+            panic!("{case}: after rxfs's recovery: {e}");
+        }
+        *images += 1;
+    })
+    .unwrap();
+}
+
+#[test]
+fn random_ops_crash_sampled() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("rnd_crash");
+    let img = s.path("base");
+    mkfs_with(&img, 64 << 20, &["-d", "agcount=2"], FSTESTS_ENV);
+    let base = std::fs::read(&img).unwrap();
+    let (mut c, mut images, mut kimages) = (Counts::default(), 0, 0);
+    let seeds = 3;
+    for seed in 0..seeds {
+        crash_seed(&s, &base, 1000 + seed, &mut c, &mut images, &mut kimages);
+    }
+    eprintln!(
+        "random_ops_crash_sampled: {seeds} seeds, {} operations, {images} crash images \
+         recovered by rxfs ({kimages} also by the kernel), every one repair-clean",
+        c.ops
+    );
+}

@@ -1,0 +1,425 @@
+//! The in-memory model of a filesystem tree that the random-operation
+//! tester drives: nodes (files, directories, symlinks, FIFOs) with link
+//! counts, data, symlink targets, xattrs and open handles; every operation
+//! applied to it returns what POSIX says the call returns (Ok or errno).
+//!
+//! Ids are the model's own (1 = root); targets map them to their handles.
+
+use std::collections::BTreeMap;
+
+pub type Errno = i32;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Kind {
+    File,
+    Dir,
+    Symlink(Vec<u8>),
+    Fifo,
+}
+
+#[derive(Debug, Clone)]
+pub struct Node {
+    pub kind: Kind,
+    pub data: Vec<u8>,
+    /// Links of a non-directory (directories: computed).
+    pub nlink: u32,
+    pub entries: BTreeMap<Vec<u8>, u64>,
+    /// Parent of a directory.
+    pub parent: u64,
+    pub xattrs: BTreeMap<Vec<u8>, Vec<u8>>,
+    pub handles: u32,
+}
+
+impl Node {
+    fn new(kind: Kind, parent: u64) -> Node {
+        Node {
+            kind,
+            data: Vec::new(),
+            nlink: 1,
+            entries: BTreeMap::new(),
+            parent,
+            xattrs: BTreeMap::new(),
+            handles: 0,
+        }
+    }
+    pub fn is_dir(&self) -> bool {
+        self.kind == Kind::Dir
+    }
+}
+
+/// setxattr(2) flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XHow {
+    Any,
+    Create,
+    Replace,
+}
+
+/// A directory entry as an operation names it: the directory's id, its
+/// path (for targets that use paths) and the name.
+#[derive(Debug, Clone)]
+pub struct Ent {
+    pub dir: u64,
+    pub dpath: String,
+    pub name: Vec<u8>,
+}
+
+impl Ent {
+    pub fn path(&self) -> String {
+        let n = String::from_utf8_lossy(&self.name);
+        if self.dpath == "/" {
+            format!("/{n}")
+        } else {
+            format!("{}/{n}", self.dpath)
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Op {
+    Create {
+        e: Ent,
+        kind: Kind,
+        id: u64,
+    },
+    Link {
+        src: Ent,
+        dst: Ent,
+    },
+    Unlink {
+        e: Ent,
+    },
+    Rmdir {
+        e: Ent,
+    },
+    Rename {
+        src: Ent,
+        dst: Ent,
+        noreplace: bool,
+        exchange: bool,
+    },
+    Write {
+        e: Ent,
+        off: u64,
+        data: Vec<u8>,
+    },
+    Truncate {
+        e: Ent,
+        size: u64,
+    },
+    SetXattr {
+        e: Ent,
+        key: Vec<u8>,
+        val: Vec<u8>,
+        how: XHow,
+    },
+    RemoveXattr {
+        e: Ent,
+        key: Vec<u8>,
+    },
+    /// Open a regular file: handle `h`.
+    Open {
+        e: Ent,
+        h: u64,
+    },
+    Close {
+        h: u64,
+    },
+    HWrite {
+        h: u64,
+        off: u64,
+        data: Vec<u8>,
+    },
+    Sync,
+}
+
+#[derive(Debug, Clone)]
+pub struct Model {
+    pub nodes: BTreeMap<u64, Node>,
+    pub next: u64,
+    pub handles: BTreeMap<u64, u64>,
+    pub next_h: u64,
+}
+
+pub const ROOT: u64 = 1;
+
+fn write_into(data: &mut Vec<u8>, off: u64, d: &[u8]) {
+    let end = off as usize + d.len();
+    if data.len() < end {
+        data.resize(end, 0);
+    }
+    data[off as usize..end].copy_from_slice(d);
+}
+
+impl Model {
+    pub fn new() -> Model {
+        let mut nodes = BTreeMap::new();
+        nodes.insert(ROOT, Node::new(Kind::Dir, ROOT));
+        Model {
+            nodes,
+            next: 2,
+            handles: BTreeMap::new(),
+            next_h: 1,
+        }
+    }
+
+    pub fn lookup(&self, dir: u64, name: &[u8]) -> Option<u64> {
+        self.nodes.get(&dir)?.entries.get(name).copied()
+    }
+
+    /// Whether `a` is `d` or one of its ancestors.
+    pub fn is_ancestor(&self, a: u64, mut d: u64) -> bool {
+        loop {
+            if d == a {
+                return true;
+            }
+            if d == ROOT {
+                return false;
+            }
+            d = self.nodes[&d].parent;
+        }
+    }
+
+    pub fn path_of(&self, mut d: u64) -> String {
+        let mut parts = Vec::new();
+        while d != ROOT {
+            let p = self.nodes[&d].parent;
+            let name = self.nodes[&p]
+                .entries
+                .iter()
+                .find(|(_, &i)| i == d)
+                .map(|(n, _)| String::from_utf8_lossy(n).into_owned())
+                .expect("directory linked in its parent");
+            parts.push(name);
+            d = p;
+        }
+        parts.reverse();
+        format!("/{}", parts.join("/"))
+    }
+
+    pub fn ent(&self, dir: u64, name: &[u8]) -> Ent {
+        Ent {
+            dir,
+            dpath: self.path_of(dir),
+            name: name.to_vec(),
+        }
+    }
+
+    fn drop_link(&mut self, id: u64) {
+        let n = self.nodes.get_mut(&id).unwrap();
+        if n.is_dir() {
+            self.nodes.remove(&id);
+            return;
+        }
+        n.nlink -= 1;
+        if n.nlink == 0 && n.handles == 0 {
+            self.nodes.remove(&id);
+        }
+    }
+
+    fn file(&self, e: &Ent) -> Result<u64, Errno> {
+        let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+        match self.nodes[&id].kind {
+            Kind::File => Ok(id),
+            Kind::Dir => Err(libc::EISDIR),
+            _ => Err(libc::EINVAL),
+        }
+    }
+
+    /// Apply `op`; returns what the system call returns.
+    pub fn apply(&mut self, op: &Op) -> Result<(), Errno> {
+        match op {
+            Op::Create { e, kind, id } => {
+                if self.lookup(e.dir, &e.name).is_some() {
+                    return Err(libc::EEXIST);
+                }
+                self.nodes.insert(*id, Node::new(kind.clone(), e.dir));
+                self.nodes
+                    .get_mut(&e.dir)
+                    .unwrap()
+                    .entries
+                    .insert(e.name.clone(), *id);
+                self.next = self.next.max(id + 1);
+                Ok(())
+            }
+            Op::Link { src, dst } => {
+                let s = self.lookup(src.dir, &src.name).ok_or(libc::ENOENT)?;
+                if self.nodes[&s].is_dir() {
+                    return Err(libc::EPERM);
+                }
+                if self.lookup(dst.dir, &dst.name).is_some() {
+                    return Err(libc::EEXIST);
+                }
+                self.nodes.get_mut(&s).unwrap().nlink += 1;
+                self.nodes
+                    .get_mut(&dst.dir)
+                    .unwrap()
+                    .entries
+                    .insert(dst.name.clone(), s);
+                Ok(())
+            }
+            Op::Unlink { e } => {
+                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                if self.nodes[&id].is_dir() {
+                    return Err(libc::EISDIR);
+                }
+                self.nodes.get_mut(&e.dir).unwrap().entries.remove(&e.name);
+                self.drop_link(id);
+                Ok(())
+            }
+            Op::Rmdir { e } => {
+                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                let n = &self.nodes[&id];
+                if !n.is_dir() {
+                    return Err(libc::ENOTDIR);
+                }
+                if !n.entries.is_empty() {
+                    return Err(libc::ENOTEMPTY);
+                }
+                self.nodes.get_mut(&e.dir).unwrap().entries.remove(&e.name);
+                self.drop_link(id);
+                Ok(())
+            }
+            Op::Rename {
+                src,
+                dst,
+                noreplace,
+                exchange,
+            } => self.rename(src, dst, *noreplace, *exchange),
+            Op::Write { e, off, data } => {
+                let id = self.file(e)?;
+                write_into(&mut self.nodes.get_mut(&id).unwrap().data, *off, data);
+                Ok(())
+            }
+            Op::Truncate { e, size } => {
+                let id = self.file(e)?;
+                self.nodes
+                    .get_mut(&id)
+                    .unwrap()
+                    .data
+                    .resize(*size as usize, 0);
+                Ok(())
+            }
+            Op::SetXattr { e, key, val, how } => {
+                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                let x = &mut self.nodes.get_mut(&id).unwrap().xattrs;
+                match (how, x.contains_key(key)) {
+                    (XHow::Create, true) => return Err(libc::EEXIST),
+                    (XHow::Replace, false) => return Err(libc::ENODATA),
+                    _ => {}
+                }
+                x.insert(key.clone(), val.clone());
+                Ok(())
+            }
+            Op::RemoveXattr { e, key } => {
+                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                let x = &mut self.nodes.get_mut(&id).unwrap().xattrs;
+                x.remove(key).map(|_| ()).ok_or(libc::ENODATA)
+            }
+            Op::Open { e, h } => {
+                let id = self.file(e)?;
+                self.nodes.get_mut(&id).unwrap().handles += 1;
+                self.handles.insert(*h, id);
+                self.next_h = self.next_h.max(h + 1);
+                Ok(())
+            }
+            Op::Close { h } => {
+                let id = self.handles.remove(h).expect("open handle");
+                let n = self.nodes.get_mut(&id).unwrap();
+                n.handles -= 1;
+                if n.nlink == 0 && n.handles == 0 {
+                    self.nodes.remove(&id);
+                }
+                Ok(())
+            }
+            Op::HWrite { h, off, data } => {
+                let id = self.handles[h];
+                write_into(&mut self.nodes.get_mut(&id).unwrap().data, *off, data);
+                Ok(())
+            }
+            Op::Sync => Ok(()),
+        }
+    }
+
+    fn rename(
+        &mut self,
+        src: &Ent,
+        dst: &Ent,
+        noreplace: bool,
+        exchange: bool,
+    ) -> Result<(), Errno> {
+        let s = self.lookup(src.dir, &src.name).ok_or(libc::ENOENT)?;
+        let t = self.lookup(dst.dir, &dst.name);
+        if exchange && t.is_none() {
+            return Err(libc::ENOENT);
+        }
+        if noreplace && t.is_some() {
+            return Err(libc::EEXIST);
+        }
+        let s_dir = self.nodes[&s].is_dir();
+        if s_dir && self.is_ancestor(s, dst.dir) {
+            return Err(libc::EINVAL);
+        }
+        if let (true, Some(t)) = (exchange, t) {
+            if self.nodes[&t].is_dir() && self.is_ancestor(t, src.dir) {
+                return Err(libc::EINVAL);
+            }
+        }
+        if t == Some(s) {
+            return Ok(());
+        }
+        if exchange {
+            let t = t.unwrap();
+            self.nodes
+                .get_mut(&src.dir)
+                .unwrap()
+                .entries
+                .insert(src.name.clone(), t);
+            self.nodes
+                .get_mut(&dst.dir)
+                .unwrap()
+                .entries
+                .insert(dst.name.clone(), s);
+            if s_dir {
+                self.nodes.get_mut(&s).unwrap().parent = dst.dir;
+            }
+            if self.nodes[&t].is_dir() {
+                self.nodes.get_mut(&t).unwrap().parent = src.dir;
+            }
+            return Ok(());
+        }
+        if let Some(t) = t {
+            let tn = &self.nodes[&t];
+            match (s_dir, tn.is_dir()) {
+                (true, false) => return Err(libc::ENOTDIR),
+                (false, true) => return Err(libc::EISDIR),
+                (true, true) if !tn.entries.is_empty() => return Err(libc::ENOTEMPTY),
+                _ => {}
+            }
+            self.drop_link(t);
+        }
+        self.nodes
+            .get_mut(&src.dir)
+            .unwrap()
+            .entries
+            .remove(&src.name);
+        self.nodes
+            .get_mut(&dst.dir)
+            .unwrap()
+            .entries
+            .insert(dst.name.clone(), s);
+        if s_dir {
+            self.nodes.get_mut(&s).unwrap().parent = dst.dir;
+        }
+        Ok(())
+    }
+
+    /// Subdirectories of `d`.
+    pub fn subdirs(&self, d: u64) -> u32 {
+        self.nodes[&d]
+            .entries
+            .values()
+            .filter(|i| self.nodes[i].is_dir())
+            .count() as u32
+    }
+}
