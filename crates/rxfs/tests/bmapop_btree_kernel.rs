@@ -169,3 +169,169 @@ fn attr_fork_extents_load_store() {
     assert_eq!(std::fs::read(&p).unwrap(), pattern(1, 10000));
     m.umount();
 }
+
+// ---------------------------------------------------------------------
+// BTREE-format data forks through the Filesystem API.
+
+use rand::{Rng, SeedableRng};
+use rxfs::fs::ops_data::SetAttr;
+use rxfs::Filesystem;
+
+fn open_rw(img: &Path) -> Arc<Filesystem> {
+    let opts = rxfs::MountOptions {
+        read_only: false,
+        ..Default::default()
+    };
+    Filesystem::open(open_dev(img), None, opts).unwrap()
+}
+
+/// (format, bmbt root level or 0, extent count) of inode `ino`'s data fork.
+fn fork_shape(img: &Path, ino: Ino) -> (u8, u16, u64) {
+    let mut tx = MemTx::new(open_dev(img)).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    let d = tx.inode(ip);
+    let lvl = if di::format(d) == rxfs::format::inode::FMT_BTREE {
+        rxfs::format::bmbt::root_level(di::data_fork(d))
+    } else {
+        0
+    };
+    (di::format(d), lvl, di::nextents(d))
+}
+
+/// A file and the bytes it must hold.
+struct Model {
+    ino: Ino,
+    name: String,
+    bytes: Vec<u8>,
+}
+
+impl Model {
+    fn write(&mut self, fs: &Filesystem, off: u64, d: &[u8]) {
+        assert_eq!(fs.write(self.ino, off, d).unwrap(), d.len());
+        let end = off as usize + d.len();
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        self.bytes[off as usize..end].copy_from_slice(d);
+    }
+    fn truncate(&mut self, fs: &Filesystem, size: u64) {
+        let a = SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        fs.setattr(self.ino, &a).unwrap();
+        self.bytes.resize(size as usize, 0);
+    }
+}
+
+/// Unmounted image: repair clean, kernel reads the model's bytes.
+fn check_image(s: &Scratch, img: &Path, files: &[&Model]) {
+    repair_ok(img);
+    let mnt = s.path("ro");
+    let m = KernelMount::new(img, &mnt, "ro");
+    for f in files {
+        let got = std::fs::read(mnt.join(&f.name)).unwrap();
+        assert_eq!(got.len(), f.bytes.len(), "{}: size", f.name);
+        assert!(got == f.bytes, "{}: contents differ from the model", f.name);
+    }
+    m.umount();
+}
+
+/// Thousands of discontiguous extents written through a read-write
+/// mount: the fork becomes a bmbt of depth 2, then 3 (1 KiB blocks);
+/// seeded random writes and truncates against a byte model; then a
+/// shrink back to EXTENTS format. Repair and the kernel check each stage.
+#[test]
+fn bmbt_grow_random_shrink() {
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-grow");
+    let img = s.path("img");
+    mkfs_with(&img, 128 << 20, &["-b", "size=1024"], FSTESTS_ENV);
+    // The kernel makes the file with a big shortform xattr: the attr
+    // fork takes most of the literal area, so the data fork's bmbt root
+    // holds few pointers and the tree deepens after a few thousand
+    // extents.
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    std::fs::write(mnt.join("f"), b"").unwrap();
+    set_xattr(&mnt.join("f"), "user.big", &pattern(5, 230));
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(mnt.join("f")).unwrap().ino());
+    m.umount();
+    let rootmax = {
+        let mut tx = MemTx::new(open_dev(&img)).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        rxfs::format::bmbt::root_maxrecs(di::data_fork(tx.inode(ip)).len())
+    };
+    assert!(rootmax <= 6, "data fork root holds {rootmax} pointers");
+    let fs = open_rw(&img);
+    let mut f = Model {
+        ino,
+        name: "f".into(),
+        bytes: Vec::new(),
+    };
+    let bs = 1024u64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    // One block every other block: no two extents merge.
+    let mut i = 0u64;
+    let mut stage = |f: &mut Model, fs: Arc<Filesystem>, upto: u64, want_level: u16| {
+        while i < upto {
+            let d: Vec<u8> = (0..bs).map(|_| rng.gen()).collect();
+            f.write(&fs, 2 * i * bs, &d);
+            i += 1;
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        let shape = fork_shape(&img, f.ino);
+        assert_eq!(
+            shape,
+            (3, want_level, upto),
+            "fork shape after {upto} extents"
+        );
+        check_image(&s, &img, &[f]);
+        open_rw(&img)
+    };
+    let fs = stage(&mut f, fs, 8, 1);
+    let fs = stage(&mut f, fs, 40 * rootmax as u64, 2);
+    let fs = stage(&mut f, fs, 1250 * rootmax as u64, 3);
+    // Random writes (filling holes merges extents), truncates.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    for _ in 0..300 {
+        let len = f.bytes.len() as u64;
+        match rng.gen_range(0..20) {
+            0 => {
+                let to = len - rng.gen_range(0..len / 20);
+                f.truncate(&fs, to);
+            }
+            _ => {
+                let off = rng.gen_range(0..len + 8 * bs);
+                let n = rng.gen_range(1..3 * bs) as usize;
+                let d: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+                f.write(&fs, off, &d);
+            }
+        }
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    let shape = fork_shape(&img, f.ino);
+    assert_eq!(shape.0, 3, "still a btree: {shape:?}");
+    check_image(&s, &img, &[&f]);
+    // Shrink: cut to 200 blocks (a depth-1 tree), then to 4 blocks (at
+    // most 2 extents): EXTENTS again.
+    let fs = open_rw(&img);
+    f.truncate(&fs, 200 * bs + 100);
+    fs.unmount().unwrap();
+    drop(fs);
+    let shape = fork_shape(&img, f.ino);
+    assert_eq!((shape.0, shape.1), (3, 1), "one level: {shape:?}");
+    check_image(&s, &img, &[&f]);
+    let fs = open_rw(&img);
+    f.truncate(&fs, 3 * bs + 100);
+    fs.unmount().unwrap();
+    drop(fs);
+    let shape = fork_shape(&img, f.ino);
+    assert_eq!(shape.0, FMT_EXTENTS, "back to extents: {shape:?}");
+    check_image(&s, &img, &[&f]);
+}

@@ -308,7 +308,9 @@ fn fill_inner(
             got.push(e);
             map.insert(e);
             if map.exts.len() > max_recs {
-                return Err(Error::NotSupported("btree data forks: issue 4".into()));
+                return Err(Error::NotSupported(
+                    "more extents than the fork's counter allows".into(),
+                ));
             }
             pos += len;
         }
