@@ -98,6 +98,9 @@ pub enum Error {
     TooManyLinks,
     #[error("filesystem is shut down")]
     Shutdown,
+    /// lseek SEEK_DATA/SEEK_HOLE at or past EOF, or no data after it.
+    #[error("no data or hole at or past the offset")]
+    NoSuchOffset,
 }
 
 impl Error {
@@ -141,6 +144,7 @@ impl Error {
             Error::Range => libc::ERANGE,
             Error::NotSymlink => libc::EINVAL,
             Error::Shutdown => libc::EIO,
+            Error::NoSuchOffset => libc::ENXIO,
             Error::NoSpace => libc::ENOSPC,
             Error::Exists => libc::EEXIST,
             Error::NotEmpty => libc::ENOTEMPTY,

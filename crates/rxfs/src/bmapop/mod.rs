@@ -39,6 +39,7 @@
 
 pub mod bmbt;
 pub mod data;
+pub mod falloc;
 pub mod fork;
 pub mod map;
 #[cfg(test)]
@@ -204,7 +205,7 @@ pub fn set_times(
     }
 }
 
-fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
+pub(crate) fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
     if tx.sb().has_rmapbt() {
         return Err(Error::NotSupported(
             "data fork changes on a filesystem with rmapbt (issue 4)".into(),
