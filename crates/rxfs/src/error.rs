@@ -108,6 +108,9 @@ pub enum Error {
     /// EBUSY: the object is in use (rename of a mount root...).
     #[error("busy")]
     Busy,
+    /// lseek SEEK_DATA/SEEK_HOLE at or past EOF, or no data after it.
+    #[error("no data or hole at or past the offset")]
+    NoSuchOffset,
 }
 
 impl Error {
@@ -151,6 +154,7 @@ impl Error {
             Error::Range => libc::ERANGE,
             Error::NotSymlink => libc::EINVAL,
             Error::Shutdown => libc::EIO,
+            Error::NoSuchOffset => libc::ENXIO,
             Error::NoSpace => libc::ENOSPC,
             Error::Exists => libc::EEXIST,
             Error::NotEmpty => libc::ENOTEMPTY,

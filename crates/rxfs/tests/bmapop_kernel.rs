@@ -292,49 +292,42 @@ fn extend_and_punch_tail() {
     assert_eq!(ip.core.nblocks, 1_000_001u64.div_ceil(bs));
 }
 
-/// The extent count limit of the inode's literal area: writes that would
-/// need a btree fork are refused with NotSupported and change nothing;
-/// the image stays consistent.
+/// More extents than the inode's literal area holds: the fork becomes a
+/// bmbt (BTREE format) and every write succeeds; the image stays
+/// consistent. (Before issue 4 these writes were refused.)
 #[test]
-fn extent_limit_refuses_cleanly() {
+fn many_extents_become_btree() {
     if skip() {
         return;
     }
     let mut im = populate("bmapop-limit", 10);
     let dev = open_dev(&im.img);
     let ino = im.ino("sparse");
-    let mut refused = 0;
     // Fill holes one block at a time, back to front, each from a far
-    // away place: every fill is a new extent until the fork is full.
+    // away place: every fill is a new extent.
     for i in (0..10u64).rev() {
         let off = i * 8192 + 4096;
         let d = pattern(40 + i, 4096);
-        let r = in_tx(&dev, ino, |tx, ip| {
+        in_tx(&dev, ino, |tx, ip| {
             data::write_step(tx, &*dev, ip, ino, off, &d, data::WriteOpts::now())
-        });
-        match r {
-            Ok(_) => write_model(im.model("sparse"), off, &d),
-            Err(rxfs::Error::NotSupported(m)) => {
-                assert!(m.contains("btree"), "{m}");
-                refused += 1;
-            }
-            Err(e) => panic!("{e}"),
-        }
-        assert!(nextents(&dev, ino) <= 12);
+        })
+        .unwrap();
+        write_model(im.model("sparse"), off, &d);
     }
-    // Past EOF, far away: more extents than fit.
-    for i in 0..12u64 {
+    // Past EOF, far away: more extents than fit inline.
+    for i in 0..30u64 {
         let off = (1 << 22) + i * 65536;
         let d = pattern(60 + i, 100);
-        match in_tx(&dev, ino, |tx, ip| {
+        in_tx(&dev, ino, |tx, ip| {
             data::write_step(tx, &*dev, ip, ino, off, &d, data::WriteOpts::now())
-        }) {
-            Ok(_) => write_model(im.model("sparse"), off, &d),
-            Err(rxfs::Error::NotSupported(_)) => refused += 1,
-            Err(e) => panic!("{e}"),
-        }
+        })
+        .unwrap();
+        write_model(im.model("sparse"), off, &d);
     }
-    assert!(refused > 0, "22 separate extents all fitted the fork?");
+    let mut tx = MemTx::new(dev.clone()).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    assert_eq!(di::format(tx.inode(ip)), rxfs::format::inode::FMT_BTREE);
+    drop(tx);
     im.verify();
 }
 

@@ -57,7 +57,7 @@ pub fn now() -> Timestamp {
     }
 }
 
-fn require_regular(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
+pub(super) fn require_regular(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     match di::mode(tx.inode(ip)) & S_IFMT {
         S_IFREG => Ok(()),
         S_IFDIR => Err(Error::IsDir),
@@ -65,7 +65,7 @@ fn require_regular(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     }
 }
 
-fn refuse_reflink(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
+pub(super) fn refuse_reflink(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     if di::flags2(tx.inode(ip)) & DIFLAG2_REFLINK != 0 {
         return Err(Error::NotSupported(
             "writing a reflinked file (copy-on-write)".into(),
@@ -207,7 +207,7 @@ fn write_run(
 
 /// Zero file bytes `[from, to)` wherever they are mapped to written
 /// blocks (holes and unwritten extents already read as zeros).
-fn zero_written(
+pub fn zero_written(
     tx: &dyn MetaTx,
     ip: InodeId,
     dev: &dyn BlockDevice,

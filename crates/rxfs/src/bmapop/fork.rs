@@ -7,9 +7,20 @@
 //! that appeared and disappeared). Every edit of a fork's mappings goes
 //! through this pair.
 //!
-//! Today: EXTENTS-format data forks. BTREE-format forks and the attr fork
-//! are `NotSupported` (issue 4: bmbt).
+//! Where a fork lives in the dinode:
+//! ```text
+//! data fork: format at 5 (di_format), count di_nextents, bytes 176 .. 176 + forkoff*8
+//! attr fork: format at 83 (di_aformat), count di_anextents, bytes 176 + forkoff*8 .. end
+//! ```
+//! An attr fork exists only when di_forkoff != 0.
+//!
+//! A fork whose records fit in the literal area (`fork bytes / 16`) is
+//! stored in EXTENTS format, else as a bmbt ([`super::bmbt`]); [`store`]
+//! converts in both directions, so a BTREE-format fork always holds more
+//! records than fit inline (as `xfs_repair` requires). The record count is
+//! limited by the extent counters (31/15 bits, 48/32 with NREXT64).
 
+use super::bmbt::{self, Editor};
 use super::map::ExtentMap;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
@@ -25,56 +36,131 @@ pub enum WhichFork {
     Attr,
 }
 
-/// Decode and check the data fork of a joined inode; returns the map and
-/// the most records the fork can hold.
-pub fn load(tx: &mut dyn MetaTx, ip: InodeId, which: WhichFork) -> Result<(ExtentMap, usize)> {
-    if which == WhichFork::Attr {
-        return Err(Error::NotSupported(
-            "attr fork extent maps (bmapop::fork)".into(),
-        ));
+impl WhichFork {
+    fn name(self) -> &'static str {
+        match self {
+            WhichFork::Data => "inode data fork",
+            WhichFork::Attr => "inode attr fork",
+        }
     }
+}
+
+/// The format byte of a fork (di_format or di_aformat).
+pub fn fork_format(d: &[u8], which: WhichFork) -> u8 {
+    match which {
+        WhichFork::Data => di::format(d),
+        WhichFork::Attr => di::aformat(d),
+    }
+}
+
+/// The record count of a fork (di_nextents or di_anextents).
+pub fn fork_nextents(d: &[u8], which: WhichFork) -> u64 {
+    match which {
+        WhichFork::Data => di::nextents(d),
+        WhichFork::Attr => di::anextents(d) as u64,
+    }
+}
+
+fn set_fork_format(d: &mut [u8], which: WhichFork, f: u8) {
+    match which {
+        WhichFork::Data => di::set_format(d, f),
+        WhichFork::Attr => di::set_aformat(d, f),
+    }
+}
+
+fn set_fork_nextents(d: &mut [u8], which: WhichFork, n: u64) {
+    match which {
+        WhichFork::Data => di::set_nextents(d, n),
+        WhichFork::Attr => di::set_anextents(d, n as u32),
+    }
+}
+
+/// The bytes of a fork in the literal area.
+pub fn fork_bytes(d: &[u8], which: WhichFork) -> &[u8] {
+    match which {
+        WhichFork::Data => di::data_fork(d),
+        WhichFork::Attr => di::attr_fork(d),
+    }
+}
+
+pub(super) fn fork_bytes_mut(d: &mut [u8], which: WhichFork) -> &mut [u8] {
+    match which {
+        WhichFork::Data => di::data_fork_mut(d),
+        WhichFork::Attr => di::attr_fork_mut(d),
+    }
+}
+
+/// Decode and check a fork of a joined inode; returns the map and the most
+/// records the fork can hold.
+pub fn load(tx: &mut dyn MetaTx, ip: InodeId, which: WhichFork) -> Result<(ExtentMap, usize)> {
     let d = tx.inode(ip);
-    let geo = tx.geo();
     let at = Location::Ino(di::ino(d));
-    let bad = |detail: String| Error::corrupt("inode data fork", at, detail);
-    if di::flags(d) & DIFLAG_REALTIME != 0 {
+    let bad = |detail: String| Error::corrupt(which.name(), at, detail);
+    if which == WhichFork::Data && di::flags(d) & DIFLAG_REALTIME != 0 {
         return Err(Error::NotSupported(
             "realtime files: data fork editing".into(),
         ));
     }
-    match di::format(d) {
-        FMT_EXTENTS => {}
-        FMT_BTREE => return Err(Error::NotSupported("btree data forks: issue 4".into())),
+    if which == WhichFork::Attr && di::forkoff(d) == 0 {
+        return Err(Error::Invalid("the inode has no attr fork".into()));
+    }
+    let limit = max_extents(d, which);
+    let n = fork_nextents(d, which);
+    if n > limit as u64 {
+        return Err(bad(format!("{n} extents, more than the counter allows")));
+    }
+    let fork = fork_bytes(d, which);
+    let inline = fork.len() / EXTENT_REC_SIZE;
+    let raw = match fork_format(d, which) {
+        FMT_EXTENTS => {
+            if n > inline as u64 {
+                return Err(bad(format!("{n} extents in a fork that holds {inline}")));
+            }
+            (0..n as usize)
+                .map(|i| Extent::decode(&fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]))
+                .collect()
+        }
+        FMT_BTREE => bmbt::walk(tx, ip, which, n)?.1,
         f => {
             return Err(Error::Invalid(format!(
-                "data fork format {f} has no extent map"
+                "{} format {f} has no extent map",
+                which.name()
             )))
         }
-    }
-    let fork = di::data_fork(d);
-    let max_recs = fork.len() / EXTENT_REC_SIZE;
-    let n = di::nextents(d);
-    if n > max_recs as u64 {
-        return Err(bad(format!("{n} extents in a fork that holds {max_recs}")));
-    }
-    let mut exts = Vec::with_capacity(n as usize);
-    for i in 0..n as usize {
-        let e = Extent::decode(&fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
+    };
+    let geo = tx.geo();
+    let mut exts = Vec::with_capacity(raw.len());
+    for (i, e) in raw.into_iter().enumerate() {
         if !geo.fsb_extent_valid(FsBlock(e.start), e.len) {
             return Err(bad(format!(
                 "extent {i} ({} blocks at fsblock {}) outside one AG",
                 e.len, e.start
             )));
         }
+        if which == WhichFork::Attr && e.unwritten {
+            return Err(bad(format!("extent {i} of the attr fork is unwritten")));
+        }
         exts.push(e);
     }
     let map = ExtentMap::new(exts, geo.agblklog);
     map.check().map_err(bad)?;
-    Ok((map, max_recs))
+    Ok((map, limit))
 }
 
-/// Write the map into the fork (unused record space zeroed), di_nextents,
-/// and di_nblocks += `delta`.
+/// The most extents a fork's counter allows (the kernel's limits).
+fn max_extents(d: &[u8], which: WhichFork) -> usize {
+    let big = di::is_nrext64(d);
+    let bits = match (which, big) {
+        (WhichFork::Data, false) => 31,
+        (WhichFork::Data, true) => 48,
+        (WhichFork::Attr, false) => 15,
+        (WhichFork::Attr, true) => 32,
+    };
+    ((1u64 << bits) - 1).min(usize::MAX as u64) as usize
+}
+
+/// Write the map into the fork (unused record space zeroed), the fork's
+/// extent count, and di_nblocks += `delta`.
 pub fn store(
     tx: &mut dyn MetaTx,
     ip: InodeId,
@@ -83,24 +169,86 @@ pub fn store(
     map: &ExtentMap,
     delta: i64,
 ) -> Result<()> {
-    let _ = old;
-    if which == WhichFork::Attr {
+    let d = tx.inode(ip);
+    let at = Location::Ino(di::ino(d));
+    if which == WhichFork::Attr && di::forkoff(d) == 0 {
+        return Err(Error::Invalid("the inode has no attr fork".into()));
+    }
+    if map.exts.len() > max_extents(d, which) {
         return Err(Error::NotSupported(
-            "attr fork extent maps (bmapop::fork)".into(),
+            "more extents than the fork's counter allows".into(),
         ));
     }
+    let inline = fork_bytes(d, which).len() / EXTENT_REC_SIZE;
+    let fits = map.exts.len() <= inline;
+    let tree_delta = match fork_format(d, which) {
+        FMT_EXTENTS if fits => 0,
+        FMT_EXTENTS => {
+            let mut ed = Editor::empty(tx, ip, which);
+            ed.build(&map.exts)?;
+            let dl = ed.delta;
+            set_fork_format(tx.inode_mut(ip), which, FMT_BTREE);
+            dl
+        }
+        FMT_BTREE => {
+            let n = fork_nextents(d, which);
+            let (tree, recs) = bmbt::walk(tx, ip, which, n)?;
+            if recs != old.exts {
+                return Err(Error::Invalid(
+                    "bmapop::store: the old map is not the fork's".into(),
+                ));
+            }
+            let mut ed = Editor {
+                tx: &mut *tx,
+                ip,
+                tree,
+                delta: 0,
+            };
+            if fits {
+                ed.destroy()?;
+                let dl = ed.delta;
+                set_fork_format(tx.inode_mut(ip), which, FMT_EXTENTS);
+                dl
+            } else {
+                let (a, b, ins) = changed_range(&old.exts, &map.exts);
+                ed.splice_recs(a, b, ins)?;
+                ed.delta
+            }
+        }
+        f => {
+            return Err(Error::Invalid(format!(
+                "{} format {f} has no extent map",
+                which.name()
+            )))
+        }
+    };
     let d = tx.inode_mut(ip);
-    let at = Location::Ino(di::ino(d));
     let nblocks = di::nblocks(d)
-        .checked_add_signed(delta)
+        .checked_add_signed(delta + tree_delta)
         .ok_or_else(|| Error::corrupt("inode", at, "di_nblocks would wrap"))?;
-    let fork = di::data_fork_mut(d);
-    debug_assert!(map.exts.len() * EXTENT_REC_SIZE <= fork.len());
-    for (i, e) in map.exts.iter().enumerate() {
-        e.encode(&mut fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
+    if fits {
+        let fork = fork_bytes_mut(d, which);
+        for (i, e) in map.exts.iter().enumerate() {
+            e.encode(&mut fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
+        }
+        fork[map.exts.len() * EXTENT_REC_SIZE..].fill(0);
     }
-    fork[map.exts.len() * EXTENT_REC_SIZE..].fill(0);
-    di::set_nextents(d, map.exts.len() as u64);
+    set_fork_nextents(d, which, map.exts.len() as u64);
     di::set_nblocks(d, nblocks);
     Ok(())
+}
+
+/// The records that differ: `old[a..b]` became `ins` (common prefix and
+/// suffix left out).
+fn changed_range<'a>(old: &[Extent], new: &'a [Extent]) -> (usize, usize, &'a [Extent]) {
+    let p = old.iter().zip(new).take_while(|(x, y)| x == y).count();
+    let max_s = old.len().min(new.len()) - p;
+    let s = old
+        .iter()
+        .rev()
+        .zip(new.iter().rev())
+        .take(max_s)
+        .take_while(|(x, y)| x == y)
+        .count();
+    (p, old.len() - s, &new[p..new.len() - s])
 }

@@ -185,8 +185,66 @@ impl ExtentMap {
         out
     }
 
+    /// Remove every mapping inside file blocks `[a, b)` (trimming or
+    /// splitting the ones that straddle an end); returns the removed
+    /// physical runs `(start, len)` in file order.
+    pub fn remove_range(&mut self, a: u64, b: u64) -> Vec<(u64, u64)> {
+        let mut freed = Vec::new();
+        if a >= b {
+            return freed;
+        }
+        let i = self.exts.partition_point(|e| e.end() <= a);
+        let j = self.exts.partition_point(|e| e.off.0 < b);
+        if i >= j {
+            return freed;
+        }
+        let mut keep = Vec::new();
+        for e in self.exts.drain(i..j) {
+            let lo = e.off.0.max(a);
+            let hi = e.end().min(b);
+            freed.push((e.start + (lo - e.off.0), hi - lo));
+            if e.off.0 < lo {
+                keep.push(Extent {
+                    len: lo - e.off.0,
+                    ..e
+                });
+            }
+            if hi < e.end() {
+                keep.push(Extent {
+                    off: FileBlock(hi),
+                    start: e.start + (hi - e.off.0),
+                    len: e.end() - hi,
+                    unwritten: e.unwritten,
+                });
+            }
+        }
+        self.exts.splice(i..i, keep);
+        freed
+    }
+
+    /// Split the mapping that straddles file block `fb` (if any) into two
+    /// records meeting at `fb` (not merged back until [`Self::normalize`]).
+    pub fn split_at(&mut self, fb: u64) {
+        let i = self.exts.partition_point(|e| e.end() <= fb);
+        if let Some(e) = self.exts.get(i).copied() {
+            if e.off.0 < fb {
+                let head = fb - e.off.0;
+                self.exts[i].len = head;
+                self.exts.insert(
+                    i + 1,
+                    Extent {
+                        off: FileBlock(fb),
+                        start: e.start + head,
+                        len: e.len - head,
+                        unwritten: e.unwritten,
+                    },
+                );
+            }
+        }
+    }
+
     /// Merge every mergeable neighbour pair.
-    fn normalize(&mut self) {
+    pub fn normalize(&mut self) {
         let mut i = 0;
         while i + 1 < self.exts.len() {
             if self.can_merge(&self.exts[i], &self.exts[i + 1]) {
@@ -308,7 +366,9 @@ fn fill_inner(
             got.push(e);
             map.insert(e);
             if map.exts.len() > max_recs {
-                return Err(Error::NotSupported("btree data forks: issue 4".into()));
+                return Err(Error::NotSupported(
+                    "more extents than the fork's counter allows".into(),
+                ));
             }
             pos += len;
         }

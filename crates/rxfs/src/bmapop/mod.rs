@@ -10,7 +10,7 @@
 //! ```
 //! `n` is di_nextents (32 bits at 76, or 64 bits at 24 with NREXT64); at
 //! most `data fork bytes / 16` records fit. A fork that needs more becomes
-//! a bmbt (BTREE format): not written here yet (`NotSupported`, issue 4).
+//! a bmbt (BTREE format, [`bmbt`]); [`fork::store`] converts both ways.
 //!
 //! Invariants kept (on top of [`map::ExtentMap`]'s list invariants):
 //! - di_nextents = number of records; di_nblocks changes by exactly the
@@ -33,12 +33,13 @@
 //! file operations (write step, size change, setattr) on top, used by
 //! `fs/ops_data.rs`.
 //!
-//! Not handled (refused with `NotSupported`): BTREE-format forks,
-//! realtime files, filesystems with the reverse-mapping btree (every
+//! Not handled (refused with `NotSupported`): realtime files, filesystems with the reverse-mapping btree (every
 //! mapping would need an rmap record), and freeing blocks of inodes flagged
 //! REFLINK (they may be shared: the refcount btree would have to decide).
 
+pub mod bmbt;
 pub mod data;
+pub mod falloc;
 pub mod fork;
 pub mod map;
 #[cfg(test)]
@@ -122,7 +123,9 @@ fn map_range(
         Vec::new()
     };
     if map.exts.len() > max_recs {
-        return Err(Error::NotSupported("btree data forks: issue 4".into()));
+        return Err(Error::NotSupported(
+            "more extents than the fork's counter allows".into(),
+        ));
     }
     let geo = tx.geo();
     let home = geo.agb_to_fsb(geo.ino_agno(ino), geo.agino_agbno(geo.ino_agino(ino)));
@@ -202,7 +205,7 @@ pub fn set_times(
     }
 }
 
-fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
+pub(crate) fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
     if tx.sb().has_rmapbt() {
         return Err(Error::NotSupported(
             "data fork changes on a filesystem with rmapbt (issue 4)".into(),

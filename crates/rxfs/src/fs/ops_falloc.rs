@@ -1,34 +1,267 @@
 //! fallocate(2) modes, SEEK_DATA/SEEK_HOLE and the write-back of delayed
 //! (buffered) writes on a read-write mount.
 //!
-//! (API stub for issue 4: the file data helper fills it in.)
+//! Each mode is a loop of bounded steps ([`crate::bmapop::falloc`]), one
+//! transaction ([`Resv::Fallocate`]) each, under the inode lock:
+//! - 0 / KEEP_SIZE: holes in the block range become unwritten extents
+//!   (read as zeros; a write converts them); without KEEP_SIZE the size
+//!   grows to `off + len`. `NoSpace` is retried once from AG 0, then
+//!   returned: what was allocated stays (unwritten, harmless), the size
+//!   is unchanged.
+//! - PUNCH_HOLE|KEEP_SIZE: written bytes of partial edge blocks are
+//!   zeroed on the device, whole blocks are unmapped and freed.
+//! - ZERO_RANGE: a punch, then a preallocation of the covering blocks (as
+//!   XFS does: the range reads as zeros, whole blocks become unwritten).
+//! - COLLAPSE_RANGE / INSERT_RANGE: block-aligned (else `Invalid`); the
+//!   range is punched and the later mappings shift left, or the size
+//!   grows first and the later mappings shift right, highest first.
+//!
+//! SEEK_DATA/SEEK_HOLE: rxfs has no page cache (writes go to the device at
+//! once), so unwritten extents are always holes, as XFS reports them when
+//! no dirty pages cover them.
 
 use super::Filesystem;
+use crate::bmapop::data::{self, zero_written};
+use crate::bmapop::falloc::{prealloc_step, shift_left_step, shift_right_step, unmap_step};
+use crate::bmapop::{ExtentMap, Placement};
 use crate::error::{Error, Result};
-use crate::types::Ino;
+use crate::format::dinode_edit as di;
+use crate::types::{FileType, Ino};
+use crate::xact::{InodeId, MetaTx, Resv};
+
+pub const FALLOC_FL_KEEP_SIZE: i32 = 0x01;
+pub const FALLOC_FL_PUNCH_HOLE: i32 = 0x02;
+pub const FALLOC_FL_COLLAPSE_RANGE: i32 = 0x08;
+pub const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
+pub const FALLOC_FL_INSERT_RANGE: i32 = 0x20;
+
+/// Largest file size (bytes).
+const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
 impl Filesystem {
     /// fallocate(2): `mode` holds Linux `FALLOC_FL_*` bits (0 = allocate
     /// and extend; KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE,
     /// COLLAPSE_RANGE, INSERT_RANGE).
     pub fn fallocate(&self, ino: Ino, mode: i32, off: u64, len: u64) -> Result<()> {
-        let _ = (ino, mode, off, len);
-        Err(Error::NotSupported("fallocate (issue 4)".into()))
+        const KNOWN: i32 = FALLOC_FL_KEEP_SIZE
+            | FALLOC_FL_PUNCH_HOLE
+            | FALLOC_FL_COLLAPSE_RANGE
+            | FALLOC_FL_ZERO_RANGE
+            | FALLOC_FL_INSERT_RANGE;
+        if mode & !KNOWN != 0 {
+            return Err(Error::NotSupported(format!("fallocate mode {mode:#x}")));
+        }
+        if len == 0 {
+            return Err(Error::Invalid("fallocate of 0 bytes".into()));
+        }
+        let end = off
+            .checked_add(len)
+            .filter(|e| *e <= MAX_FILE_SIZE)
+            .ok_or_else(|| Error::Invalid("fallocate past the largest file size".into()))?;
+        let keep = mode & FALLOC_FL_KEEP_SIZE != 0;
+        let kind = mode & !FALLOC_FL_KEEP_SIZE;
+        let _lock = self.ilock(ino)?;
+        let ip = self.iget(ino)?;
+        match ip.file_type() {
+            Some(FileType::Regular) => {}
+            Some(FileType::Directory) => return Err(Error::IsDir),
+            _ => return Err(Error::Invalid("fallocate of a non-regular file".into())),
+        }
+        let size = ip.core.size;
+        let bs = self.geo().blocksize as u64;
+        match kind {
+            0 => {
+                self.falloc_prealloc(ino, off / bs, end.div_ceil(bs))?;
+                self.falloc_finish(ino, (!keep && end > size).then_some(end))
+            }
+            FALLOC_FL_PUNCH_HOLE if keep => {
+                self.falloc_punch(ino, off, end)?;
+                self.falloc_finish(ino, None)
+            }
+            FALLOC_FL_PUNCH_HOLE => Err(Error::NotSupported("PUNCH_HOLE without KEEP_SIZE".into())),
+            FALLOC_FL_ZERO_RANGE => {
+                self.falloc_punch(ino, off, end)?;
+                self.falloc_prealloc(ino, off / bs, end.div_ceil(bs))?;
+                self.falloc_finish(ino, (!keep && end > size).then_some(end))
+            }
+            FALLOC_FL_COLLAPSE_RANGE if !keep => {
+                if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) {
+                    return Err(Error::Invalid("collapse range not block aligned".into()));
+                }
+                if end >= size {
+                    return Err(Error::Invalid("collapse range reaches EOF".into()));
+                }
+                let (fb, n) = (off / bs, len / bs);
+                self.falloc_unmap(ino, fb, fb + n)?;
+                let mut from = Some(fb + n);
+                while let Some(f) = from {
+                    from = self.falloc_tx(ino, |tx, ip| shift_left_step(tx, ip, f, n))?;
+                }
+                self.falloc_finish(ino, Some(size - len))
+            }
+            FALLOC_FL_INSERT_RANGE if !keep => {
+                if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) {
+                    return Err(Error::Invalid("insert range not block aligned".into()));
+                }
+                if off >= size {
+                    return Err(Error::Invalid("insert range at or past EOF".into()));
+                }
+                if size.checked_add(len).is_none_or(|s| s > MAX_FILE_SIZE) {
+                    return Err(Error::Invalid("insert range: file too large".into()));
+                }
+                // Size first: a crash mid-shift leaves no mapping past EOF.
+                self.falloc_finish(ino, Some(size + len))?;
+                let (fb, n) = (off / bs, len / bs);
+                let mut upto = Some(u64::MAX);
+                while let Some(u) = upto {
+                    upto = self.falloc_tx(ino, |tx, ip| shift_right_step(tx, ip, fb, u, n))?;
+                }
+                Ok(())
+            }
+            _ => Err(Error::Invalid(format!("fallocate mode {mode:#x}"))),
+        }
+    }
+
+    /// Run one step in its own transaction; commit on success.
+    fn falloc_tx<T>(
+        &self,
+        ino: Ino,
+        f: impl FnOnce(&mut dyn MetaTx, InodeId) -> Result<T>,
+    ) -> Result<T> {
+        let mut tx = self.trans_alloc(Resv::Fallocate)?;
+        match tx.ijoin(ino).and_then(|ip| f(&mut tx, ip)) {
+            Ok(v) => {
+                tx.commit()?;
+                Ok(v)
+            }
+            Err(e) => {
+                tx.cancel();
+                Err(e)
+            }
+        }
+    }
+
+    /// Unwritten blocks for every hole of file blocks `[fb0, fb1)`.
+    fn falloc_prealloc(&self, ino: Ino, fb0: u64, fb1: u64) -> Result<()> {
+        let mut pos = fb0;
+        let mut place = Placement::Near;
+        while pos < fb1 {
+            match self.falloc_tx(ino, |tx, ip| prealloc_step(tx, ip, ino, pos, fb1, place)) {
+                Ok(p) => {
+                    pos = p;
+                    place = Placement::Near;
+                }
+                Err(Error::NoSpace) if place == Placement::Near => place = Placement::Anywhere,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    /// Unmap file blocks `[fb0, fb1)`.
+    fn falloc_unmap(&self, ino: Ino, fb0: u64, fb1: u64) -> Result<()> {
+        let mut pos = fb0;
+        while pos < fb1 {
+            pos = self.falloc_tx(ino, |tx, ip| unmap_step(tx, ip, pos, fb1))?;
+        }
+        Ok(())
+    }
+
+    /// Zero bytes `[off, end)`: written bytes of the partial edge blocks on
+    /// the device, whole blocks unmapped.
+    fn falloc_punch(&self, ino: Ino, off: u64, end: u64) -> Result<()> {
+        let bs = self.geo().blocksize as u64;
+        let (fb0, fb1) = (off.div_ceil(bs), end / bs);
+        let dev = self.dev();
+        self.falloc_tx(ino, |tx, ip| {
+            let map = crate::bmapop::falloc::data_map(tx, ip)?;
+            if fb0 > fb1 {
+                // Inside one block.
+                zero_written(&*tx, ip, dev, &map, off, end)?;
+            } else {
+                zero_written(&*tx, ip, dev, &map, off, fb0 * bs)?;
+                zero_written(&*tx, ip, dev, &map, fb1 * bs, end)?;
+            }
+            Ok(())
+        })?;
+        if fb0 < fb1 {
+            self.falloc_unmap(ino, fb0, fb1)?;
+        }
+        Ok(())
+    }
+
+    /// Times (mtime = ctime = now), change count, and the size if given
+    /// (growth zeroes written blocks between the old and new EOF).
+    fn falloc_finish(&self, ino: Ino, size: Option<u64>) -> Result<()> {
+        let dev = self.dev();
+        self.falloc_tx(ino, |tx, ip| {
+            if let Some(s) = size {
+                if s > di::size(tx.inode(ip)) {
+                    data::set_file_size(tx, dev, ip, s)?;
+                } else {
+                    di::set_size(tx.inode_mut(ip), s);
+                }
+            }
+            let now = data::now();
+            crate::bmapop::set_times(tx, ip, None, Some(now), Some(now));
+            di::bump_changecount(tx.inode_mut(ip), 1);
+            Ok(())
+        })
     }
 
     /// lseek SEEK_DATA: the first byte at or after `off` that is data
     /// (unwritten extents count as holes, as XFS reports them); `NoData`
     /// style error (ENXIO) at or past EOF.
     pub fn seek_data(&self, ino: Ino, off: u64) -> Result<u64> {
-        let _ = (ino, off);
-        Err(Error::NotSupported("SEEK_DATA (issue 4)".into()))
+        let (size, list) = self.seek_map(ino)?;
+        if off >= size {
+            return Err(Error::NoSuchOffset);
+        }
+        let bs = self.geo().blocksize as u64;
+        let fb = off / bs;
+        let i = list.exts.partition_point(|e| e.end() <= fb);
+        for e in &list.exts[i..] {
+            if e.unwritten {
+                continue;
+            }
+            let at = off.max(e.off.0 * bs);
+            return if at < size {
+                Ok(at)
+            } else {
+                Err(Error::NoSuchOffset)
+            };
+        }
+        Err(Error::NoSuchOffset)
     }
 
     /// lseek SEEK_HOLE: the first hole at or after `off` (EOF counts as a
     /// hole); ENXIO past EOF.
     pub fn seek_hole(&self, ino: Ino, off: u64) -> Result<u64> {
-        let _ = (ino, off);
-        Err(Error::NotSupported("SEEK_HOLE (issue 4)".into()))
+        let (size, list) = self.seek_map(ino)?;
+        if off >= size {
+            return Err(Error::NoSuchOffset);
+        }
+        let bs = self.geo().blocksize as u64;
+        let mut pos = off / bs;
+        let i = list.exts.partition_point(|e| e.end() <= pos);
+        for e in &list.exts[i..] {
+            if e.unwritten || e.off.0 > pos {
+                break;
+            }
+            pos = e.end();
+        }
+        Ok(size.min((pos * bs).max(off)))
+    }
+
+    fn seek_map(&self, ino: Ino) -> Result<(u64, ExtentMap)> {
+        let ip = self.iget(ino)?;
+        match ip.file_type() {
+            Some(FileType::Regular) => {}
+            Some(FileType::Directory) => return Err(Error::IsDir),
+            _ => return Err(Error::Invalid("seek in a non-regular file".into())),
+        }
+        let list = ip.data.extents().to_vec();
+        Ok((ip.core.size, ExtentMap::new(list, self.geo().agblklog)))
     }
 
     /// Write back the delayed (buffered, not yet allocated) data of `ino`:

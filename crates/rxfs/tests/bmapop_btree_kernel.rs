@@ -1,0 +1,337 @@
+//! Fork mappings beyond the inline EXTENTS data fork, against the kernel
+//! oracle: attr fork extent maps (`bmapop::fork` with `WhichFork::Attr`)
+//! and BTREE-format forks (bmbt). After each change: `xfs_repair -n` exit
+//! 0, a kernel mount, and the contents the model says.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use common::*;
+use rxfs::bdev::{BlockDevice, FileDevice};
+use rxfs::bmapop::{self, WhichFork};
+use rxfs::format::dinode_edit as di;
+use rxfs::format::inode::FMT_EXTENTS;
+use rxfs::types::{FsBlock, Ino};
+use rxfs::xact::memtx::MemTx;
+use rxfs::xact::MetaTx;
+
+fn skip() -> bool {
+    if kernel_tests_disabled() {
+        return true;
+    }
+    require_root();
+    require_tools(&["mkfs.xfs", "xfs_repair", "xfs_io"]);
+    false
+}
+
+fn open_dev(img: &Path) -> Arc<dyn BlockDevice> {
+    Arc::new(FileDevice::open(img, false, false).unwrap())
+}
+
+fn repair_ok(img: &Path) {
+    let out = Command::new("xfs_repair")
+        .args(["-n", img.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "xfs_repair -n: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `xfs_io -c 'bmap -a'` of `p`: (file sector start, sector end, disk
+/// sector start) of every mapped range.
+fn kernel_attr_bmap(p: &Path) -> Vec<(u64, u64, u64)> {
+    let out = run_output("xfs_io", &["-r", "-c", "bmap -a", p.to_str().unwrap()]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut v = Vec::new();
+    for line in text.lines().skip(1) {
+        // "\t0: [0..7]: 12345..12352"
+        let parts: Vec<&str> = line.split(':').map(str::trim).collect();
+        if parts.len() < 3 || parts[2] == "hole" {
+            continue;
+        }
+        let fr = parts[1].trim_matches(|c| c == '[' || c == ']');
+        let (a, b) = fr.split_once("..").unwrap();
+        let (d, _) = parts[2].split_once("..").unwrap();
+        v.push((a.parse().unwrap(), b.parse().unwrap(), d.parse().unwrap()));
+    }
+    v
+}
+
+/// The attr fork of a kernel-made file with a leaf block and remote
+/// values (EXTENTS format): rxfs's map equals what the kernel's bmap
+/// reports; storing it back unchanged is a no-op for repair; removing
+/// every mapping (as xattr removal of the whole fork does) leaves a
+/// consistent filesystem whose file has no xattrs.
+#[test]
+fn attr_fork_extents_load_store() {
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-attr-ext");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let p = mnt.join("f");
+    std::fs::write(&p, pattern(1, 10000)).unwrap();
+    for i in 0..20 {
+        set_xattr(&p, &format!("user.a{i:03}"), &pattern(100 + i, 200));
+    }
+    set_xattr(&p, "user.remote1", &pattern(7, 20000));
+    set_xattr(&p, "user.remote2", &pattern(8, 9000));
+    let kmap = kernel_attr_bmap(&p);
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(&p).unwrap().ino());
+    m.umount();
+    assert!(!kmap.is_empty(), "the kernel made no attr fork blocks");
+
+    let dev = open_dev(&img);
+    // Load: same mappings as the kernel reports.
+    let mut tx = MemTx::new(dev.clone()).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    assert_eq!(di::aformat(tx.inode(ip)), FMT_EXTENTS);
+    let (map, max) = bmapop::load(&mut tx, ip, WhichFork::Attr).unwrap();
+    assert!(max >= map.exts.len());
+    let geo = tx.geo().clone();
+    let sec = geo.blocksize as u64 / 512;
+    let mut got: Vec<(u64, u64, u64)> = map
+        .exts
+        .iter()
+        .map(|e| {
+            (
+                e.off.0 * sec,
+                e.end() * sec - 1,
+                geo.fsb_to_daddr(FsBlock(e.start)).0,
+            )
+        })
+        .collect();
+    // The kernel's bmap merges nothing we did not: compare range by range
+    // after joining adjacent ranges on both sides.
+    let join = |v: &mut Vec<(u64, u64, u64)>| {
+        let mut out: Vec<(u64, u64, u64)> = Vec::new();
+        for r in v.drain(..) {
+            if let Some(l) = out.last_mut() {
+                if l.1 + 1 == r.0 && l.2 + (l.1 + 1 - l.0) == r.2 {
+                    l.1 = r.1;
+                    continue;
+                }
+            }
+            out.push(r);
+        }
+        *v = out;
+    };
+    let mut kmap = kmap;
+    join(&mut got);
+    join(&mut kmap);
+    assert_eq!(got, kmap, "attr fork map vs the kernel's bmap -a");
+    // Store unchanged: the same inode bytes.
+    let before = tx.inode(ip).to_vec();
+    bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &map, 0).unwrap();
+    assert_eq!(tx.inode(ip), &before[..]);
+    tx.commit().unwrap();
+    repair_ok(&img);
+
+    // Remove the whole attr fork: free its blocks, empty map, no fork.
+    let mut tx = MemTx::new(dev.clone()).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    let (map, _) = bmapop::load(&mut tx, ip, WhichFork::Attr).unwrap();
+    let empty = bmapop::ExtentMap::new(Vec::new(), map.agblklog);
+    let blocks = map.blocks();
+    for e in &map.exts {
+        let f = FsBlock(e.start);
+        let (agno, agbno) = (geo.fsb_agno(f), geo.fsb_agbno(f));
+        tx.defer_free(agno, agbno, e.len as u32).unwrap();
+    }
+    let nb0 = di::nblocks(tx.inode(ip));
+    bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &empty, -(blocks as i64)).unwrap();
+    assert_eq!(di::anextents(tx.inode(ip)), 0);
+    assert_eq!(di::nblocks(tx.inode(ip)), nb0 - blocks);
+    let d = tx.inode_mut(ip);
+    di::set_forkoff(d, 0);
+    di::set_aformat(d, FMT_EXTENTS);
+    tx.commit().unwrap();
+    drop(dev);
+    repair_ok(&img);
+    let m = KernelMount::new(&img, &mnt, "");
+    let names = run_output("getfattr", &["-d", "-m", "-", p.to_str().unwrap()]);
+    assert!(
+        String::from_utf8_lossy(&names.stdout).trim().is_empty(),
+        "xattrs left: {}",
+        String::from_utf8_lossy(&names.stdout)
+    );
+    assert_eq!(std::fs::read(&p).unwrap(), pattern(1, 10000));
+    m.umount();
+}
+
+// ---------------------------------------------------------------------
+// BTREE-format data forks through the Filesystem API.
+
+use rand::{Rng, SeedableRng};
+use rxfs::fs::ops_data::SetAttr;
+use rxfs::Filesystem;
+
+fn open_rw(img: &Path) -> Arc<Filesystem> {
+    let opts = rxfs::MountOptions {
+        read_only: false,
+        ..Default::default()
+    };
+    Filesystem::open(open_dev(img), None, opts).unwrap()
+}
+
+/// (format, bmbt root level or 0, extent count) of inode `ino`'s data fork.
+fn fork_shape(img: &Path, ino: Ino) -> (u8, u16, u64) {
+    let mut tx = MemTx::new(open_dev(img)).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    let d = tx.inode(ip);
+    let lvl = if di::format(d) == rxfs::format::inode::FMT_BTREE {
+        rxfs::format::bmbt::root_level(di::data_fork(d))
+    } else {
+        0
+    };
+    (di::format(d), lvl, di::nextents(d))
+}
+
+/// A file and the bytes it must hold.
+struct Model {
+    ino: Ino,
+    name: String,
+    bytes: Vec<u8>,
+}
+
+impl Model {
+    fn write(&mut self, fs: &Filesystem, off: u64, d: &[u8]) {
+        assert_eq!(fs.write(self.ino, off, d).unwrap(), d.len());
+        let end = off as usize + d.len();
+        if self.bytes.len() < end {
+            self.bytes.resize(end, 0);
+        }
+        self.bytes[off as usize..end].copy_from_slice(d);
+    }
+    fn truncate(&mut self, fs: &Filesystem, size: u64) {
+        let a = SetAttr {
+            size: Some(size),
+            ..Default::default()
+        };
+        fs.setattr(self.ino, &a).unwrap();
+        self.bytes.resize(size as usize, 0);
+    }
+}
+
+/// Unmounted image: repair clean, kernel reads the model's bytes.
+fn check_image(s: &Scratch, img: &Path, files: &[&Model]) {
+    repair_ok(img);
+    let mnt = s.path("ro");
+    let m = KernelMount::new(img, &mnt, "ro");
+    for f in files {
+        let got = std::fs::read(mnt.join(&f.name)).unwrap();
+        assert_eq!(got.len(), f.bytes.len(), "{}: size", f.name);
+        assert!(got == f.bytes, "{}: contents differ from the model", f.name);
+    }
+    m.umount();
+}
+
+/// Thousands of discontiguous extents written through a read-write
+/// mount: the fork becomes a bmbt of depth 2, then 3 (1 KiB blocks);
+/// seeded random writes and truncates against a byte model; then a
+/// shrink back to EXTENTS format. Repair and the kernel check each stage.
+#[test]
+fn bmbt_grow_random_shrink() {
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-grow");
+    let img = s.path("img");
+    mkfs_with(&img, 128 << 20, &["-b", "size=1024"], FSTESTS_ENV);
+    // The kernel makes the file with a big shortform xattr: the attr
+    // fork takes most of the literal area, so the data fork's bmbt root
+    // holds few pointers and the tree deepens after a few thousand
+    // extents.
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    std::fs::write(mnt.join("f"), b"").unwrap();
+    set_xattr(&mnt.join("f"), "user.big", &pattern(5, 230));
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(mnt.join("f")).unwrap().ino());
+    m.umount();
+    let rootmax = {
+        let mut tx = MemTx::new(open_dev(&img)).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        rxfs::format::bmbt::root_maxrecs(di::data_fork(tx.inode(ip)).len())
+    };
+    assert!(rootmax <= 6, "data fork root holds {rootmax} pointers");
+    let fs = open_rw(&img);
+    let mut f = Model {
+        ino,
+        name: "f".into(),
+        bytes: Vec::new(),
+    };
+    let bs = 1024u64;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    // One block every other block: no two extents merge.
+    let mut i = 0u64;
+    let mut stage = |f: &mut Model, fs: Arc<Filesystem>, upto: u64, want_level: u16| {
+        while i < upto {
+            let d: Vec<u8> = (0..bs).map(|_| rng.gen()).collect();
+            f.write(&fs, 2 * i * bs, &d);
+            i += 1;
+        }
+        fs.unmount().unwrap();
+        drop(fs);
+        let shape = fork_shape(&img, f.ino);
+        assert_eq!(
+            shape,
+            (3, want_level, upto),
+            "fork shape after {upto} extents"
+        );
+        check_image(&s, &img, &[f]);
+        open_rw(&img)
+    };
+    let fs = stage(&mut f, fs, 8, 1);
+    let fs = stage(&mut f, fs, 40 * rootmax as u64, 2);
+    let fs = stage(&mut f, fs, 1250 * rootmax as u64, 3);
+    // Random writes (filling holes merges extents), truncates.
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    for _ in 0..300 {
+        let len = f.bytes.len() as u64;
+        match rng.gen_range(0..20) {
+            0 => {
+                let to = len - rng.gen_range(0..len / 20);
+                f.truncate(&fs, to);
+            }
+            _ => {
+                let off = rng.gen_range(0..len + 8 * bs);
+                let n = rng.gen_range(1..3 * bs) as usize;
+                let d: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+                f.write(&fs, off, &d);
+            }
+        }
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    let shape = fork_shape(&img, f.ino);
+    assert_eq!(shape.0, 3, "still a btree: {shape:?}");
+    check_image(&s, &img, &[&f]);
+    // Shrink: cut to 200 blocks (a depth-1 tree), then to 4 blocks (at
+    // most 2 extents): EXTENTS again.
+    let fs = open_rw(&img);
+    f.truncate(&fs, 200 * bs + 100);
+    fs.unmount().unwrap();
+    drop(fs);
+    let shape = fork_shape(&img, f.ino);
+    assert_eq!((shape.0, shape.1), (3, 1), "one level: {shape:?}");
+    check_image(&s, &img, &[&f]);
+    let fs = open_rw(&img);
+    f.truncate(&fs, 3 * bs + 100);
+    fs.unmount().unwrap();
+    drop(fs);
+    let shape = fork_shape(&img, f.ino);
+    assert_eq!(shape.0, FMT_EXTENTS, "back to extents: {shape:?}");
+    check_image(&s, &img, &[&f]);
+}
