@@ -54,11 +54,16 @@ fn repair_ok(img: &Path) -> Result<(), String> {
 fn params(blocksize: u64, ops: usize) -> Params {
     Params {
         ops,
-        max_file: 16 * blocksize,
+        // Large enough for btree-format data forks (random writes leave
+        // holes; fallocate punches more).
+        max_file: 160 * blocksize,
         names: 20,
         dirblk: 4096,
         big_dirs: false,
         xattrs: false,
+        falloc: true,
+        shift: true,
+        bs: blocksize,
     }
 }
 
@@ -78,6 +83,32 @@ fn kernel_check(s: &Scratch, img: &Path, m: &Model, what: &str) {
     );
 }
 
+/// Regular files whose data fork is in btree format.
+fn count_btree_forks(fs: &Filesystem) -> usize {
+    let mut n = 0;
+    let mut stack = vec![fs.root_ino()];
+    while let Some(d) = stack.pop() {
+        let dip = fs.iget(d).unwrap();
+        let mut kids = Vec::new();
+        fs.readdir(&dip, 0, &mut |e| {
+            if e.name != b"." && e.name != b".." {
+                kids.push(e.ino);
+            }
+            true
+        })
+        .unwrap();
+        for k in kids {
+            let ip = fs.iget(k).unwrap();
+            match ip.core.mode as u32 & 0o170000 {
+                0o040000 => stack.push(k),
+                0o100000 if ip.core.format == rxfs::format::inode::FMT_BTREE => n += 1,
+                _ => {}
+            }
+        }
+    }
+    n
+}
+
 fn rw_open(img: &Path) -> Arc<Filesystem> {
     Filesystem::open_path(img, None, MountOptions::default()).expect("rw open")
 }
@@ -88,6 +119,7 @@ fn library_seeds(name: &str, opts: &[&str], blocksize: u64, seeds: u64, ops: usi
     }
     require_root();
     let mut c = Counts::default();
+    let mut btree_files = 0;
     for seed in 0..seeds {
         let s = Scratch::new(name);
         let img = s.path("img");
@@ -124,15 +156,18 @@ fn library_seeds(name: &str, opts: &[&str], blocksize: u64, seeds: u64, ops: usi
             );
         }
         close_all(&mut m, &mut t, &mut c).unwrap();
+        btree_files += count_btree_forks(&fs);
         fs.unmount().unwrap();
         drop(t);
         drop(fs);
         kernel_check(&s, &img, &m, &format!("{name} seed {seed}"));
     }
     eprintln!(
-        "{name}: {seeds} seeds, {} operations ({} answered with an errno, as the model said)",
+        "{name}: {seeds} seeds, {} operations ({} answered with an errno, as the model said); \
+         {btree_files} files ended with btree-format data forks",
         c.ops, c.errors
     );
+    assert!(btree_files > 0, "{name}: no file reached the btree form");
 }
 
 #[test]

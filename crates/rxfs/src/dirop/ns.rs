@@ -166,20 +166,16 @@ pub fn mkdir(
 /// code cannot give back.
 pub(super) fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     let d = tx.inode(ip);
-    if di::format(d) == FMT_BTREE {
-        return Err(Error::NotSupported(
-            "freeing a btree-format data fork: issue 4".into(),
-        ));
-    }
     if di::forkoff(d) != 0 && di::aformat(d) != FMT_LOCAL && di::anextents(d) != 0 {
         return Err(Error::NotSupported(
             "freeing attribute fork blocks: issue 4".into(),
         ));
     }
-    if di::format(d) == FMT_EXTENTS && di::flags(d) & DIFLAG_REALTIME != 0 {
+    let mapped = matches!(di::format(d), FMT_EXTENTS | FMT_BTREE);
+    if mapped && di::flags(d) & DIFLAG_REALTIME != 0 {
         return Err(Error::NotSupported("freeing realtime file blocks".into()));
     }
-    if di::format(d) == FMT_EXTENTS && di::flags2(d) & DIFLAG2_REFLINK != 0 {
+    if mapped && di::flags2(d) & DIFLAG2_REFLINK != 0 {
         return Err(Error::NotSupported(
             "freeing blocks of a reflinked file".into(),
         ));
@@ -190,12 +186,8 @@ pub(super) fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
 /// Free the blocks and then the inode `ip` (link count 0).
 pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
     check_can_free(tx, ip)?;
-    if di::format(tx.inode(ip)) == FMT_EXTENTS
-        && di::mode(tx.inode(ip)) as u32 & di::S_IFMT == di::S_IFLNK
-    {
-        stale_symlink_blocks(tx, ip)?;
-    }
-    if di::format(tx.inode(ip)) == FMT_EXTENTS {
+    if matches!(di::format(tx.inode(ip)), FMT_EXTENTS | FMT_BTREE) {
+        stale_meta_blocks(tx, ip)?;
         crate::bmapop::free_range(tx, ip, FileBlock(0))?;
     }
     let d = tx.inode_mut(ip);
@@ -210,16 +202,36 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
     ifree(tx, ip, ino)
 }
 
-/// Cancel the buffers of a remote symlink's blocks (one per extent, as
-/// [`super::ns_link`] wrote them) before the blocks are freed: a cached
-/// metadata buffer must neither shadow nor overwrite what reuses them.
-fn stale_symlink_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
+/// Cancel the buffers of the metadata blocks a symlink or directory maps
+/// (a symlink: one buffer per extent, as [`super::ns_link`] wrote them; a
+/// directory: one per directory block) before the blocks are freed: a
+/// cached metadata buffer must neither shadow nor overwrite what reuses
+/// them. Regular files map data only.
+fn stale_meta_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
+    let fmt = di::mode(tx.inode(ip)) as u32 & di::S_IFMT;
+    if fmt != di::S_IFLNK && fmt != di::S_IFDIR {
+        return Ok(());
+    }
     let exts = crate::bmapop::read_map(tx, ip)?;
     let bs = tx.geo().blocksize as usize;
+    let fsbs = super::dir_geo(tx).fsbs() as u64;
     for e in exts {
-        let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start));
-        let b = tx.new_buf(daddr, e.len as usize * bs, crate::xact::BufKind::Symlink)?;
-        tx.stale_buf(b);
+        if fmt == di::S_IFLNK {
+            let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start));
+            let b = tx.new_buf(daddr, e.len as usize * bs, crate::xact::BufKind::Symlink)?;
+            tx.stale_buf(b);
+            continue;
+        }
+        // Directory blocks start at file offsets that are multiples of
+        // the directory block size.
+        let mut off = e.off.0.div_ceil(fsbs) * fsbs;
+        while off + fsbs <= e.off.0 + e.len {
+            let fsb = crate::types::FsBlock(e.start + (off - e.off.0));
+            let daddr = tx.geo().fsb_to_daddr(fsb);
+            let b = tx.new_buf(daddr, fsbs as usize * bs, crate::xact::BufKind::DirData)?;
+            tx.stale_buf(b);
+            off += fsbs;
+        }
     }
     Ok(())
 }

@@ -132,7 +132,8 @@ pub fn rename(
     match (s_dir, t_dir) {
         (true, false) => return Err(Error::NotDir),
         (false, true) => return Err(Error::IsDir),
-        (true, true) if !dir_is_empty(tx, t)? => return Err(Error::NotEmpty),
+        // XFS answers EEXIST here (POSIX allows it or ENOTEMPTY).
+        (true, true) if !dir_is_empty(tx, t)? => return Err(Error::Exists),
         _ => {}
     }
     let t_last = t_dir || di::nlink(tx.inode(t)) == 1;

@@ -37,6 +37,12 @@ use crate::xact::{MetaTx, Resv};
 /// its predecessor there keeps changing.
 const PREV_TRIES: usize = 16;
 
+/// Extents a file may have to be freed in the transaction that removes
+/// its last link; a bigger one goes onto the unlinked list and is
+/// truncated in steps of this many extents first (the kernel's
+/// inactivation does the same in bounded transactions).
+const FREE_STEP_EXTENTS: usize = 32;
+
 /// The step [`Filesystem::with_unlinked_prev`] runs: `Ok(None)` = the
 /// predecessor changed, start over.
 type PrevStep<'a, T> = dyn FnMut(&mut dyn MetaTx, Option<Ino>) -> Result<Option<T>> + 'a;
@@ -204,10 +210,64 @@ impl Filesystem {
         Ok(())
     }
 
+    /// Whether removing the last link of `ino` should leave the freeing
+    /// to [`Filesystem::free_unreferenced`] (many extents or a btree fork).
+    pub(super) fn staged_free(&self, ino: Ino) -> bool {
+        match self.iget(ino) {
+            Ok(ip) => {
+                ip.core.format == crate::format::inode::FMT_BTREE
+                    || ip.core.nextents > FREE_STEP_EXTENTS as u64
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// After a removal or rename: free `ino` if it lost its last link and
+    /// nobody holds it.
+    pub(super) fn free_unreferenced(&self, ino: Ino) -> Result<()> {
+        if self.is_open(ino) {
+            return Ok(());
+        }
+        match self.iget(ino) {
+            Ok(ip) if ip.core.mode != 0 && ip.core.nlink == 0 => self.free_if_orphan(ino),
+            _ => Ok(()),
+        }
+    }
+
+    /// Truncate the data fork of the unlinked `ino` from its end, at most
+    /// [`FREE_STEP_EXTENTS`] extents per transaction, until the rest fits
+    /// one.
+    fn truncate_in_steps(&self, ino: Ino) -> Result<()> {
+        use crate::format::inode::{FMT_BTREE, FMT_EXTENTS};
+        loop {
+            let more = self.ns_transaction(Resv::Truncate, &[ino], &mut |tx| {
+                let ip = tx.ijoin(ino)?;
+                let d = tx.inode(ip);
+                if di::nlink(d) != 0
+                    || !matches!(di::format(d), FMT_EXTENTS | FMT_BTREE)
+                    || di::mode(d) as u32 & di::S_IFMT != di::S_IFREG
+                {
+                    return Ok(false);
+                }
+                let map = crate::bmapop::read_map(tx, ip)?;
+                if map.len() <= FREE_STEP_EXTENTS {
+                    return Ok(false);
+                }
+                let from = map[map.len() - FREE_STEP_EXTENTS].off;
+                crate::bmapop::free_range(tx, ip, from)?;
+                Ok(true)
+            })?;
+            if !more {
+                return Ok(());
+            }
+        }
+    }
+
     /// Free `ino` if it has no links and no references (it is then on
     /// its unlinked list).
     fn free_if_orphan(&self, ino: Ino) -> Result<()> {
         let rw = self.rw_live()?;
+        self.truncate_in_steps(ino)?;
         self.with_unlinked_prev(Resv::Remove, ino, &[], &mut |tx, prev| {
             let ip = tx.ijoin(ino)?;
             let d = tx.inode(ip);

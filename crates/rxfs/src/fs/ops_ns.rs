@@ -112,7 +112,7 @@ impl Filesystem {
                     // Changed since the unlocked lookup: try again.
                     return Ok(false);
                 }
-                let open = |i: Ino| self.is_open(i);
+                let open = |i: Ino| self.is_open(i) || self.staged_free(i);
                 if dir {
                     dirop::ns::rmdir_with(tx, dp, name, t, &open)?;
                 } else {
@@ -121,7 +121,9 @@ impl Filesystem {
                 Ok(true)
             })?;
             if r {
-                return Ok(());
+                // A file too big to free in the removal's transaction
+                // went onto the unlinked list: free it now, in steps.
+                return self.free_unreferenced(child);
             }
         }
         Err(Error::Invalid(format!(

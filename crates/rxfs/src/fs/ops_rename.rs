@@ -88,7 +88,7 @@ impl Filesystem {
                 if !ns_rename::entries_match(tx, &ri, sname, dname)? {
                     return Ok(false);
                 }
-                let open = |i: Ino| self.is_open(i);
+                let open = |i: Ino| self.is_open(i) || self.staged_free(i);
                 ns_rename::rename(
                     tx,
                     &ri,
@@ -102,7 +102,10 @@ impl Filesystem {
                 Ok(true)
             })?;
             if done {
-                return Ok(());
+                return match (t, flags.exchange) {
+                    (Some(t), false) => self.free_unreferenced(t),
+                    _ => Ok(()),
+                };
             }
         }
         Err(Error::Invalid(format!(

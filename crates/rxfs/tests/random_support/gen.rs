@@ -20,6 +20,12 @@ pub struct Params {
     pub dirblk: usize,
     pub big_dirs: bool,
     pub xattrs: bool,
+    /// fallocate: allocate, keep-size, punch, zero range.
+    pub falloc: bool,
+    /// fallocate collapse and insert range (not through FUSE).
+    pub shift: bool,
+    /// Block size (fallocate alignment).
+    pub bs: u64,
 }
 
 pub struct Rng(u64);
@@ -235,7 +241,25 @@ impl Gen {
                     exchange: k == 1,
                 }
             }
-            54..=68 => {
+            54..=57 => {
+                // Every other block of a range: many extents, a btree fork.
+                let e = self.existing(m, file)?;
+                let bs = self.p.bs;
+                let blocks = self.p.max_file / bs;
+                let start = self.rng.below(blocks / 2);
+                let n = 8 + self.rng.below(32);
+                let offs: Vec<u64> = (0..n)
+                    .map(|i| (start + 2 * i) * bs)
+                    .filter(|&o| o + bs <= self.p.max_file)
+                    .collect();
+                let len = 1 + self.rng.below(bs);
+                Op::Scatter {
+                    e,
+                    offs,
+                    data: self.rng.bytes(len as usize),
+                }
+            }
+            58..=68 => {
                 let e = self.existing(m, file)?;
                 let (off, data) = self.data(m, &e)?;
                 Op::Write { e, off, data }
@@ -287,7 +311,48 @@ impl Gen {
                     data: self.rng.bytes(len as usize),
                 }
             }
-            97..=99 => Op::Sync,
+            97 => Op::Sync,
+            98..=99 if self.p.falloc => {
+                use super::model::*;
+                let e = self.existing(m, file)?;
+                let size = m
+                    .lookup(e.dir, &e.name)
+                    .map_or(0, |id| m.nodes[&id].data.len() as u64);
+                let mut modes = vec![
+                    0,
+                    FL_KEEP_SIZE,
+                    FL_PUNCH_HOLE | FL_KEEP_SIZE,
+                    FL_ZERO_RANGE,
+                    FL_ZERO_RANGE | FL_KEEP_SIZE,
+                ];
+                if self.p.shift {
+                    modes.extend([FL_COLLAPSE_RANGE, FL_INSERT_RANGE]);
+                }
+                let mode = self.rng.pick(&modes)?;
+                let bs = self.p.bs;
+                let (off, len) = if mode & (FL_COLLAPSE_RANGE | FL_INSERT_RANGE) != 0
+                    && self.rng.below(8) != 0
+                {
+                    let blocks = size / bs + 1;
+                    (self.rng.below(blocks) * bs, (1 + self.rng.below(4)) * bs)
+                } else {
+                    (
+                        self.rng.below(size + bs),
+                        1 + self.rng.below(self.p.max_file / 4),
+                    )
+                };
+                let grows = mode == FL_INSERT_RANGE || mode & FL_KEEP_SIZE == 0;
+                if grows && size.max(off + len) + len > self.p.max_file {
+                    return None;
+                }
+                Op::Falloc {
+                    e,
+                    mode,
+                    off,
+                    len,
+                    bs,
+                }
+            }
             _ => return None,
         };
         // Never write to a file that would exceed the limit; file
@@ -300,7 +365,11 @@ impl Gen {
             {
                 return None;
             }
-            Op::Truncate { e, .. } | Op::Open { e, .. } => {
+            Op::Write { e, .. }
+            | Op::Scatter { e, .. }
+            | Op::Truncate { e, .. }
+            | Op::Open { e, .. }
+            | Op::Falloc { e, .. } => {
                 if let Some(id) = m.lookup(e.dir, &e.name) {
                     if m.nodes[&id].kind != Kind::File {
                         return None;

@@ -93,6 +93,15 @@ pub fn describe(op: &Op) -> String {
     match op {
         Op::Write { e, off, data } => format!("Write {} at {off} len {}", e.path(), data.len()),
         Op::HWrite { h, off, data } => format!("HWrite h{h} at {off} len {}", data.len()),
+        Op::Scatter { e, offs, data } => {
+            format!(
+                "Scatter {} {} x {} bytes from {:?}",
+                e.path(),
+                offs.len(),
+                data.len(),
+                offs.first()
+            )
+        }
         Op::SetXattr { e, key, val, how } => format!(
             "SetXattr {} {} len {} {how:?}",
             e.path(),

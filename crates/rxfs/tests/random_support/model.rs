@@ -130,6 +130,21 @@ pub enum Op {
         off: u64,
         data: Vec<u8>,
     },
+    /// Small writes of `data` at each of `offs` (a fragmenting pattern).
+    Scatter {
+        e: Ent,
+        offs: Vec<u64>,
+        data: Vec<u8>,
+    },
+    /// fallocate(2) with Linux FALLOC_FL_* `mode`; `bs` is the block size
+    /// (collapse/insert alignment).
+    Falloc {
+        e: Ent,
+        mode: i32,
+        off: u64,
+        len: u64,
+        bs: u64,
+    },
     Sync,
 }
 
@@ -149,6 +164,61 @@ fn write_into(data: &mut Vec<u8>, off: u64, d: &[u8]) {
         data.resize(end, 0);
     }
     data[off as usize..end].copy_from_slice(d);
+}
+
+pub const FL_KEEP_SIZE: i32 = 1;
+pub const FL_PUNCH_HOLE: i32 = 2;
+pub const FL_COLLAPSE_RANGE: i32 = 8;
+pub const FL_ZERO_RANGE: i32 = 0x10;
+pub const FL_INSERT_RANGE: i32 = 0x20;
+
+/// What fallocate does to a file's bytes (XFS semantics).
+fn falloc(data: &mut Vec<u8>, mode: i32, off: u64, len: u64, bs: u64) -> Result<(), Errno> {
+    let size = data.len() as u64;
+    let (o, end) = (off as usize, (off + len) as usize);
+    if len == 0 {
+        return Err(libc::EINVAL);
+    }
+    match mode {
+        0 => {
+            if off + len > size {
+                data.resize(end, 0);
+            }
+        }
+        FL_KEEP_SIZE => {}
+        m if m == FL_PUNCH_HOLE | FL_KEEP_SIZE => {
+            let e = end.min(data.len());
+            if o < e {
+                data[o..e].fill(0);
+            }
+        }
+        FL_ZERO_RANGE => {
+            if data.len() < end {
+                data.resize(end, 0);
+            }
+            data[o..end].fill(0);
+        }
+        m if m == FL_ZERO_RANGE | FL_KEEP_SIZE => {
+            let e = end.min(data.len());
+            if o < e {
+                data[o..e].fill(0);
+            }
+        }
+        FL_COLLAPSE_RANGE => {
+            if off % bs != 0 || len % bs != 0 || off + len >= size {
+                return Err(libc::EINVAL);
+            }
+            data.drain(o..end);
+        }
+        FL_INSERT_RANGE => {
+            if off % bs != 0 || len % bs != 0 || off >= size {
+                return Err(libc::EINVAL);
+            }
+            data.splice(o..o, std::iter::repeat_n(0u8, len as usize));
+        }
+        _ => return Err(libc::EOPNOTSUPP),
+    }
+    Ok(())
 }
 
 impl Model {
@@ -337,6 +407,25 @@ impl Model {
                 write_into(&mut self.nodes.get_mut(&id).unwrap().data, *off, data);
                 Ok(())
             }
+            Op::Scatter { e, offs, data } => {
+                let id = self.file(e)?;
+                let d = &mut self.nodes.get_mut(&id).unwrap().data;
+                for &o in offs {
+                    write_into(d, o, data);
+                }
+                Ok(())
+            }
+            Op::Falloc {
+                e,
+                mode,
+                off,
+                len,
+                bs,
+            } => {
+                let id = self.file(e)?;
+                let data = &mut self.nodes.get_mut(&id).unwrap().data;
+                falloc(data, *mode, *off, *len, *bs)
+            }
             Op::Sync => Ok(()),
         }
     }
@@ -393,7 +482,7 @@ impl Model {
             match (s_dir, tn.is_dir()) {
                 (true, false) => return Err(libc::ENOTDIR),
                 (false, true) => return Err(libc::EISDIR),
-                (true, true) if !tn.entries.is_empty() => return Err(libc::ENOTEMPTY),
+                (true, true) if !tn.entries.is_empty() => return Err(libc::EEXIST),
                 _ => {}
             }
             self.drop_link(t);

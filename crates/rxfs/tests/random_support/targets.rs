@@ -129,6 +129,16 @@ impl LibTarget {
                 fs.inode_unref(i, 1)
             }
             Op::HWrite { h, off, data } => fs.write(self.handles[h], *off, data).map(drop),
+            Op::Scatter { e, offs, data } => {
+                let i = self.ino(e)?;
+                for &o in offs {
+                    fs.write(i, o, data)?;
+                }
+                Ok(())
+            }
+            Op::Falloc {
+                e, mode, off, len, ..
+            } => fs.fallocate(self.ino(e)?, *mode, *off, *len),
             Op::Sync => fs.sync(),
         }
     }
@@ -297,6 +307,31 @@ impl Target for PosixTarget {
                 Ok(())
             }
             Op::HWrite { h, off, data } => self.handles[h].write_all_at(data, *off).map_err(os_err),
+            Op::Scatter { e, offs, data } => {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(self.p(e))
+                    .map_err(os_err)?;
+                for &o in offs {
+                    f.write_all_at(data, o).map_err(os_err)?;
+                }
+                Ok(())
+            }
+            Op::Falloc {
+                e, mode, off, len, ..
+            } => {
+                use std::os::fd::AsRawFd;
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(self.p(e))
+                    .map_err(os_err)?;
+                let r = unsafe { libc::fallocate(f.as_raw_fd(), *mode, *off as i64, *len as i64) };
+                if r == 0 {
+                    Ok(())
+                } else {
+                    Err(last())
+                }
+            }
             Op::Sync => Ok(()),
         }
     }
