@@ -205,13 +205,13 @@ fn falloc(data: &mut Vec<u8>, mode: i32, off: u64, len: u64, bs: u64) -> Result<
             }
         }
         FL_COLLAPSE_RANGE => {
-            if off % bs != 0 || len % bs != 0 || off + len >= size {
+            if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) || off + len >= size {
                 return Err(libc::EINVAL);
             }
             data.drain(o..end);
         }
         FL_INSERT_RANGE => {
-            if off % bs != 0 || len % bs != 0 || off >= size {
+            if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) || off >= size {
                 return Err(libc::EINVAL);
             }
             data.splice(o..o, std::iter::repeat_n(0u8, len as usize));
