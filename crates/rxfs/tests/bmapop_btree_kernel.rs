@@ -282,6 +282,7 @@ fn bmbt_grow_random_shrink() {
             f.write(&fs, 2 * i * bs, &d);
             i += 1;
         }
+        assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
         fs.unmount().unwrap();
         drop(fs);
         let shape = fork_shape(&img, f.ino);
@@ -313,6 +314,7 @@ fn bmbt_grow_random_shrink() {
             }
         }
     }
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
     fs.unmount().unwrap();
     drop(fs);
     let shape = fork_shape(&img, f.ino);
@@ -322,6 +324,7 @@ fn bmbt_grow_random_shrink() {
     // most 2 extents): EXTENTS again.
     let fs = open_rw(&img);
     f.truncate(&fs, 200 * bs + 100);
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
     fs.unmount().unwrap();
     drop(fs);
     let shape = fork_shape(&img, f.ino);
@@ -329,9 +332,131 @@ fn bmbt_grow_random_shrink() {
     check_image(&s, &img, &[&f]);
     let fs = open_rw(&img);
     f.truncate(&fs, 3 * bs + 100);
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
     fs.unmount().unwrap();
     drop(fs);
     let shape = fork_shape(&img, f.ino);
     assert_eq!(shape.0, FMT_EXTENTS, "back to extents: {shape:?}");
+    check_image(&s, &img, &[&f]);
+}
+
+/// A file the kernel wrote with ~1500 discontiguous extents (a bmbt of
+/// depth 2 behind a small data fork) is changed by rxfs: seeded random
+/// writes, punches, zero ranges, collapses, inserts and truncates
+/// against a byte model; then repair, kernel contents, and rxfs's own
+/// reads.
+#[test]
+fn bmbt_kernel_file_random_falloc() {
+    use rxfs::fs::ops_falloc::*;
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-kfile");
+    let img = s.path("img");
+    mkfs_with(&img, 128 << 20, &["-b", "size=1024"], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let p = mnt.join("k");
+    std::fs::write(&p, b"").unwrap();
+    set_xattr(&p, "user.big", &pattern(5, 230));
+    let bs = 1024u64;
+    let mut f = Model {
+        ino: Ino(0),
+        name: "k".into(),
+        bytes: Vec::new(),
+    };
+    {
+        use std::os::unix::fs::FileExt;
+        let fh = std::fs::OpenOptions::new().write(true).open(&p).unwrap();
+        for i in 0..1500u64 {
+            let d = pattern(1000 + i, bs as usize);
+            fh.write_at(&d, 2 * i * bs).unwrap();
+            let end = ((2 * i + 1) * bs) as usize;
+            f.bytes.resize(end, 0);
+            f.bytes[end - bs as usize..].copy_from_slice(&d);
+        }
+        fh.sync_all().unwrap();
+    }
+    use std::os::unix::fs::MetadataExt;
+    f.ino = Ino(std::fs::metadata(&p).unwrap().ino());
+    m.umount();
+    let shape = fork_shape(&img, f.ino);
+    assert!(shape.0 == 3 && shape.1 >= 2, "kernel fork shape {shape:?}");
+
+    let fs = open_rw(&img);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut counts = [0usize; 6];
+    for _ in 0..150 {
+        let len = f.bytes.len() as u64;
+        let kind = rng.gen_range(0..20);
+        match kind {
+            0..=5 => {
+                let off = rng.gen_range(0..len + 4 * bs);
+                let n = rng.gen_range(1..4 * bs) as usize;
+                let d: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+                f.write(&fs, off, &d);
+            }
+            6..=10 => {
+                let off = rng.gen_range(0..len);
+                let n = rng.gen_range(1..40 * bs);
+                fs.fallocate(f.ino, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off, n)
+                    .unwrap();
+                let a = off as usize;
+                let b = ((off + n) as usize).min(f.bytes.len());
+                f.bytes[a..b].fill(0);
+            }
+            11..=13 => {
+                let off = rng.gen_range(0..len);
+                let n = rng.gen_range(1..40 * bs);
+                fs.fallocate(f.ino, FALLOC_FL_ZERO_RANGE, off, n).unwrap();
+                let end = (off + n) as usize;
+                if f.bytes.len() < end {
+                    f.bytes.resize(end, 0);
+                }
+                f.bytes[off as usize..end].fill(0);
+            }
+            14 | 15 => {
+                let blocks = len / bs;
+                let o = rng.gen_range(0..blocks - 50);
+                let n = rng.gen_range(1..40);
+                fs.fallocate(f.ino, FALLOC_FL_COLLAPSE_RANGE, o * bs, n * bs)
+                    .unwrap();
+                f.bytes.drain((o * bs) as usize..((o + n) * bs) as usize);
+            }
+            16 | 17 => {
+                let o = rng.gen_range(0..len / bs);
+                let n = rng.gen_range(1..40);
+                fs.fallocate(f.ino, FALLOC_FL_INSERT_RANGE, o * bs, n * bs)
+                    .unwrap();
+                let z = vec![0u8; (n * bs) as usize];
+                f.bytes.splice((o * bs) as usize..(o * bs) as usize, z);
+            }
+            _ => {
+                let to = len - rng.gen_range(0..len / 30);
+                f.truncate(&fs, to);
+            }
+        }
+        counts[match kind {
+            0..=5 => 0,
+            6..=10 => 1,
+            11..=13 => 2,
+            14 | 15 => 3,
+            16 | 17 => 4,
+            _ => 5,
+        }] += 1;
+    }
+    eprintln!("write/punch/zero/collapse/insert/truncate: {counts:?}");
+    // rxfs reads the model back live.
+    let ip = fs.iget(f.ino).unwrap();
+    let mut got = vec![0u8; f.bytes.len() + 10];
+    let n = fs.read_file(&ip, 0, &mut got).unwrap();
+    assert_eq!(n, f.bytes.len());
+    assert!(got[..n] == f.bytes[..], "rxfs read differs from the model");
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
+    fs.unmount().unwrap();
+    drop(fs);
+    let shape = fork_shape(&img, f.ino);
+    eprintln!("final shape {shape:?}");
+    assert_eq!(shape.0, 3, "still a btree {shape:?} ({counts:?})");
     check_image(&s, &img, &[&f]);
 }
