@@ -90,13 +90,52 @@ fn attr_fork_extents_load_store() {
     use std::os::unix::fs::MetadataExt;
     let ino = Ino(std::fs::metadata(&p).unwrap().ino());
     m.umount();
-    assert!(!kmap.is_empty(), "the kernel made no attr fork blocks");
+    attr_fork_check(&s, &img, &p, ino, kmap, FMT_EXTENTS);
+}
 
+/// The same with a BTREE-format attr fork (two files' remote values
+/// interleaved on 1 KiB blocks): the walk, and the conversion back to
+/// EXTENTS (every bmbt block freed) when the fork is emptied.
+#[test]
+fn attr_fork_btree_load_store() {
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-attr-bt");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &["-b", "size=1024"], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let p = mnt.join("f");
+    let q = mnt.join("g");
+    std::fs::write(&p, pattern(1, 10000)).unwrap();
+    std::fs::write(&q, b"").unwrap();
+    for i in 0..120 {
+        set_xattr(&p, &format!("user.x{i:04}"), &pattern(i, 1500));
+        set_xattr(&q, &format!("user.x{i:04}"), &pattern(i, 1500));
+    }
+    let kmap = kernel_attr_bmap(&p);
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(&p).unwrap().ino());
+    m.umount();
+    attr_fork_check(&s, &img, &p, ino, kmap, rxfs::format::inode::FMT_BTREE);
+}
+
+fn attr_fork_check(
+    s: &Scratch,
+    img: &Path,
+    p: &Path,
+    ino: Ino,
+    kmap: Vec<(u64, u64, u64)>,
+    format: u8,
+) {
+    let mnt = s.path("mnt");
+    assert!(!kmap.is_empty(), "the kernel made no attr fork blocks");
     let dev = open_dev(&img);
     // Load: same mappings as the kernel reports.
     let mut tx = MemTx::new(dev.clone()).unwrap();
     let ip = tx.ijoin(ino).unwrap();
-    assert_eq!(di::aformat(tx.inode(ip)), FMT_EXTENTS);
+    assert_eq!(di::aformat(tx.inode(ip)), format);
     let (map, max) = bmapop::load(&mut tx, ip, WhichFork::Attr).unwrap();
     assert!(max >= map.exts.len());
     let geo = tx.geo().clone();
@@ -152,7 +191,12 @@ fn attr_fork_extents_load_store() {
     let nb0 = di::nblocks(tx.inode(ip));
     bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &empty, -(blocks as i64)).unwrap();
     assert_eq!(di::anextents(tx.inode(ip)), 0);
-    assert_eq!(di::nblocks(tx.inode(ip)), nb0 - blocks);
+    let nb1 = di::nblocks(tx.inode(ip));
+    if format == FMT_EXTENTS {
+        assert_eq!(nb1, nb0 - blocks);
+    } else {
+        assert!(nb1 < nb0 - blocks, "bmbt blocks not freed");
+    }
     let d = tx.inode_mut(ip);
     di::set_forkoff(d, 0);
     di::set_aformat(d, FMT_EXTENTS);
@@ -459,4 +503,96 @@ fn bmbt_kernel_file_random_falloc() {
     eprintln!("final shape {shape:?}");
     assert_eq!(shape.0, 3, "still a btree {shape:?} ({counts:?})");
     check_image(&s, &img, &[&f]);
+}
+
+/// Damaged bmbt blocks (CRC recomputed, so only the structure checks can
+/// catch them) make `bmapop::load` return a corruption error, never a
+/// panic or a wrong map; the undamaged image loads.
+#[test]
+fn bmbt_corruption_detected() {
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-corrupt");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let p = mnt.join("f");
+    {
+        use std::os::unix::fs::FileExt;
+        let fh = std::fs::File::create(&p).unwrap();
+        for i in 0..400u64 {
+            fh.write_at(&pattern(i, 4096), 2 * i * 4096).unwrap();
+        }
+        fh.sync_all().unwrap();
+    }
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(&p).unwrap().ino());
+    m.umount();
+    let load = |img: &Path| {
+        let mut tx = MemTx::new(open_dev(img)).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        bmapop::load(&mut tx, ip, WhichFork::Data).map(|(m, _)| m.exts.len())
+    };
+    let n0 = load(&img).unwrap();
+    assert!(n0 >= 400, "{n0} extents");
+    // The leaves: the root's pointers (a depth-1 tree).
+    let (geo, leaves) = {
+        let mut tx = MemTx::new(open_dev(&img)).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        let fork = di::data_fork(tx.inode(ip)).to_vec();
+        assert_eq!(rxfs::format::bmbt::root_level(&fork), 1);
+        let n = rxfs::format::bmbt::root_numrecs(&fork) as usize;
+        let max = rxfs::format::bmbt::root_maxrecs(fork.len());
+        let ptrs: Vec<u64> = (0..n)
+            .map(|i| u64::from_be_bytes(fork[4 + max * 8 + i * 8..][..8].try_into().unwrap()))
+            .collect();
+        (tx.geo().clone(), ptrs)
+    };
+    assert!(leaves.len() >= 2);
+    let leaf = geo.fsb_to_daddr(FsBlock(leaves[0])).0;
+    let leaf2 = geo.fsb_to_daddr(FsBlock(leaves[1])).0;
+    type Edit = Box<dyn Fn(&mut [u8])>;
+    let cases: Vec<(&str, u64, Edit)> = vec![
+        ("owner", leaf, Box::new(|b| b[63] ^= 1)),
+        ("level", leaf, Box::new(|b| b[5] = 1)),
+        ("numrecs 0", leaf, Box::new(|b| b[6..8].fill(0))),
+        (
+            "numrecs too big",
+            leaf,
+            Box::new(|b| b[6..8].copy_from_slice(&999u16.to_be_bytes())),
+        ),
+        (
+            "records out of order",
+            leaf,
+            Box::new(|b| {
+                let (a, c) = b[72..104].split_at_mut(16);
+                a.swap_with_slice(c);
+            }),
+        ),
+        ("left sibling", leaf2, Box::new(|b| b[15] ^= 4)),
+        (
+            "right sibling",
+            leaf,
+            Box::new(|b| b[16..24].copy_from_slice(&[0xff; 8])),
+        ),
+        (
+            "first key below the parent's",
+            leaf2,
+            Box::new(|b| {
+                // Start offset of the first record -> 0 (l0 bits 62..9).
+                let l0 = u64::from_be_bytes(b[72..80].try_into().unwrap());
+                let l0 = l0 & !(((1u64 << 54) - 1) << 9);
+                b[72..80].copy_from_slice(&l0.to_be_bytes());
+            }),
+        ),
+    ];
+    for (what, daddr, edit) in cases {
+        let orig = patch(&img, daddr, 4096, 64, |b| edit(b));
+        assert_corrupt(load(&img), what);
+        restore(&img, daddr, &orig);
+    }
+    assert_eq!(load(&img).unwrap(), n0);
+    repair_ok(&img);
 }
