@@ -131,7 +131,7 @@ fn attr_fork_check(
 ) {
     let mnt = s.path("mnt");
     assert!(!kmap.is_empty(), "the kernel made no attr fork blocks");
-    let dev = open_dev(&img);
+    let dev = open_dev(img);
     // Load: same mappings as the kernel reports.
     let mut tx = MemTx::new(dev.clone()).unwrap();
     let ip = tx.ijoin(ino).unwrap();
@@ -175,7 +175,7 @@ fn attr_fork_check(
     bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &map, 0).unwrap();
     assert_eq!(tx.inode(ip), &before[..]);
     tx.commit().unwrap();
-    repair_ok(&img);
+    repair_ok(img);
 
     // Remove the whole attr fork: free its blocks, empty map, no fork.
     let mut tx = MemTx::new(dev.clone()).unwrap();
@@ -202,8 +202,8 @@ fn attr_fork_check(
     di::set_aformat(d, FMT_EXTENTS);
     tx.commit().unwrap();
     drop(dev);
-    repair_ok(&img);
-    let m = KernelMount::new(&img, &mnt, "");
+    repair_ok(img);
+    let m = KernelMount::new(img, &mnt, "");
     let names = run_output("getfattr", &["-d", "-m", "-", p.to_str().unwrap()]);
     assert!(
         String::from_utf8_lossy(&names.stdout).trim().is_empty(),
