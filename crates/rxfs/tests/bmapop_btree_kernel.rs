@@ -210,7 +210,7 @@ fn attr_fork_check(
         "xattrs left: {}",
         String::from_utf8_lossy(&names.stdout)
     );
-    assert_eq!(std::fs::read(&p).unwrap(), pattern(1, 10000));
+    assert_eq!(std::fs::read(p).unwrap(), pattern(1, 10000));
     m.umount();
 }
 
