@@ -596,3 +596,76 @@ fn bmbt_corruption_detected() {
     assert_eq!(load(&img).unwrap(), n0);
     repair_ok(&img);
 }
+
+/// Moving di_forkoff (what adding or removing an attr fork does) under a
+/// BTREE data fork: the root is laid out again, grows a level when it no
+/// longer fits, and shrinks back when the fork grows; the kernel then
+/// uses the attr fork and reads the data.
+#[test]
+fn set_forkoff_relayouts_the_bmbt_root() {
+    use rxfs::bmapop::fork::set_forkoff;
+    use rxfs::format::inode::{FMT_BTREE, FMT_LOCAL};
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-forkoff");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let p = mnt.join("f");
+    let mut model = Vec::new();
+    {
+        use std::os::unix::fs::FileExt;
+        let fh = std::fs::File::create(&p).unwrap();
+        for i in 0..300u64 {
+            let d = pattern(i, 4096);
+            fh.write_at(&d, 2 * i * 4096).unwrap();
+            model.resize(((2 * i + 1) * 4096) as usize, 0);
+            model[(2 * i * 4096) as usize..].copy_from_slice(&d);
+        }
+        fh.sync_all().unwrap();
+    }
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(&p).unwrap().ino());
+    m.umount();
+    let level = |img: &Path| fork_shape(img, ino).1;
+    let l0 = level(&img);
+    assert!(l0 >= 1 && fork_shape(&img, ino).0 == FMT_BTREE);
+    // A tiny data fork (24 bytes: one root pointer) and an empty
+    // shortform attr fork.
+    let dev = open_dev(&img);
+    let mut tx = MemTx::new(dev.clone()).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    set_forkoff(&mut tx, ip, 3).unwrap();
+    let d = tx.inode_mut(ip);
+    di::set_aformat(d, FMT_LOCAL);
+    di::set_anextents(d, 0);
+    let a = di::attr_fork_mut(d);
+    a.fill(0);
+    a[0..2].copy_from_slice(&4u16.to_be_bytes());
+    tx.commit().unwrap();
+    drop(dev);
+    assert_eq!(level(&img), l0 + 1, "the root grew a level");
+    repair_ok(&img);
+    let m = KernelMount::new(&img, &mnt, "");
+    set_xattr(&p, "user.k", b"v");
+    assert!(std::fs::read(&p).unwrap() == model, "contents");
+    m.umount();
+    repair_ok(&img);
+    // Remove the attr fork again: the root pulls its child back in.
+    let dev = open_dev(&img);
+    let mut tx = MemTx::new(dev.clone()).unwrap();
+    let ip = tx.ijoin(ino).unwrap();
+    set_forkoff(&mut tx, ip, 0).unwrap();
+    let d = tx.inode_mut(ip);
+    di::set_aformat(d, FMT_EXTENTS);
+    di::set_anextents(d, 0);
+    tx.commit().unwrap();
+    drop(dev);
+    assert_eq!(level(&img), l0, "the root shrank back");
+    repair_ok(&img);
+    let m = KernelMount::new(&img, &mnt, "ro");
+    assert!(std::fs::read(&p).unwrap() == model, "contents");
+    m.umount();
+}
