@@ -414,6 +414,7 @@ fn falloc_modes_match_kernel() {
         .enumerate()
         .map(|(i, _)| rxfs_seek(&fs, inos[i], models[i].len() as u64))
         .collect();
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
     fs.unmount().unwrap();
     drop(fs);
 
@@ -448,4 +449,95 @@ fn falloc_modes_match_kernel() {
     }
     a.umount();
     b.umount();
+}
+
+/// Bad arguments are refused with the errno the kernel gives, and change
+/// nothing; ENOSPC part way through a preallocation leaves the size and
+/// contents as they were and a consistent filesystem.
+#[test]
+fn falloc_errors_and_enospc() {
+    use rxfs::Error;
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("falloc-enospc");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let mut model = initial(&mnt, "f", 77);
+    std::fs::create_dir(mnt.join("d")).unwrap();
+    let ino = Ino(std::fs::metadata(mnt.join("f")).unwrap().ino());
+    let dino = Ino(std::fs::metadata(mnt.join("d")).unwrap().ino());
+    m.umount();
+    let fs = open_rw(&img);
+    let size = model.len() as u64;
+    let errno = |r: rxfs::Result<()>| r.map_err(|e| e.errno()).err();
+    let cases: Vec<(i32, u64, u64, i32)> = vec![
+        (FALLOC_FL_PUNCH_HOLE, 0, 4096, libc::EOPNOTSUPP),
+        (0x40, 0, 4096, libc::EOPNOTSUPP),
+        (0, 0, 0, libc::EINVAL),
+        (FALLOC_FL_COLLAPSE_RANGE, 1000, 4096, libc::EINVAL),
+        (FALLOC_FL_COLLAPSE_RANGE, 4096, 4000, libc::EINVAL),
+        (
+            FALLOC_FL_COLLAPSE_RANGE,
+            0,
+            size.div_ceil(BS) * BS,
+            libc::EINVAL,
+        ),
+        (
+            FALLOC_FL_COLLAPSE_RANGE | FALLOC_FL_KEEP_SIZE,
+            0,
+            4096,
+            libc::EINVAL,
+        ),
+        (
+            FALLOC_FL_INSERT_RANGE,
+            size.div_ceil(BS) * BS,
+            4096,
+            libc::EINVAL,
+        ),
+        (FALLOC_FL_INSERT_RANGE, 4096, 100, libc::EINVAL),
+        (0, u64::MAX - 10, 100, libc::EINVAL),
+    ];
+    for (mode, off, len, want) in cases {
+        assert_eq!(
+            errno(fs.fallocate(ino, mode, off, len)),
+            Some(want),
+            "mode {mode:#x} {off}+{len}"
+        );
+    }
+    assert!(matches!(fs.fallocate(dino, 0, 0, 4096), Err(Error::IsDir)));
+    assert_eq!(fs.seek_data(ino, size).unwrap_err().errno(), libc::ENXIO);
+    assert_eq!(
+        fs.seek_hole(ino, size + 5).unwrap_err().errno(),
+        libc::ENXIO
+    );
+    // More than the filesystem holds.
+    let r = fs.fallocate(ino, 0, 1 << 20, 200 << 20);
+    assert!(matches!(r, Err(Error::NoSpace)), "{r:?}");
+    assert_eq!(
+        fs.iget(ino).unwrap().core.size,
+        size,
+        "size changed by a failed fallocate"
+    );
+    let r = fs.fallocate(ino, FALLOC_FL_KEEP_SIZE, 300 << 20, 10 << 20);
+    assert!(r.is_err(), "fallocate past the device end succeeded?");
+    // The space comes back with a punch; the file is intact.
+    fs.fallocate(
+        ino,
+        FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+        1 << 20,
+        200 << 20,
+    )
+    .unwrap();
+    fs.fallocate(ino, 0, size, 1 << 20).unwrap();
+    model.resize(size as usize + (1 << 20), 0);
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
+    fs.unmount().unwrap();
+    drop(fs);
+    repair_ok(&img);
+    let m = KernelMount::new(&img, &mnt, "ro");
+    assert!(std::fs::read(mnt.join("f")).unwrap() == model, "contents");
+    m.umount();
 }

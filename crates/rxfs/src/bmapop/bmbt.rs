@@ -288,6 +288,12 @@ impl<'a> Editor<'a> {
         self.fix_root()
     }
 
+    /// Write the root again for the fork's current size (after di_forkoff
+    /// moved), growing a level when it no longer fits.
+    pub fn relayout_root(&mut self) -> Result<()> {
+        self.fix_root()
+    }
+
     /// Free every block of the tree (the fork is about to become EXTENTS).
     pub fn destroy(&mut self) -> Result<()> {
         let levels = std::mem::take(&mut self.tree.levels);
@@ -565,6 +571,9 @@ impl<'a> Editor<'a> {
     /// while that fits; write it into the inode.
     fn fix_root(&mut self) -> Result<()> {
         let rootmax = self.rootmax();
+        if rootmax == 0 {
+            return Err(Error::Invalid("fork too small for a bmbt root".into()));
+        }
         while self.tree.root.len() > rootmax {
             let d = self.tree.depth;
             if d as u16 >= MAXLEVELS {

@@ -23,7 +23,7 @@
 //! copy-on-write) are `NotSupported`; the setuid
 //! bit is not dropped on write (no caller credentials here).
 
-use super::{free_range, prepare_write, read_map, set_size, set_times, ExtentMap, Placement};
+use super::{free_tail, prepare_write, read_map, set_size, set_times, ExtentMap, Placement};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Result};
 use crate::format::bmbt::Extent;
@@ -243,9 +243,11 @@ pub fn zero_written(
 }
 
 /// Change the size of regular file `ip`: down (or same) frees the blocks
-/// past the new EOF and zeroes the tail of the new last block; up zeroes
-/// whatever written blocks lie between the old and the new EOF. Times
-/// untouched.
+/// past the new EOF (the highest [`super::TRUNCATE_TX_EXTENTS`] extents
+/// in this transaction: call [`trim_eof_step`] in fresh transactions
+/// until it returns false) and zeroes the tail of the new last block; up
+/// zeroes whatever written blocks lie between the old and the new EOF.
+/// Times untouched.
 pub fn set_file_size(
     tx: &mut dyn MetaTx,
     dev: &dyn BlockDevice,
@@ -268,12 +270,21 @@ pub fn set_file_size(
         if size < old {
             zero_written(&*tx, ip, dev, &map, size, tail_end)?;
         }
-        free_range(tx, ip, FileBlock(size.div_ceil(bs)))?;
+        free_tail(tx, ip, FileBlock(size.div_ceil(bs)))?;
     } else {
         zero_written(&*tx, ip, dev, &map, old, size)?;
     }
     set_size(tx, ip, size);
     Ok(())
+}
+
+/// Free the next batch of blocks past EOF (after a truncate); returns
+/// whether more remain.
+pub fn trim_eof_step(tx: &mut dyn MetaTx, ip: InodeId) -> Result<bool> {
+    require_regular(&*tx, ip)?;
+    let bs = tx.geo().blocksize as u64;
+    let size = di::size(tx.inode(ip));
+    free_tail(tx, ip, FileBlock(size.div_ceil(bs)))
 }
 
 /// Apply `attr` to joined inode `ip` (ctime = `attr.ctime` or `now`).

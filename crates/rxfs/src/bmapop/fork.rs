@@ -252,3 +252,87 @@ fn changed_range<'a>(old: &[Extent], new: &'a [Extent]) -> (usize, usize, &'a [E
         .count();
     (p, old.len() - s, &new[p..new.len() - s])
 }
+
+/// Move the data/attr fork boundary of a joined inode to `forkoff` (in
+/// 8-byte units; 0 = no attr fork) and keep the data fork valid in its
+/// new size: a BTREE root is laid out again for the new size (growing a
+/// level when it no longer fits, converting to EXTENTS when the records
+/// now fit inline); an EXTENTS fork whose records no longer fit becomes a
+/// bmbt. di_nblocks follows the bmbt blocks. The attr fork's bytes are the
+/// caller's (write them after this call); a LOCAL data fork must still
+/// fit (`Invalid` otherwise), and nothing changes on error.
+pub fn set_forkoff(tx: &mut dyn MetaTx, ip: InodeId, forkoff: u8) -> Result<()> {
+    let d = tx.inode(ip);
+    let lit = d.len() - crate::format::inode::DINODE_V3_CORE_SIZE;
+    let new_size = match forkoff as usize * 8 {
+        0 => lit,
+        n if n <= lit => n,
+        n => return Err(Error::Invalid(format!("fork offset {n} past the inode"))),
+    };
+    let which = WhichFork::Data;
+    let at = Location::Ino(di::ino(d));
+    match di::format(d) {
+        FMT_EXTENTS | FMT_BTREE => {}
+        _ => {
+            if di::size(d) as usize > new_size {
+                return Err(Error::Invalid(
+                    "inline data does not fit the new fork".into(),
+                ));
+            }
+            di::set_forkoff(tx.inode_mut(ip), forkoff);
+            return Ok(());
+        }
+    }
+    if di::flags(d) & DIFLAG_REALTIME != 0 {
+        return Err(Error::NotSupported(
+            "realtime files: data fork editing".into(),
+        ));
+    }
+    let (map, _) = load(tx, ip, which)?;
+    let fits = map.exts.len() <= new_size / EXTENT_REC_SIZE;
+    let delta = match di::format(tx.inode(ip)) {
+        FMT_EXTENTS if fits => {
+            di::set_forkoff(tx.inode_mut(ip), forkoff);
+            0
+        }
+        FMT_EXTENTS => {
+            di::set_forkoff(tx.inode_mut(ip), forkoff);
+            let mut ed = Editor::empty(tx, ip, which);
+            ed.build(&map.exts)?;
+            let dl = ed.delta;
+            set_fork_format(tx.inode_mut(ip), which, FMT_BTREE);
+            dl
+        }
+        _ => {
+            let n = fork_nextents(tx.inode(ip), which);
+            let (tree, _) = bmbt::walk(tx, ip, which, n)?;
+            di::set_forkoff(tx.inode_mut(ip), forkoff);
+            let mut ed = Editor {
+                tx: &mut *tx,
+                ip,
+                tree,
+                delta: 0,
+            };
+            if fits {
+                ed.destroy()?;
+                let dl = ed.delta;
+                set_fork_format(tx.inode_mut(ip), which, FMT_EXTENTS);
+                let fork = di::data_fork_mut(tx.inode_mut(ip));
+                fork.fill(0);
+                for (i, e) in map.exts.iter().enumerate() {
+                    e.encode(&mut fork[i * EXTENT_REC_SIZE..(i + 1) * EXTENT_REC_SIZE]);
+                }
+                dl
+            } else {
+                ed.relayout_root()?;
+                ed.delta
+            }
+        }
+    };
+    let d = tx.inode_mut(ip);
+    let nblocks = di::nblocks(d)
+        .checked_add_signed(delta)
+        .ok_or_else(|| Error::corrupt("inode", at, "di_nblocks would wrap"))?;
+    di::set_nblocks(d, nblocks);
+    Ok(())
+}

@@ -12,7 +12,8 @@
 //!   caller; merging never joins extents of different AGs).
 //!
 //! Merging rule: two extents merge when they are adjacent in the file and
-//! on disk, in the same AG, both written, and the sum fits `MAX_EXTLEN`.
+//! on disk, in the same AG, in the same state (both written or both
+//! unwritten, as the kernel merges), and the sum fits `MAX_EXTLEN`.
 
 use crate::error::{Error, Result};
 use crate::format::bmbt::{Extent, MAX_EXTLEN, MAX_STARTOFF};
@@ -71,8 +72,7 @@ impl ExtentMap {
     }
 
     fn can_merge(&self, a: &Extent, b: &Extent) -> bool {
-        !a.unwritten
-            && !b.unwritten
+        a.unwritten == b.unwritten
             && a.end() == b.off.0
             && a.start + a.len == b.start
             && self.same_ag(a.start, b.start)

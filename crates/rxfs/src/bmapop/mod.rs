@@ -180,6 +180,45 @@ pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<(
     store(tx, ip, WhichFork::Data, &old, &map, -(total as i64))
 }
 
+/// Most extents one truncate transaction unmaps ([`free_tail`]).
+pub const TRUNCATE_TX_EXTENTS: usize = 64;
+
+/// Bounded truncate step: unmap the highest [`TRUNCATE_TX_EXTENTS`]
+/// mappings at or beyond file block `from` (trimming one that straddles
+/// it) and free their blocks (deferred). Returns whether mappings beyond
+/// `from` remain (call again in a fresh transaction). Unmapping from the
+/// end keeps each step's btree edit to the last leaves.
+pub fn free_tail(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<bool> {
+    refuse_rmap(&*tx)?;
+    let (mut map, _) = load(tx, ip, WhichFork::Data)?;
+    let first = map.exts.partition_point(|e| e.end() <= from.0);
+    let n = map.exts.len() - first;
+    if n == 0 {
+        return Ok(false);
+    }
+    if di::flags2(tx.inode(ip)) & DIFLAG2_REFLINK != 0 {
+        return Err(Error::NotSupported(
+            "freeing blocks of a reflinked file (shared extents)".into(),
+        ));
+    }
+    let old = map.clone();
+    let (cut, more) = if n > TRUNCATE_TX_EXTENTS {
+        (map.exts[map.exts.len() - TRUNCATE_TX_EXTENTS].off.0, true)
+    } else {
+        (from.0, false)
+    };
+    let mut freed = map.truncate(cut);
+    freed.sort_unstable();
+    let total: u64 = freed.iter().map(|f| f.1).sum();
+    for (start, len) in freed {
+        let geo = tx.geo();
+        let fsb = FsBlock(start);
+        tx.defer_free(geo.fsb_agno(fsb), geo.fsb_agbno(fsb), len as u32)?;
+    }
+    store(tx, ip, WhichFork::Data, &old, &map, -(total as i64))?;
+    Ok(more)
+}
+
 /// Set di_size.
 pub fn set_size(tx: &mut dyn MetaTx, ip: InodeId, size: u64) {
     di::set_size(tx.inode_mut(ip), size);

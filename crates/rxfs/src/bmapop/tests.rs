@@ -359,3 +359,43 @@ fn mark_written_splits_and_merges() {
     m.mark_written(0, 100);
     assert_eq!(m.exts, vec![ext(4, 104, 8)]);
 }
+
+#[test]
+fn remove_range_splits_and_returns_the_middle() {
+    let mut u = ext(20, 500, 10);
+    u.unwritten = true;
+    let mut m = ExtentMap::new(vec![ext(0, 100, 10), ext(12, 300, 4), u], 10);
+    // Inside one extent: it splits in two.
+    assert_eq!(m.remove_range(2, 5), vec![(102, 3)]);
+    assert_eq!(m.exts[..2], [ext(0, 100, 2), ext(5, 105, 5)]);
+    // Across extents, trimming both ends; states kept.
+    assert_eq!(m.remove_range(8, 25), vec![(108, 2), (300, 4), (500, 5)]);
+    let mut tail = ext(25, 505, 5);
+    tail.unwritten = true;
+    assert_eq!(m.exts, vec![ext(0, 100, 2), ext(5, 105, 3), tail]);
+    // Holes only, empty range: nothing.
+    assert_eq!(m.remove_range(10, 20), vec![]);
+    assert_eq!(m.remove_range(7, 7), vec![]);
+    m.check().unwrap();
+}
+
+#[test]
+fn split_at_then_normalize_merges_back() {
+    let mut m = ExtentMap::new(vec![ext(0, 100, 10)], 10);
+    m.split_at(4);
+    assert_eq!(m.exts, vec![ext(0, 100, 4), ext(4, 104, 6)]);
+    m.split_at(4);
+    m.split_at(20);
+    assert_eq!(m.exts.len(), 2);
+    m.normalize();
+    assert_eq!(m.exts, vec![ext(0, 100, 10)]);
+    // Unwritten neighbours merge with each other, not with written ones.
+    let mut a = ext(0, 100, 4);
+    a.unwritten = true;
+    let mut b = ext(4, 104, 4);
+    b.unwritten = true;
+    let mut m = ExtentMap::new(vec![a, b, ext(8, 108, 2)], 10);
+    m.normalize();
+    a.len = 8;
+    assert_eq!(m.exts, vec![a, ext(8, 108, 2)]);
+}

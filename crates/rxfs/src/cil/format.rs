@@ -123,21 +123,51 @@ pub fn format_buf(
 pub const ILOG_CORE: u32 = 0x1;
 pub const ILOG_DDATA: u32 = 0x2;
 pub const ILOG_DEXT: u32 = 0x4;
+pub const ILOG_DBROOT: u32 = 0x8;
 pub const ILOG_DEV: u32 = 0x10;
 pub const ILOG_ADATA: u32 = 0x40;
 pub const ILOG_AEXT: u32 = 0x80;
+pub const ILOG_ABROOT: u32 = 0x100;
 
 /// What of an inode's forks is logged: (fields, data fork bytes, attr fork
-/// bytes), each fork as `(offset in the dinode, length)`.
+/// bytes), each fork as its logged bytes.
 pub struct InodeLayout {
     pub fields: u32,
-    pub dfork: Option<(usize, usize)>,
-    pub afork: Option<(usize, usize)>,
+    pub dfork: Option<Vec<u8>>,
+    pub afork: Option<Vec<u8>>,
     pub rdev: u32,
 }
 
-/// Decide what to log of dinode `d` (v3). Btree-format forks are not
-/// logged (only the core): rxfs never changes a btree fork in a transaction.
+/// A BTREE-format fork's root (on-disk bmdr form, `fork` bytes) in the
+/// form the log carries it (the kernel's in-core root, which recovery
+/// converts back): a 72-byte long btree block header (magic, level,
+/// numrecs, NULL siblings and blkno, uuid, owner) then `numrecs` keys and
+/// `numrecs` pointers. None if the root is unusable (logged as nothing).
+fn broot_for_log(d: &[u8], fork: &[u8]) -> Option<Vec<u8>> {
+    if fork.len() < 4 {
+        return None;
+    }
+    let level = be16(fork, 0);
+    let n = be16(fork, 2) as usize;
+    let fmax = (fork.len() - 4) / 16;
+    if n == 0 || n > fmax {
+        return None;
+    }
+    let hdr = crate::format::bmbt::LBLOCK_HDR_SIZE;
+    let mut b = vec![0u8; hdr + n * 16];
+    b[0..4].copy_from_slice(&crate::format::bmbt::BMAP_CRC_MAGIC.to_be_bytes());
+    b[4..6].copy_from_slice(&level.to_be_bytes());
+    b[6..8].copy_from_slice(&(n as u16).to_be_bytes());
+    b[8..32].fill(0xff);
+    b[40..56].copy_from_slice(&d[160..176]);
+    b[56..64].copy_from_slice(&d[152..160]);
+    b[hdr..hdr + n * 8].copy_from_slice(&fork[4..4 + n * 8]);
+    b[hdr + n * 8..].copy_from_slice(&fork[4 + fmax * 8..4 + fmax * 8 + n * 8]);
+    Some(b)
+}
+
+/// Decide what to log of dinode `d` (v3). BTREE-format fork roots are
+/// logged in the kernel's in-core form ([`broot_for_log`]).
 pub fn inode_layout(d: &[u8], isize: usize) -> InodeLayout {
     let core = dinode::DINODE_V3_CORE_SIZE;
     let forkoff = d[82] as usize * 8;
@@ -164,14 +194,20 @@ pub fn inode_layout(d: &[u8], isize: usize) -> InodeLayout {
             let size = (be64(d, 56) as usize).next_multiple_of(4).min(dmax);
             if size > 0 {
                 l.fields |= ILOG_DDATA;
-                l.dfork = Some((core, size));
+                l.dfork = Some(d[core..core + size].to_vec());
             }
         }
         dinode::FMT_EXTENTS => {
             let size = (next as usize * 16).min(dmax);
             if size > 0 {
                 l.fields |= ILOG_DEXT;
-                l.dfork = Some((core, size));
+                l.dfork = Some(d[core..core + size].to_vec());
+            }
+        }
+        dinode::FMT_BTREE => {
+            l.dfork = broot_for_log(d, &d[core..core + dmax]);
+            if l.dfork.is_some() {
+                l.fields |= ILOG_DBROOT;
             }
         }
         _ => {}
@@ -183,14 +219,20 @@ pub fn inode_layout(d: &[u8], isize: usize) -> InodeLayout {
                 let size = (be16(d, dend) as usize).next_multiple_of(4).min(amax);
                 if size > 0 {
                     l.fields |= ILOG_ADATA;
-                    l.afork = Some((dend, size));
+                    l.afork = Some(d[dend..dend + size].to_vec());
                 }
             }
             dinode::FMT_EXTENTS => {
                 let size = (anext as usize * 16).min(amax);
                 if size > 0 {
                     l.fields |= ILOG_AEXT;
-                    l.afork = Some((dend, size));
+                    l.afork = Some(d[dend..dend + size].to_vec());
+                }
+            }
+            dinode::FMT_BTREE => {
+                l.afork = broot_for_log(d, &d[dend..isize.min(d.len())]);
+                if l.afork.is_some() {
+                    l.fields |= ILOG_ABROOT;
                 }
             }
             _ => {}
@@ -205,7 +247,7 @@ pub fn inode_size(d: &[u8], isize: usize) -> (usize, usize) {
     let mut bytes = 56 + LOG_DINODE;
     let mut n = 2;
     for f in [l.dfork, l.afork].into_iter().flatten() {
-        bytes += f.1;
+        bytes += f.len();
         n += 1;
     }
     (bytes, n)
@@ -223,8 +265,8 @@ pub fn format_inode(lv: &mut LogVec, o: HostOrder, geo: &Geometry, ino: Ino, d: 
         o.put_u16(h, 0, LI_INODE);
         o.put_u16(h, 2, n);
         o.put_u32(h, 4, l.fields);
-        o.put_u16(h, 8, l.afork.map_or(0, |a| a.1) as u16);
-        o.put_u16(h, 10, l.dfork.map_or(0, |a| a.1) as u16);
+        o.put_u16(h, 8, l.afork.as_ref().map_or(0, |a| a.len()) as u16);
+        o.put_u16(h, 10, l.dfork.as_ref().map_or(0, |a| a.len()) as u16);
         o.put_u64(h, 16, ino.0);
         o.put_u32(h, 24, l.rdev);
         o.put_u64(h, 40, cdaddr.0);
@@ -232,8 +274,8 @@ pub fn format_inode(lv: &mut LogVec, o: HostOrder, geo: &Geometry, ino: Ino, d: 
         o.put_u32(h, 52, boff);
     });
     lv.push_with(LOG_DINODE, |ld| disk_to_log_dinode(d, o, ld, lsn));
-    for (off, len) in [l.dfork, l.afork].into_iter().flatten() {
-        lv.push(&d[off..off + len]);
+    for f in [l.dfork, l.afork].into_iter().flatten() {
+        lv.push(&f);
     }
 }
 

@@ -102,6 +102,26 @@ impl Filesystem {
                     return Err(e);
                 }
             }
+            // A truncate unmaps a bounded number of extents per
+            // transaction: the rest past EOF, a batch each.
+            while attr.size.is_some() {
+                let mut tx = self.trans_alloc(Resv::Truncate)?;
+                match tx
+                    .ijoin(ino)
+                    .and_then(|ip| data::trim_eof_step(&mut tx, ip))
+                {
+                    Ok(more) => {
+                        tx.commit()?;
+                        if !more {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        tx.cancel();
+                        return Err(e);
+                    }
+                }
+            }
         }
         self.iget(ino)
     }
