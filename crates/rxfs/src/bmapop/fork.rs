@@ -83,12 +83,13 @@ pub fn store(
     map: &ExtentMap,
     delta: i64,
 ) -> Result<()> {
-    let _ = old;
     if which == WhichFork::Attr {
         return Err(Error::NotSupported(
             "attr fork extent maps (bmapop::fork)".into(),
         ));
     }
+    let ino = crate::types::Ino(di::ino(tx.inode(ip)));
+    crate::rmap::rmap_map_delta(tx, ino, which, &old.exts, &map.exts)?;
     let d = tx.inode_mut(ip);
     let at = Location::Ino(di::ino(d));
     let nblocks = di::nblocks(d)

@@ -113,7 +113,6 @@ fn map_range(
     convert: bool,
     place: Placement,
 ) -> Result<(Vec<Extent>, Vec<Extent>)> {
-    refuse_rmap(&*tx)?;
     let (mut map, max_recs) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let converted = if convert {
@@ -152,7 +151,6 @@ fn map_range(
 /// ([`MetaTx::defer_free`]): this transaction logs the unmapping and an
 /// extent-free intent, follow-up transactions free the space.
 pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<()> {
-    refuse_rmap(&*tx)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let d = tx.inode(ip);
@@ -200,15 +198,6 @@ pub fn set_times(
     if let Some(t) = ctime {
         di::set_ctime(d, t);
     }
-}
-
-fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
-    if tx.sb().has_rmapbt() {
-        return Err(Error::NotSupported(
-            "data fork changes on a filesystem with rmapbt (issue 4)".into(),
-        ));
-    }
-    Ok(())
 }
 
 /// [`Space`] on the free-space btrees of a transaction.
