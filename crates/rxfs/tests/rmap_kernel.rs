@@ -33,15 +33,14 @@ fn kernel_ok() -> bool {
 
 /// Path under the root -> inode and contents (`None` = directory).
 struct Model {
+    root: Ino,
     ents: BTreeMap<PathBuf, (Ino, Option<Vec<u8>>)>,
 }
-
-const ROOT: Ino = Ino(128);
 
 impl Model {
     fn ino(&self, p: &Path) -> Ino {
         if p.as_os_str().is_empty() {
-            return ROOT;
+            return self.root;
         }
         self.ents[p].0
     }
@@ -148,6 +147,77 @@ fn agf_field(img: &Path, agno: u32, field: &str) -> u64 {
     s.split('=').nth(1).unwrap().trim().parse().unwrap()
 }
 
+fn agi_field(img: &Path, agno: u32, field: &str) -> u64 {
+    let out = run_output(
+        "xfs_db",
+        &[
+            "-r",
+            "-c",
+            &format!("agi {agno}"),
+            "-c",
+            &format!("p {field}"),
+            img.to_str().unwrap(),
+        ],
+    );
+    let s = String::from_utf8_lossy(&out.stdout);
+    s.split('=').nth(1).unwrap().trim().parse().unwrap()
+}
+
+/// What `xfs_repair -n` does not check (it compares only file, inode
+/// chunk and fixed-metadata observations with the rmapbt): in every AG
+/// the rmap records and the free extents tile the AG exactly, OWN_AG
+/// covers exactly the AGFL plus the free-space and rmap btree blocks,
+/// OWN_INOBT exactly the inode btree blocks, OWN_REFC the refcount btree.
+fn rmap_tiles_ags(img: &Path) {
+    use rxfs::alloc::btree_edit::{records, Tree};
+    use rxfs::format::btree::{AllocRec, RMAP_OWN_AG, RMAP_OWN_INOBT, RMAP_OWN_REFC};
+    use rxfs::types::AgNumber;
+    use rxfs::xact::MetaTx;
+    let dev = Arc::new(FileDevice::open(img, false, false).unwrap());
+    let mut tx = rxfs::xact::memtx::MemTx::new(dev).unwrap();
+    let agcount = tx.geo().agcount;
+    for a in 0..agcount {
+        let agno = AgNumber(a);
+        let len = tx.geo().ag_size(agno) as u64;
+        let rmaps = rxfs::rmap::edit::records(&mut tx, agno, usize::MAX).unwrap();
+        let free = records(&mut tx, Tree::Bno, agno, usize::MAX).unwrap();
+        let mut spans: Vec<(u64, u64, String)> = rmaps
+            .iter()
+            .map(|r| (r.start as u64, r.len as u64, format!("{r:?}")))
+            .collect();
+        for f in &free {
+            let f = AllocRec::decode(f);
+            spans.push((f.start as u64, f.len as u64, format!("free {f:?}")));
+        }
+        spans.sort();
+        let mut at = 0;
+        for (start, n, what) in &spans {
+            assert_eq!(
+                *start, at,
+                "AG {a}: {what} does not start where the last ended"
+            );
+            at = start + n;
+        }
+        assert_eq!(at, len, "AG {a}: records end at {at} of {len}");
+        let owned = |o: u64| -> u64 {
+            rmaps
+                .iter()
+                .filter(|r| r.owner == o)
+                .map(|r| r.len as u64)
+                .sum()
+        };
+        let ag = agf_field(img, a, "flcount") + agf_field(img, a, "btreeblks") + 3;
+        assert_eq!(owned(RMAP_OWN_AG), ag, "AG {a}: OWN_AG blocks");
+        assert!(agf_field(img, a, "rmapblocks") >= 1);
+        let ino = agi_field(img, a, "ino_blocks") + agi_field(img, a, "fino_blocks");
+        assert_eq!(owned(RMAP_OWN_INOBT), ino, "AG {a}: OWN_INOBT blocks");
+        if tx.sb().has_reflink() {
+            let refc = agf_field(img, a, "refcntblocks");
+            assert_eq!(owned(RMAP_OWN_REFC), refc, "AG {a}: OWN_REFC blocks");
+        }
+    }
+}
+
 /// The kernel (read-only mount) sees exactly the model.
 fn kernel_sees(img: &Path, mnt: &Path, m: &Model) {
     let k = KernelMount::new(img, mnt, "ro");
@@ -181,6 +251,7 @@ fn kernel_sees(img: &Path, mnt: &Path, m: &Model) {
 fn check(fs: Arc<Filesystem>, img: &Path, mnt: &Path, m: &Model) -> Arc<Filesystem> {
     fs.unmount().unwrap();
     drop(fs);
+    rmap_tiles_ags(img);
     repair_clean(img);
     kernel_sees(img, mnt, m);
     open_rw(img)
@@ -196,10 +267,11 @@ fn mixed_ops(name: &str, opts: &[&str]) {
     let img = s.path("img");
     let mnt = s.path("mnt");
     mkfs_with(&img, 128 << 20, opts, FSTESTS_ENV);
+    let fs = open_rw(&img);
     let mut m = Model {
+        root: Ino(fs.sb().rootino),
         ents: BTreeMap::new(),
     };
-    let fs = open_rw(&img);
     mkdir(&fs, &mut m, "d");
     mkdir(&fs, &mut m, "d/sub");
     create(&fs, &mut m, "a");
@@ -256,14 +328,22 @@ fn rmap_mixed_ops_reflink_kernel() {
     );
 }
 
+/// Directory `d` of [`many_files`] (20 per group: block directories).
+fn dir_path(d: usize) -> String {
+    format!("g{}/d{d:03}", d / 20)
+}
+
 /// Many small files in many shortform directories on 1 KiB blocks: one
 /// rmap record per file (different owners never merge), so the rmapbt
 /// grows to depth 2+; then most are removed (merges, root shrink).
 fn many_files(fs: &Filesystem, m: &mut Model, dirs: usize, per: usize) {
     for d in 0..dirs {
-        mkdir(fs, m, &format!("d{d:03}"));
+        if d % 20 == 0 {
+            mkdir(fs, m, &format!("g{}", d / 20));
+        }
+        mkdir(fs, m, &dir_path(d));
         for f in 0..per {
-            let p = format!("d{d:03}/f{f}");
+            let p = format!("{}/f{f}", dir_path(d));
             create(fs, m, &p);
             write(fs, m, &p, 0, &pattern((d * 100 + f) as u64, 700));
         }
@@ -293,28 +373,30 @@ fn rmap_deep_tree_kernel() {
         ],
         FSTESTS_ENV,
     );
+    let fs = open_rw(&img);
     let mut m = Model {
+        root: Ino(fs.sb().rootino),
         ents: BTreeMap::new(),
     };
-    let fs = open_rw(&img);
-    many_files(&fs, &mut m, 120, 10);
+    many_files(&fs, &mut m, 200, 10);
     fs.unmount().unwrap();
     drop(fs);
     let levels = (0..2)
         .map(|a| agf_field(&img, a, "rmaplevel"))
         .max()
         .unwrap();
-    assert!(levels >= 2, "rmapbt only {levels} levels deep");
+    eprintln!("rmapbt levels: {levels}");
+    assert!(levels >= 3, "rmapbt only {levels} levels deep");
     let fs = open_rw(&img);
     let fs = check(fs, &img, &mnt, &m);
     // Remove 9 of every 10 files and most directories.
-    for d in 0..120 {
+    for d in 0..200 {
         for f in 1..10 {
-            remove(&fs, &mut m, &format!("d{d:03}/f{f}"));
+            remove(&fs, &mut m, &format!("{}/f{f}", dir_path(d)));
         }
         if d % 4 != 0 {
-            remove(&fs, &mut m, &format!("d{d:03}/f0"));
-            remove(&fs, &mut m, &format!("d{d:03}"));
+            remove(&fs, &mut m, &format!("{}/f0", dir_path(d)));
+            remove(&fs, &mut m, &dir_path(d));
         }
     }
     let fs = check(fs, &img, &mnt, &m);
@@ -335,10 +417,11 @@ fn rmap_crash_recovery_kernel() {
         &["-l", "size=16m", "-m", "rmapbt=1"],
         FSTESTS_ENV,
     );
+    let fs = open_rw(&img);
     let mut m = Model {
+        root: Ino(fs.sb().rootino),
         ents: BTreeMap::new(),
     };
-    let fs = open_rw(&img);
     many_files(&fs, &mut m, 10, 8);
     create(&fs, &mut m, "holes");
     for i in 0..6u64 {
@@ -346,15 +429,16 @@ fn rmap_crash_recovery_kernel() {
     }
     truncate(&fs, &mut m, "holes", 3 * 8192);
     for f in 0..8 {
-        remove(&fs, &mut m, &format!("d003/f{f}"));
+        remove(&fs, &mut m, &format!("{}/f{f}", dir_path(3)));
     }
-    remove(&fs, &mut m, "d003");
+    remove(&fs, &mut m, &dir_path(3));
     fs.log_force().unwrap();
     fs.abandon();
     drop(fs);
     // The kernel replays our log; then everything must be consistent.
     let k = KernelMount::new(&img, &mnt, "");
     k.umount();
+    rmap_tiles_ags(&img);
     repair_clean(&img);
     kernel_sees(&img, &mnt, &m);
 }
