@@ -86,6 +86,52 @@ fn create(fs: &Filesystem, m: &mut Model, p: &str) {
     m.ents.insert(p, (ip.ino, Some(Vec::new())));
 }
 
+/// How the model holds a symlink: its target behind a marker.
+fn link_content(target: &[u8]) -> Vec<u8> {
+    let mut v = b"symlink->".to_vec();
+    v.extend_from_slice(target);
+    v
+}
+
+fn symlink(fs: &Filesystem, m: &mut Model, p: &str, target: &[u8]) {
+    let p = PathBuf::from(p);
+    let dir = m.ino(&parent_of(&p));
+    let ip = fs
+        .symlink(dir, &name_of(&p), target, &args(0o120777))
+        .unwrap();
+    m.ents.insert(p, (ip.ino, Some(link_content(target))));
+}
+
+/// Files the kernel makes before rxfs mounts: written data, and a
+/// preallocated (unwritten) file with a written island; they join the
+/// model with the inode numbers the kernel gave them.
+fn kernel_files(img: &Path, mnt: &Path, m: &mut Model) {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::{FileExt, MetadataExt};
+    let k = KernelMount::new(img, mnt, "");
+    std::fs::create_dir(mnt.join("k")).unwrap();
+    let ino = |p: &Path| Ino(std::fs::metadata(p).unwrap().ino());
+    m.ents.insert("k".into(), (ino(&mnt.join("k")), None));
+    let data = pattern(70, 200_000);
+    std::fs::write(mnt.join("k/data"), &data).unwrap();
+    m.ents
+        .insert("k/data".into(), (ino(&mnt.join("k/data")), Some(data)));
+    let f = std::fs::File::create(mnt.join("k/pre")).unwrap();
+    assert_eq!(
+        unsafe { libc::fallocate(f.as_raw_fd(), 0, 0, 256 << 10) },
+        0
+    );
+    let island = pattern(71, 8192);
+    f.write_at(&island, 64 << 10).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    let mut c = vec![0u8; 256 << 10];
+    c[64 << 10..(64 << 10) + 8192].copy_from_slice(&island);
+    m.ents
+        .insert("k/pre".into(), (ino(&mnt.join("k/pre")), Some(c)));
+    k.umount();
+}
+
 fn write(fs: &Filesystem, m: &mut Model, p: &str, off: u64, d: &[u8]) {
     let e = m.ents.get_mut(Path::new(p)).unwrap();
     assert_eq!(fs.write(e.0, off, d).unwrap(), d.len());
@@ -227,9 +273,13 @@ fn kernel_sees(img: &Path, mnt: &Path, m: &Model) {
         for e in std::fs::read_dir(mnt.join(&d)).unwrap() {
             let e = e.unwrap();
             let rel = d.join(e.file_name());
-            if e.file_type().unwrap().is_dir() {
+            let ft = e.file_type().unwrap();
+            if ft.is_dir() {
                 stack.push(rel.clone());
                 seen.insert(rel, None);
+            } else if ft.is_symlink() {
+                let t = std::fs::read_link(mnt.join(&rel)).unwrap();
+                seen.insert(rel, Some(link_content(t.as_os_str().as_encoded_bytes())));
             } else {
                 seen.insert(rel.clone(), Some(std::fs::read(mnt.join(&rel)).unwrap()));
             }
@@ -267,11 +317,13 @@ fn mixed_ops(name: &str, opts: &[&str]) {
     let img = s.path("img");
     let mnt = s.path("mnt");
     mkfs_with(&img, 128 << 20, opts, FSTESTS_ENV);
-    let fs = open_rw(&img);
     let mut m = Model {
-        root: Ino(fs.sb().rootino),
+        root: Ino(0),
         ents: BTreeMap::new(),
     };
+    kernel_files(&img, &mnt, &mut m);
+    let fs = open_rw(&img);
+    m.root = Ino(fs.sb().rootino);
     mkdir(&fs, &mut m, "d");
     mkdir(&fs, &mut m, "d/sub");
     create(&fs, &mut m, "a");
@@ -283,6 +335,14 @@ fn mixed_ops(name: &str, opts: &[&str]) {
     }
     create(&fs, &mut m, "d/big");
     write(&fs, &mut m, "d/big", 0, &pattern(2, 700_000));
+    symlink(&fs, &mut m, "d/short", b"a/b/c");
+    symlink(&fs, &mut m, "d/long", &[b'x'; 1000]);
+    // Written into unwritten space (conversions split the kernel's
+    // unwritten record), kernel data overwritten and extended.
+    write(&fs, &mut m, "k/pre", 4096, &pattern(72, 8192));
+    write(&fs, &mut m, "k/pre", 60 << 10, &pattern(73, 4096));
+    write(&fs, &mut m, "k/pre", (256 << 10) - 4096, &pattern(74, 4096));
+    write(&fs, &mut m, "k/data", 100_000, &pattern(75, 150_000));
     // A directory that grows into block form.
     mkdir(&fs, &mut m, "blk");
     for i in 0..40 {
@@ -298,6 +358,9 @@ fn mixed_ops(name: &str, opts: &[&str]) {
     truncate(&fs, &mut m, "d/big", 300_001);
     write(&fs, &mut m, "d/big", 900_000, &pattern(5, 3000));
     remove(&fs, &mut m, "a");
+    remove(&fs, &mut m, "d/long");
+    write(&fs, &mut m, "k/pre", 0, &pattern(76, 256 << 10));
+    truncate(&fs, &mut m, "k/data", 50_000);
     for i in 0..38 {
         remove(&fs, &mut m, &format!("blk/entry-{i:04}"));
     }
