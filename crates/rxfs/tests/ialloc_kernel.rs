@@ -167,21 +167,11 @@ fn ialloc_nrext64_big_inodes() {
     );
 }
 
-/// rmapbt filesystems need rmap records for new chunks: refused.
+/// rmapbt filesystems: new chunks and inode btree blocks get their
+/// reverse mappings (xfs_repair cross-checks the inode chunk records).
 #[test]
-fn ialloc_refuses_rmapbt() {
-    if !kernel_ok() {
-        return;
-    }
-    let s = Scratch::new("ialloc-rmap");
-    let img = s.path("img");
-    mkfs(&img, 512 << 20, &["-m", "rmapbt=1"]);
-    let mut tx = memtx(&img);
-    let root = Ino(tx.sb().rootino);
-    assert!(matches!(
-        ialloc(&mut tx, root, &new_inode(1)),
-        Err(rxfs::Error::NotSupported(_))
-    ));
+fn ialloc_rmapbt() {
+    scenario("rmapbt", 512 << 20, &["-m", "rmapbt=1"], 300);
 }
 
 /// 1 KiB blocks: 60 inobt records per leaf, so ~80 new chunks split the

@@ -27,14 +27,17 @@ use crate::xact::{BufId, BufKind, MetaTx};
 // AGF field offsets (see crate::format::ag).
 pub const AGF_BNO_ROOT: usize = 16;
 pub const AGF_CNT_ROOT: usize = 20;
+pub const AGF_RMAP_ROOT: usize = 24;
 pub const AGF_BNO_LEVEL: usize = 28;
 pub const AGF_CNT_LEVEL: usize = 32;
+pub const AGF_RMAP_LEVEL: usize = 36;
 pub const AGF_FLFIRST: usize = 40;
 pub const AGF_FLLAST: usize = 44;
 pub const AGF_FLCOUNT: usize = 48;
 pub const AGF_FREEBLKS: usize = 52;
 pub const AGF_LONGEST: usize = 56;
 pub const AGF_BTREEBLKS: usize = 60;
+pub const AGF_RMAP_BLOCKS: usize = 80;
 // AGI field offsets.
 pub const AGI_ROOT: usize = 20;
 pub const AGI_LEVEL: usize = 24;

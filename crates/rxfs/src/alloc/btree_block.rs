@@ -69,6 +69,7 @@ impl Ents {
     }
     /// The key bytes a parent stores for the block holding these entries
     /// (empty if there are none).
+    #[cfg(test)]
     pub fn low_key_bytes(&self) -> Vec<u8> {
         self.data.get(..self.ksz).map_or(Vec::new(), <[u8]>::to_vec)
     }
@@ -97,14 +98,23 @@ impl BGeo {
             max_node: k.max_recs(bs, false),
         }
     }
+    /// Bytes of one (low) key.
     pub fn ksz(&self) -> usize {
         self.tree.kind().key_size()
+    }
+    /// Bytes of one node key slot: the key, or (low, high) key pairs in
+    /// the overlapping rmapbt.
+    pub fn kslot(&self) -> usize {
+        self.tree.kind().node_key_slot()
+    }
+    pub fn overlapping(&self) -> bool {
+        self.tree.kind().overlapping()
     }
     pub fn esz(&self, level: u16) -> usize {
         if level == 0 {
             self.tree.rec_size()
         } else {
-            self.ksz() + 4
+            self.kslot() + 4
         }
     }
     pub fn max_recs(&self, level: u16) -> usize {
@@ -122,12 +132,12 @@ impl BGeo {
         let slot = if level == 0 {
             self.tree.rec_size()
         } else {
-            self.ksz()
+            self.kslot()
         };
         SBLOCK_HDR_SIZE + i * slot
     }
     fn ptr_off(&self, i: usize) -> usize {
-        SBLOCK_HDR_SIZE + self.max_node * self.ksz() + 4 * i
+        SBLOCK_HDR_SIZE + self.max_node * self.kslot() + 4 * i
     }
     /// Decode the key of entry bytes `e` of a block at `level`.
     pub fn key(&self, level: u16, e: &[u8]) -> BtreeKey {
@@ -175,7 +185,7 @@ impl BGeo {
         if b.level == 0 {
             data.extend_from_slice(&buf[SBLOCK_HDR_SIZE..SBLOCK_HDR_SIZE + n * esz]);
         } else {
-            let k = self.ksz();
+            let k = self.kslot();
             for i in 0..n {
                 let ko = self.key_off(1, i);
                 data.extend_from_slice(&buf[ko..ko + k]);
@@ -185,9 +195,42 @@ impl BGeo {
         }
         Ents {
             esz,
-            ksz: self.ksz(),
+            ksz: self.kslot(),
             data,
         }
+    }
+
+    /// The key slot a parent stores for a block at `level` holding `e`
+    /// (empty if it holds nothing): the first entry's key; in the
+    /// overlapping rmapbt also the largest high key of all entries.
+    pub fn node_key(&self, level: u16, e: &Ents) -> Vec<u8> {
+        let kind = self.tree.kind();
+        if e.len() == 0 {
+            return Vec::new();
+        }
+        if !self.overlapping() {
+            return e.get(0)[..self.kslot()].to_vec();
+        }
+        let k = self.ksz();
+        let mut out = vec![0u8; 2 * k];
+        if level == 0 {
+            kind.encode_key(kind.rec_key(e.get(0)), &mut out[..k]);
+        } else {
+            out[..k].copy_from_slice(&e.get(0)[..k]);
+        }
+        let high = (0..e.len())
+            .map(|i| {
+                let ent = e.get(i);
+                if level == 0 {
+                    kind.rec_high_key(ent)
+                } else {
+                    kind.decode_key(&ent[k..2 * k])
+                }
+            })
+            .max()
+            .unwrap_or_default();
+        kind.encode_key(high, &mut out[k..]);
+        out
     }
 
     /// Store entries `from..` of `e` into the block and set its record
@@ -195,7 +238,7 @@ impl BGeo {
     pub fn store(&self, tx: &mut dyn MetaTx, b: Blk, e: &Ents, from: usize) {
         let n = e.len();
         debug_assert!(n <= self.max_recs(b.level));
-        let k = self.ksz();
+        let k = self.kslot();
         {
             let buf = tx.buf_mut(b.buf);
             put_be16(buf, OFF_NUMRECS, n as u16);
@@ -231,7 +274,7 @@ impl BGeo {
 
     /// Overwrite key `i` of a node with `key` bytes.
     pub fn set_key(&self, tx: &mut dyn MetaTx, b: Blk, i: usize, key: &[u8]) {
-        debug_assert!(b.level > 0 && key.len() == self.ksz());
+        debug_assert!(b.level > 0 && key.len() == self.kslot());
         let o = self.key_off(1, i);
         tx.buf_mut(b.buf)[o..o + key.len()].copy_from_slice(key);
         tx.log_buf(b.buf, o..o + key.len());

@@ -56,6 +56,8 @@ pub enum Tree {
     Cnt,
     Ino,
     Fino,
+    /// The reverse-mapping btree (rooted in the AGF; overlapping keys).
+    Rmap,
 }
 
 impl Tree {
@@ -65,6 +67,7 @@ impl Tree {
             Tree::Cnt => BtreeKind::Cnt,
             Tree::Ino => BtreeKind::Ino,
             Tree::Fino => BtreeKind::Fino,
+            Tree::Rmap => BtreeKind::Rmap,
         }
     }
     pub const fn rec_size(self) -> usize {
@@ -80,6 +83,7 @@ impl Tree {
             Tree::Cnt => BufKind::CntBt,
             Tree::Ino => BufKind::InoBt,
             Tree::Fino => BufKind::FinoBt,
+            Tree::Rmap => BufKind::RmapBt,
         }
     }
 }
@@ -127,11 +131,6 @@ struct RootRef {
 }
 
 fn root_ref(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber) -> Result<RootRef> {
-    if tx.sb().has_rmapbt() {
-        return Err(Error::NotSupported(
-            "btree changes on a filesystem with rmapbt".into(),
-        ));
-    }
     let inobtcount = tx.sb().has_inobtcount();
     Ok(match tree {
         Tree::Bno | Tree::Cnt => {
@@ -141,6 +140,17 @@ fn root_ref(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber) -> Result<RootRef> 
                 hdr: agf,
                 root_off: if bno { AGF_BNO_ROOT } else { AGF_CNT_ROOT },
                 level_off: if bno { AGF_BNO_LEVEL } else { AGF_CNT_LEVEL },
+                count_off: Some(AGF_BTREEBLKS),
+            }
+        }
+        Tree::Rmap => {
+            if !tx.sb().has_rmapbt() {
+                return Err(Error::Invalid("no rmapbt on this filesystem".into()));
+            }
+            RootRef {
+                hdr: hdr::agf(tx, agno)?,
+                root_off: AGF_RMAP_ROOT,
+                level_off: AGF_RMAP_LEVEL,
                 count_off: Some(AGF_BTREEBLKS),
             }
         }
@@ -407,8 +417,9 @@ pub fn update(
         )));
     }
     p.g.set_rec(tx, leaf, i, rec);
-    if i == 0 {
-        fix_keys(tx, &p, 0, &rec[..p.g.ksz()]);
+    if i == 0 || p.g.overlapping() {
+        let e = p.g.load(tx, leaf);
+        fix_keys(tx, &p, 0, &p.g.node_key(0, &e));
     }
     Ok(())
 }
@@ -424,18 +435,31 @@ fn check_rec(tree: Tree, rec: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// The first entry of the block at `level` of the path changed to `key`:
-/// rewrite the parent keys up the path for as long as the changed block is
-/// its parent's first child.
+/// The block at `level` of the path changed and its parent key slot is
+/// now `key` ([`BGeo::node_key`]): rewrite the parent keys up the path for
+/// as long as the changed block is its parent's first child, or (the
+/// overlapping rmapbt, whose node keys also hold the subtree's highest
+/// key) for as long as a parent's key slot changes.
 fn fix_keys(tx: &mut dyn MetaTx, p: &Path, level: usize, key: &[u8]) {
-    if key.len() != p.g.ksz() {
+    let g = p.g;
+    if key.len() != g.kslot() {
         return; // an empty block (only on a corrupt tree): nothing to copy
     }
+    let mut key = key.to_vec();
     let mut l = level;
     while l + 1 < p.lv.len() {
         let parent = p.lv[l + 1];
-        p.g.set_key(tx, parent.blk, parent.idx, key);
-        if parent.idx != 0 {
+        if g.overlapping() {
+            let pe = g.load(tx, parent.blk);
+            if parent.idx < pe.len() && pe.get(parent.idx)[..g.kslot()] == key[..] {
+                break;
+            }
+        }
+        g.set_key(tx, parent.blk, parent.idx, &key);
+        if g.overlapping() {
+            let pe = g.load(tx, parent.blk);
+            key = g.node_key(parent.blk.level, &pe);
+        } else if parent.idx != 0 {
             break;
         }
         l += 1;
@@ -446,10 +470,13 @@ fn fix_keys(tx: &mut dyn MetaTx, p: &Path, level: usize, key: &[u8]) {
 fn alloc_block(tx: &mut dyn MetaTx, p: &Path, level: u16, near: AgBlock) -> Result<Blk> {
     let agno = p.agno;
     let agbno = match p.tree {
-        Tree::Bno | Tree::Cnt => {
+        Tree::Bno | Tree::Cnt | Tree::Rmap => {
             let b = hdr::agfl_get(tx, agno, p.root.hdr)?;
             let max = hdr::ag_len(tx, agno);
             hdr::add(tx, p.root.hdr, AGF_BTREEBLKS, 1, max)?;
+            if p.tree == Tree::Rmap {
+                hdr::add(tx, p.root.hdr, AGF_RMAP_BLOCKS, 1, max)?;
+            }
             b
         }
         Tree::Ino | Tree::Fino => {
@@ -463,6 +490,7 @@ fn alloc_block(tx: &mut dyn MetaTx, p: &Path, level: u16, near: AgBlock) -> Resu
                 meta: true,
             };
             let AgExtent { agbno, .. } = super::alloc_extent(tx, &req)?;
+            crate::rmap::rmap_alloc(tx, agno, agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
             if let Some(off) = p.root.count_off {
                 let max = hdr::ag_len(tx, agno);
                 hdr::add(tx, p.root.hdr, off, 1, max)?;
@@ -483,8 +511,11 @@ fn free_block(tx: &mut dyn MetaTx, p: &Path, b: Blk) -> Result<()> {
     let agno = p.agno;
     let max = hdr::ag_len(tx, agno);
     match p.tree {
-        Tree::Bno | Tree::Cnt => {
+        Tree::Bno | Tree::Cnt | Tree::Rmap => {
             hdr::add(tx, p.root.hdr, AGF_BTREEBLKS, -1, max)?;
+            if p.tree == Tree::Rmap {
+                hdr::add(tx, p.root.hdr, AGF_RMAP_BLOCKS, -1, max)?;
+            }
             hdr::agfl_put(tx, agno, p.root.hdr, b.agbno)?;
             tx.mark_busy(agno, b.agbno, 1);
         }
@@ -492,6 +523,7 @@ fn free_block(tx: &mut dyn MetaTx, p: &Path, b: Blk) -> Result<()> {
             if let Some(off) = p.root.count_off {
                 hdr::add(tx, p.root.hdr, off, -1, max)?;
             }
+            crate::rmap::rmap_free(tx, agno, b.agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
             super::free_extent(tx, agno, b.agbno, 1)?;
         }
     }
@@ -519,8 +551,8 @@ fn insert_at(
     e.insert(pos, entry);
     if e.len() <= g.max_recs(blk.level) {
         g.store(tx, blk, &e, pos);
-        if pos == 0 {
-            fix_keys(tx, p, level, &e.low_key_bytes());
+        if pos == 0 || g.overlapping() {
+            fix_keys(tx, p, level, &g.node_key(blk.level, &e));
         }
         return Ok(());
     }
@@ -538,10 +570,10 @@ fn insert_at(
     }
     g.store(tx, blk, &e, pos.min(keep));
     g.store(tx, nb, &right, 0);
-    if pos == 0 {
-        fix_keys(tx, p, level, &e.low_key_bytes());
+    if pos == 0 || g.overlapping() {
+        fix_keys(tx, p, level, &g.node_key(blk.level, &e));
     }
-    let rkey = right.low_key_bytes();
+    let rkey = g.node_key(blk.level, &right);
     if level + 1 < p.lv.len() {
         let ppos = p.lv[level + 1].idx + 1;
         return insert_at(tx, p, level + 1, ppos, &node_entry(&rkey, nb.agbno));
@@ -557,10 +589,10 @@ fn insert_at(
     let root = alloc_block(tx, p, blk.level + 1, blk.agbno)?;
     let mut re = Ents {
         esz: g.esz(root.level),
-        ksz: g.ksz(),
+        ksz: g.kslot(),
         data: Vec::new(),
     };
-    re.insert(0, &node_entry(&e.low_key_bytes(), blk.agbno));
+    re.insert(0, &node_entry(&g.node_key(blk.level, &e), blk.agbno));
     re.insert(1, &node_entry(&rkey, nb.agbno));
     g.store(tx, root, &re, 0);
     hdr::set(tx, p.root.hdr, p.root.root_off, root.agbno.0);
@@ -588,8 +620,8 @@ fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Res
     let min = g.min_recs(blk.level);
     if e.len() >= min {
         g.store(tx, blk, &e, pos);
-        if pos == 0 {
-            fix_keys(tx, p, level, &e.low_key_bytes());
+        if pos == 0 || g.overlapping() {
+            fix_keys(tx, p, level, &g.node_key(blk.level, &e));
         }
         return Ok(());
     }
@@ -616,10 +648,10 @@ fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Res
                 tx,
                 &sub_path(p, level, pidx + 1),
                 level,
-                &re.low_key_bytes(),
+                &g.node_key(blk.level, &re),
             );
-            if pos == 0 {
-                fix_keys(tx, p, level, &e.low_key_bytes());
+            if pos == 0 || g.overlapping() {
+                fix_keys(tx, p, level, &g.node_key(blk.level, &e));
             }
             return Ok(());
         }
@@ -633,8 +665,8 @@ fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Res
             g.set_sib(tx, rrb, false, blk.agbno.0);
         }
         free_block(tx, p, rb)?;
-        if pos == 0 {
-            fix_keys(tx, p, level, &e.low_key_bytes());
+        if pos == 0 || g.overlapping() {
+            fix_keys(tx, p, level, &g.node_key(blk.level, &e));
         }
         return remove_at(tx, p, level + 1, pidx + 1);
     }
@@ -649,7 +681,15 @@ fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Res
         e.insert(0, &last);
         g.store(tx, lb, &le, le.len());
         g.store(tx, blk, &e, 0);
-        fix_keys(tx, p, level, &e.low_key_bytes());
+        if g.overlapping() {
+            fix_keys(
+                tx,
+                &sub_path(p, level, pidx - 1),
+                level,
+                &g.node_key(blk.level, &le),
+            );
+        }
+        fix_keys(tx, p, level, &g.node_key(blk.level, &e));
         return Ok(());
     }
     // Merge this block into the left sibling.
@@ -663,6 +703,14 @@ fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Res
         g.set_sib(tx, rb, false, lb.agbno.0);
     }
     free_block(tx, p, blk)?;
+    if g.overlapping() {
+        fix_keys(
+            tx,
+            &sub_path(p, level, pidx - 1),
+            level,
+            &g.node_key(blk.level, &le),
+        );
+    }
     remove_at(tx, p, level + 1, pidx)
 }
 

@@ -52,9 +52,15 @@
 //!   until commit) and retries from AG 0 in a new one.
 //! - An AGF whose free list needs the kernel's "reset" (laid out by an old
 //!   kernel with another slot count) is reported as corruption, not reset.
+//! - Reverse mappings (rmapbt): blocks moved between the free space and
+//!   the AGFL gain or lose their OWN_AG record here (free-space and rmap
+//!   btree blocks come from the AGFL, so they are OWN_AG already); the
+//!   AGFL minimum also covers an rmapbt split. The owner of an extent
+//!   handed to or taken back from a caller is recorded by that caller
+//!   ([`crate::rmap`]).
 //! - Not done (yet): per-AG metadata reservations (the kernel holds back
-//!   space for finobt/refcountbt growth), `meta` only documents intent,
-//!   filesystems with an rmapbt (`Err(NotSupported)`).
+//!   space for finobt/refcountbt/rmapbt growth), `meta` only documents
+//!   intent.
 //!
 //! On any error the transaction is half changed and must be cancelled.
 
@@ -103,15 +109,6 @@ pub struct AgExtent {
 /// Fix-up rounds at most (each moves at least one block).
 const FIX_ROUNDS_MAX: usize = 256;
 
-fn no_rmap(tx: &dyn MetaTx) -> Result<()> {
-    if tx.sb().has_rmapbt() {
-        return Err(Error::NotSupported(
-            "allocation on a filesystem with rmapbt".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// The AGFL length the kernel wants for the current tree heights.
 pub fn min_freelist(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<u32> {
     let agf = hdr::agf(tx, agno)?;
@@ -120,25 +117,43 @@ pub fn min_freelist(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<u32> {
 
 fn min_freelist_of(tx: &dyn MetaTx, agf: BufId) -> u32 {
     let geo = tx.geo();
-    let maxl = BtreeKind::Bno.max_levels(
-        geo.blocksize as usize,
-        geo.agblocks,
-        geo.agino_log(),
-        tx.sb().has_reflink(),
-    );
-    min_freelist_calc(
+    let maxl = |k: BtreeKind| {
+        k.max_levels(
+            geo.blocksize as usize,
+            geo.agblocks,
+            geo.agino_log(),
+            tx.sb().has_reflink(),
+        )
+    };
+    let free = min_freelist_calc(
         hdr::get(tx, agf, AGF_BNO_LEVEL),
         hdr::get(tx, agf, AGF_CNT_LEVEL),
-        maxl,
-    )
+        maxl(BtreeKind::Bno),
+    );
+    if !tx.sb().has_rmapbt() {
+        return free;
+    }
+    // The rmapbt takes its blocks from the AGFL too: room for its split.
+    let rmap_level = hdr::get(tx, agf, ag_hdr::AGF_RMAP_LEVEL);
+    free + per_tree_reserve(rmap_level, maxl(BtreeKind::Rmap))
 }
 
 /// Per free-space tree, room for a split of every level plus a new root,
 /// and for a second split below the old root while the AGFL is refilled:
 /// `2 * min(level + 1, maxlevels) - 2`.
 fn min_freelist_calc(bno_level: u32, cnt_level: u32, maxlevels: u32) -> u32 {
-    let per = |level: u32| 2 * level.saturating_add(1).min(maxlevels).max(1) - 2;
-    per(bno_level) + per(cnt_level)
+    per_tree_reserve(bno_level, maxlevels) + per_tree_reserve(cnt_level, maxlevels)
+}
+
+fn per_tree_reserve(level: u32, maxlevels: u32) -> u32 {
+    2 * level.saturating_add(1).min(maxlevels).max(1) - 2
+}
+
+/// Bring the AGFL of `agno` to its minimum before a reverse-mapping edit
+/// (a refill that finds no space is not an error here: the edit then
+/// fails with `NoSpace` only if it needs a block).
+pub(crate) fn fix_freelist_for_rmap(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
+    fix_freelist(tx, agno, true, &mut false)
 }
 
 /// Bring the AGFL of `agno` to its minimum length (see the module doc).
@@ -157,6 +172,7 @@ fn fix_freelist(
             let b = hdr::agfl_get(tx, agno, agf)?;
             search::give_back(tx, agno, b.0, 1)?;
             tx.mark_busy(agno, b, 1);
+            crate::rmap::unmap_ag_blocks(tx, agno, b, 1)?;
             continue;
         }
         if have == need {
@@ -178,6 +194,8 @@ fn fix_freelist(
         for b in c.x..c.x + c.len {
             hdr::agfl_put(tx, agno, agf, AgBlock(b))?;
         }
+        // Blocks on the AGFL belong to the AG (owner OWN_AG).
+        crate::rmap::map_ag_blocks(tx, agno, AgBlock(c.x), c.len)?;
     }
     Err(Error::corrupt(
         "AGFL",
@@ -198,7 +216,6 @@ fn check_req(tx: &dyn MetaTx, req: &AllocReq) -> Result<()> {
 /// may use has room.
 pub fn alloc_extent(tx: &mut dyn MetaTx, req: &AllocReq) -> Result<AgExtent> {
     check_req(tx, req)?;
-    no_rmap(tx)?;
     let last = if req.any_ag {
         tx.geo().agcount - 1
     } else {
@@ -263,7 +280,6 @@ fn alloc_in_ag(
 /// trees (merged with free neighbours), busy until this transaction's
 /// checkpoint is on disk, `mod_sb(FreeBlocks, +len)`.
 pub fn free_extent(tx: &mut dyn MetaTx, agno: AgNumber, agbno: AgBlock, len: u32) -> Result<()> {
-    no_rmap(tx)?;
     if agno.0 >= tx.geo().agcount || !hdr::extent_ok(tx, agno, agbno.0, len) {
         return Err(Error::Invalid(format!(
             "freeing {}+{len} outside AG {agno}",

@@ -15,7 +15,7 @@
 
 use super::data::{refuse_reflink, require_regular};
 use super::map::{self, ExtentMap};
-use super::{load, refuse_rmap, store, Placement, TxSpace, WhichFork};
+use super::{load, store, Placement, TxSpace, WhichFork};
 use crate::error::{Error, Result};
 use crate::format::bmbt::MAX_STARTOFF;
 use crate::types::{FsBlock, Ino};
@@ -38,7 +38,6 @@ pub fn prealloc_step(
     place: Placement,
 ) -> Result<u64> {
     require_regular(&*tx, ip)?;
-    refuse_rmap(&*tx)?;
     if fb1 > MAX_STARTOFF + 1 {
         return Err(Error::Invalid("range past the largest file offset".into()));
     }
@@ -84,7 +83,6 @@ pub fn prealloc_step(
 /// stopped.
 pub fn unmap_step(tx: &mut dyn MetaTx, ip: InodeId, fb0: u64, fb1: u64) -> Result<u64> {
     require_regular(&*tx, ip)?;
-    refuse_rmap(&*tx)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let i = map.exts.partition_point(|e| e.end() <= fb0);
@@ -121,7 +119,6 @@ pub fn shift_left_step(
     by: u64,
 ) -> Result<Option<u64>> {
     require_regular(&*tx, ip)?;
-    refuse_rmap(&*tx)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let i = map.exts.partition_point(|e| e.off.0 < from);
@@ -156,7 +153,6 @@ pub fn shift_right_step(
     by: u64,
 ) -> Result<Option<u64>> {
     require_regular(&*tx, ip)?;
-    refuse_rmap(&*tx)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     map.split_at(from);

@@ -179,6 +179,9 @@ pub fn store(
             "more extents than the fork's counter allows".into(),
         ));
     }
+    let ino = crate::types::Ino(di::ino(d));
+    crate::rmap::rmap_map_delta(tx, ino, which, &old.exts, &map.exts)?;
+    let d = tx.inode(ip);
     let inline = fork_bytes(d, which).len() / EXTENT_REC_SIZE;
     let fits = map.exts.len() <= inline;
     let tree_delta = match fork_format(d, which) {

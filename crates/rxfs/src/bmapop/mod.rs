@@ -114,7 +114,6 @@ fn map_range(
     convert: bool,
     place: Placement,
 ) -> Result<(Vec<Extent>, Vec<Extent>)> {
-    refuse_rmap(&*tx)?;
     let (mut map, max_recs) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let converted = if convert {
@@ -155,7 +154,6 @@ fn map_range(
 /// ([`MetaTx::defer_free`]): this transaction logs the unmapping and an
 /// extent-free intent, follow-up transactions free the space.
 pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<()> {
-    refuse_rmap(&*tx)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let d = tx.inode(ip);
@@ -189,7 +187,6 @@ pub const TRUNCATE_TX_EXTENTS: usize = 64;
 /// `from` remain (call again in a fresh transaction). Unmapping from the
 /// end keeps each step's btree edit to the last leaves.
 pub fn free_tail(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<bool> {
-    refuse_rmap(&*tx)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let first = map.exts.partition_point(|e| e.end() <= from.0);
     let n = map.exts.len() - first;
@@ -242,15 +239,6 @@ pub fn set_times(
     if let Some(t) = ctime {
         di::set_ctime(d, t);
     }
-}
-
-pub(crate) fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
-    if tx.sb().has_rmapbt() {
-        return Err(Error::NotSupported(
-            "data fork changes on a filesystem with rmapbt (issue 4)".into(),
-        ));
-    }
-    Ok(())
 }
 
 /// [`Space`] on the free-space btrees of a transaction.

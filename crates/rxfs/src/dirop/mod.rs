@@ -37,8 +37,9 @@
 //! bytes, `Invalid` for empty names or names with '/' or NUL); adding "."
 //! or ".." is `Exists`, removing them `Invalid`.
 //!
-//! Limits: case-insensitive (ascii-ci) filesystems and filesystems with an
-//! rmapbt refuse conversions (`NotSupported`). The directory block is
+//! Limits: case-insensitive (ascii-ci) filesystems refuse conversions
+//! (`NotSupported`). With an rmapbt, the block's reverse mapping is added
+//! and removed with the conversions. The directory block is
 //! asked for in the directory's AG and then higher AGs only (from AG 0 on
 //! with [`dir_add_from`], which the `Filesystem` wrappers use to retry in a
 //! new transaction after `NoSpace`); when an earlier step of the same
@@ -260,11 +261,6 @@ fn plan_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) 
             match sf::sf_add(&geo, &s, fork_size, name, ino, ftype) {
                 SfAdd::Fits(n) => Ok(AddPlan::Short(n)),
                 SfAdd::ToBlock => {
-                    if tx.sb().has_rmapbt() {
-                        return Err(Error::NotSupported(
-                            "directory blocks on a filesystem with rmapbt (issue 4)".into(),
-                        ));
-                    }
                     // Try the whole conversion on a scratch block.
                     let uuid = tx.sb().metadata_uuid();
                     let (mut buf, mut st) =
@@ -364,6 +360,7 @@ fn sf_to_block(
             ext.len
         )));
     }
+    crate::rmap::rmap_alloc(tx, ext.agno, ext.agbno, fsbs, &dir_owner(dp_ino))?;
     let fsb = tx.geo().agb_to_fsb(ext.agno, ext.agbno);
     let daddr = tx.geo().fsb_to_daddr(fsb);
     let uuid = tx.sb().metadata_uuid();
@@ -390,6 +387,17 @@ fn sf_to_block(
     Ok(())
 }
 
+/// The rmap owner of a single-block directory's block (file block 0).
+fn dir_owner(dp: Ino) -> crate::rmap::RmapOwner {
+    crate::rmap::RmapOwner::File {
+        ino: dp,
+        fork: crate::bmapop::WhichFork::Data,
+        offset: 0,
+        bmbt: false,
+        unwritten: false,
+    }
+}
+
 /// Remove the entry `name`; returns the inode it named. A block directory
 /// whose entries then fit the inode goes back to shortform (its block is
 /// freed).
@@ -411,10 +419,13 @@ pub fn dir_remove(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Ino> 
                 block::block_remove(&geo, &mut bytes, &mut b.st, name).ok_or(Error::NotFound)?;
             let fork_size = di::data_fork_size(tx.inode(dp));
             match block::block_to_sf(&geo, &b.st, fork_size) {
-                Some(s) if !tx.sb().has_rmapbt() => {
+                Some(s) => {
                     let g = tx.geo();
                     let (agno, agbno): (AgNumber, AgBlock) =
                         (g.fsb_agno(b.fsb), g.fsb_agbno(b.fsb));
+                    let dp_ino = Ino(di::ino(tx.inode(dp)));
+                    // The mapping goes now: its rmap record with it.
+                    crate::rmap::rmap_free(tx, agno, agbno, geo.fsbs(), &dir_owner(dp_ino))?;
                     // Deferred like the kernel's: an EFI here, the free in
                     // a follow-up transaction.
                     tx.defer_free(agno, agbno, geo.fsbs())?;

@@ -49,15 +49,6 @@ pub struct NsCreate {
     pub alloc_from_ag0: bool,
 }
 
-fn refuse_rmap(tx: &dyn MetaTx) -> Result<()> {
-    if tx.sb().has_rmapbt() {
-        return Err(Error::NotSupported(
-            "namespace changes on a filesystem with rmapbt (issue 4)".into(),
-        ));
-    }
-    Ok(())
-}
-
 /// The directory `dp` must still be linked (not removed under us).
 pub(super) fn check_parent(tx: &dyn MetaTx, dp: InodeId) -> Result<()> {
     let d = tx.inode(dp);
@@ -96,7 +87,6 @@ pub(super) fn new_inode(
     args: &NsCreate,
     nlink: u32,
 ) -> Result<(Ino, InodeId)> {
-    refuse_rmap(tx)?;
     check_name(name)?;
     check_parent(tx, dp)?;
     if dir_lookup(tx, dp, name)?.is_some() {
@@ -272,7 +262,6 @@ pub fn unlink_with(
     now: Timestamp,
     open: &dyn Fn(Ino) -> bool,
 ) -> Result<Ino> {
-    refuse_rmap(tx)?;
     check_name(name)?;
     check_parent(tx, dp)?;
     if name == b"." || name == b".." {
@@ -317,7 +306,6 @@ pub fn rmdir_with(
     now: Timestamp,
     open: &dyn Fn(Ino) -> bool,
 ) -> Result<Ino> {
-    refuse_rmap(tx)?;
     check_name(name)?;
     check_parent(tx, dp)?;
     if name == b"." {

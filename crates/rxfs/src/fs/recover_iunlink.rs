@@ -39,6 +39,7 @@
 
 use super::recover_bmbt::{btree_fork_map, BtreeMap};
 use crate::alloc::btree_edit::{self, Lookup, Tree};
+use crate::bmapop::WhichFork;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::btree::BtreeKey;
@@ -46,6 +47,7 @@ use crate::format::btree_rec::InobtRec;
 use crate::format::dinode_edit as de;
 use crate::format::inode::{DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
 use crate::format::{be32, put_be32};
+use crate::rmap::RmapOwner;
 use crate::types::{AgBlock, AgIno, AgNumber, FsBlock, Ino};
 use crate::xact::{BufKind, InodeId, MetaTx, SbCounter};
 
@@ -260,6 +262,7 @@ fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> Resul
             tx.stale_buf(id);
             b += c;
         }
+        crate::rmap::rmap_free(tx, agno, AgBlock(agbno), len, &RmapOwner::Inodes)?;
         crate::alloc::free_extent(tx, agno, AgBlock(agbno), len)?;
         blocks += len as u64;
     }
@@ -301,17 +304,35 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
         false => BtreeMap::default(),
     };
     let mut blocks = 0;
-    for (map, meta) in [(data, data_meta), (attr, Some(BufKind::AttrLeaf))] {
+    let forks = [
+        (data, data_meta, WhichFork::Data),
+        (attr, Some(BufKind::AttrLeaf), WhichFork::Attr),
+    ];
+    for (map, meta, fork) in forks {
         for e in &map.extents {
             if let Some(kind) = meta {
                 stale_blocks(tx, e, kind)?;
             }
-            free(tx, FsBlock(e.start), e.len as u32)?;
+            let owner = RmapOwner::File {
+                ino,
+                fork,
+                offset: e.off.0,
+                bmbt: false,
+                unwritten: e.unwritten,
+            };
+            free(tx, FsBlock(e.start), e.len as u32, &owner)?;
             blocks += e.len;
         }
         for &(b, fsb) in &map.blocks {
             tx.stale_buf(b);
-            free(tx, fsb, 1)?;
+            let owner = RmapOwner::File {
+                ino,
+                fork,
+                offset: 0,
+                bmbt: true,
+                unwritten: false,
+            };
+            free(tx, fsb, 1, &owner)?;
             blocks += 1;
         }
     }
@@ -332,8 +353,9 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
     Ok(blocks)
 }
 
-fn free(tx: &mut dyn MetaTx, fsb: FsBlock, len: u32) -> Result<()> {
+fn free(tx: &mut dyn MetaTx, fsb: FsBlock, len: u32, owner: &RmapOwner) -> Result<()> {
     let (agno, agbno) = (tx.geo().fsb_agno(fsb), tx.geo().fsb_agbno(fsb));
+    crate::rmap::rmap_free(tx, agno, agbno, len, owner)?;
     crate::alloc::free_extent(tx, agno, agbno, len)
 }
 

@@ -116,9 +116,6 @@ pub(crate) fn check_writable(sb: &Superblock, geo: &Geometry, dev: &dyn BlockDev
             "the device is read-only: mount with -o ro".into(),
         ));
     }
-    if sb.has_rmapbt() {
-        return no("filesystems with the reverse-mapping btree (rmapbt)");
-    }
     if sb.rblocks > 0 || sb.rextents > 0 {
         return no("filesystems with a realtime section");
     }

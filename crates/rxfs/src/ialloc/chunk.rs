@@ -76,6 +76,13 @@ pub fn alloc_chunk(tx: &mut dyn MetaTx, agno: AgNumber, agi_b: BufId) -> Result<
         },
         r => r?,
     };
+    crate::rmap::rmap_alloc(
+        tx,
+        ext.agno,
+        ext.agbno,
+        ext.len,
+        &crate::rmap::RmapOwner::Inodes,
+    )?;
     place(tx, agno, agi_b, ext)
 }
 

@@ -131,11 +131,6 @@ pub fn ialloc(tx: &mut dyn MetaTx, parent: Ino, init: &NewInode) -> Result<(Ino,
     if !valid_mode(init.mode) {
         return Err(Error::Invalid(format!("ialloc: mode {:#o}", init.mode)));
     }
-    if tx.sb().has_rmapbt() {
-        return Err(Error::NotSupported(
-            "inode allocation on rmapbt filesystems".into(),
-        ));
-    }
     chunk::chunk_blocks(tx)?;
     let is_dir = init.mode & de::S_IFMT == de::S_IFDIR;
     let order: Vec<AgNumber> = ag_order(tx, parent, is_dir).collect();
