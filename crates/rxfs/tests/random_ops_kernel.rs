@@ -114,6 +114,11 @@ fn rw_open(img: &Path) -> Arc<Filesystem> {
 }
 
 fn library_seeds(name: &str, opts: &[&str], blocksize: u64, seeds: u64, ops: usize) {
+    library_seeds_with(name, opts, params(blocksize, ops), seeds)
+}
+
+fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
+    let ops = p.ops;
     if kernel_tests_disabled() {
         return;
     }
@@ -127,7 +132,7 @@ fn library_seeds(name: &str, opts: &[&str], blocksize: u64, seeds: u64, ops: usi
         let fs = rw_open(&img);
         let mut t = LibTarget::new(fs.clone(), None);
         let mut m = Model::new();
-        let mut g = Gen::new(seed, params(blocksize, ops));
+        let mut g = Gen::new(seed, p);
         let chunk = ops / 4;
         for round in 0..4 {
             let each = std::env::var_os("RND_CHECK_EACH").is_some();
@@ -178,6 +183,30 @@ fn random_ops_library_defaults() {
 #[test]
 fn random_ops_library_1k_blocks() {
     library_seeds("rnd_1k", &["-b", "size=1024"], 1024, 4, 400);
+}
+
+#[test]
+fn random_ops_library_rmapbt_nrext64() {
+    library_seeds(
+        "rnd_rmap_nrext64",
+        &["-m", "rmapbt=1", "-i", "nrext64=1"],
+        4096,
+        4,
+        400,
+    );
+}
+
+#[test]
+fn random_ops_library_reflink0() {
+    library_seeds("rnd_reflink0", &["-m", "reflink=0"], 4096, 3, 400);
+}
+
+#[test]
+fn random_ops_library_64k_dir_blocks() {
+    let mut p = params(4096, 400);
+    p.dirblk = 65536;
+    p.names = 60;
+    library_seeds_with("rnd_n64k", &["-n", "size=65536"], p, 3);
 }
 
 /// Rounds alternate between rxfs and the kernel on one image.
@@ -347,24 +376,34 @@ fn crash_seed(
     .unwrap();
 }
 
-#[test]
-fn random_ops_crash_sampled() {
+fn crash_seeds(name: &str, opts: &[&str], seeds: u64) {
     if kernel_tests_disabled() {
         return;
     }
     require_root();
-    let s = Scratch::new("rnd_crash");
+    let s = Scratch::new(name);
     let img = s.path("base");
-    mkfs_with(&img, 64 << 20, &["-d", "agcount=2"], FSTESTS_ENV);
+    let mut o = vec!["-d", "agcount=2"];
+    o.extend_from_slice(opts);
+    mkfs_with(&img, 64 << 20, &o, FSTESTS_ENV);
     let base = std::fs::read(&img).unwrap();
     let (mut c, mut images, mut kimages) = (Counts::default(), 0, 0);
-    let seeds = 3;
     for seed in 0..seeds {
         crash_seed(&s, &base, 1000 + seed, &mut c, &mut images, &mut kimages);
     }
     eprintln!(
-        "random_ops_crash_sampled: {seeds} seeds, {} operations, {images} crash images \
+        "{name}: {seeds} seeds, {} operations, {images} crash images \
          recovered by rxfs ({kimages} also by the kernel), every one repair-clean",
         c.ops
     );
+}
+
+#[test]
+fn random_ops_crash_sampled() {
+    crash_seeds("random_ops_crash_sampled", &[], 3);
+}
+
+#[test]
+fn random_ops_crash_sampled_rmapbt() {
+    crash_seeds("random_ops_crash_sampled_rmapbt", &["-m", "rmapbt=1"], 2);
 }
