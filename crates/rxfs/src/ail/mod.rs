@@ -407,6 +407,14 @@ impl Ail {
             }
         }
         for (cd, inodes) in clusters {
+            if inodes.iter().any(|(_, ip, _)| ip.st.lock().stale) {
+                // The chunk was freed: nothing to write (its blocks may
+                // hold something else by now).
+                for (key, ip, snap) in inodes {
+                    clean.push((key, AilItem::Inode(ip), snap));
+                }
+                continue;
+            }
             let (_, clen, _) = crate::cil::format::cluster_of(&self.geo, inodes[0].1.ino);
             let cb = self.bufs.get(
                 &*self.dev,

@@ -216,6 +216,18 @@ fn check_req(tx: &dyn MetaTx, req: &AllocReq) -> Result<()> {
 /// may use has room.
 pub fn alloc_extent(tx: &mut dyn MetaTx, req: &AllocReq) -> Result<AgExtent> {
     check_req(tx, req)?;
+    // Never into the blocks the filesystem holds back (the kernel refuses
+    // at the same point with ENOSPC).
+    let mut capped: AllocReq;
+    let req = match tx.space_left() {
+        Some(left) if left < req.minlen as i64 => return Err(Error::NoSpace),
+        Some(left) if left < req.maxlen as i64 => {
+            capped = req.clone();
+            capped.maxlen = left as u32;
+            &capped
+        }
+        _ => req,
+    };
     let last = if req.any_ag {
         tx.geo().agcount - 1
     } else {

@@ -23,6 +23,10 @@ pub struct IState {
     /// `committed` is in the inode's cluster on disk.
     pub on_disk: bool,
     pub log: ItemLog,
+    /// Its inode chunk was freed (cluster buffers cancelled): nothing of
+    /// it is written back any more (the AIL drops it), until a new image
+    /// is committed (the chunk allocated again).
+    pub stale: bool,
 }
 
 #[derive(Debug)]
@@ -92,6 +96,7 @@ impl InodeTable {
                 committed: Arc::new(dinode()),
                 on_disk: true,
                 log: ItemLog::default(),
+                stale: false,
             }),
         });
         sh.insert(ino.0, ip.clone());

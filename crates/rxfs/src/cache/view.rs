@@ -81,6 +81,17 @@ impl CacheDevice {
         }
     }
 
+    /// Stop showing every inode in `[off, off + len)`: their cluster was
+    /// cancelled (a freed inode chunk), so nothing of theirs is shown over
+    /// blocks that may be reused.
+    pub fn clear_inodes_in(&self, off: u64, len: u64) {
+        let mut l = self.layers.write();
+        let gone: Vec<u64> = l.inodes.range(off..off + len).map(|(&k, _)| k).collect();
+        for k in gone {
+            l.inodes.remove(&k);
+        }
+    }
+
     /// Entries shown (buffers, inodes).
     pub fn counts(&self) -> (usize, usize) {
         let l = self.layers.read();

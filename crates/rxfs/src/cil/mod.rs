@@ -284,6 +284,7 @@ impl Cil {
         let mut delta: isize = 0;
         let mut dvecs: isize = 0;
         let mut relogged = 0u64;
+        let mut stale_ranges = Vec::new();
         for tb in bufs {
             let mut st = tb.buf.st.lock();
             let fresh = st.log.cil_seq != seq;
@@ -330,6 +331,7 @@ impl Cil {
                 st.committed = Arc::new(Vec::new());
                 st.on_disk = false;
                 self.view.clear_buf(off, None);
+                stale_ranges.push((off, tb.data.len() as u64));
             } else {
                 let mut data = tb.data;
                 if let Some(h) = meta_header(&data) {
@@ -367,8 +369,14 @@ impl Cil {
             let snap = Arc::new(data);
             st.committed = snap.clone();
             st.on_disk = false;
+            st.stale = false;
             let (daddr, ioff) = self.geo.ino_location(ti.item.ino);
             self.view.set_inode(daddr.bytes() + ioff as u64, snap);
+        }
+        // A cancelled inode cluster takes its inodes' images along (after
+        // the inodes above: an inode freed with its chunk was just shown).
+        for (off, len) in stale_ranges {
+            self.view.clear_inodes_in(off, len);
         }
         for ri in raw {
             let (regions, ail) = match ri {

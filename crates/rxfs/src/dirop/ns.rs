@@ -15,7 +15,8 @@
 //! The caller holds the inode locks of the parent and (for unlink/rmdir)
 //! the child, and has joined the parent. An inode whose link count drops
 //! to 0 is freed in the same transaction (its data blocks through
-//! [`crate::bmapop::free_range`], then [`crate::ialloc::ifree`]), unless
+//! [`crate::bmapop::free_range`], then [`crate::ialloc::ifree`], and its chunk
+//! when that left the chunk all free), unless
 //! the caller says it is still open ([`unlink_with`], [`rmdir_with`]): then
 //! it goes on the AGI unlinked list ([`crate::ialloc::unlinked`]) and the
 //! last close frees it. link, symlink and O_TMPFILE are in [`super::ns_link`].
@@ -189,7 +190,13 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
         ));
     }
     di::set_size(d, 0);
-    ifree(tx, ip, ino)
+    ifree(tx, ip, ino)?;
+    // An inode chunk left all free goes back to free space, as the
+    // kernel does (unless mounted ikeep, which rxfs has not).
+    let g = tx.geo();
+    let (agno, agino) = (g.ino_agno(ino), g.ino_agino(ino).0);
+    crate::fs::recover_iunlink::free_chunk_if_empty(tx, agno, agino)?;
+    Ok(())
 }
 
 /// Cancel the buffers of the metadata blocks a symlink or directory maps

@@ -189,7 +189,7 @@ pub fn pop_unlinked(tx: &mut dyn MetaTx, agno: AgNumber, bucket: u32) -> Result<
 /// AGI and superblock counts, cancel its cluster buffers and free its
 /// blocks (only the present parts of a sparse chunk). Returns the blocks
 /// freed.
-fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> Result<u64> {
+pub(crate) fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> Result<u64> {
     let geo = tx.geo().clone();
     if geo.inopblock > INODES_PER_CHUNK {
         return Ok(0);

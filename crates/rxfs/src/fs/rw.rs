@@ -69,6 +69,9 @@ pub struct RwCore {
     /// the check that a directory is not moved into its own subtree reads
     /// ancestors no other such rename can change meanwhile.
     pub(crate) rename_lock: Mutex<()>,
+    /// Free-space btree blocks at the last count (see
+    /// [`RwCore::unavailable_blocks`]).
+    allocbt_hint: AtomicU64,
 }
 
 impl RwCore {
@@ -91,6 +94,24 @@ impl RwCore {
 
     pub fn counters(&self) -> SbCounters {
         *self.counters.lock()
+    }
+
+    /// Free blocks ordinary allocations must leave alone: the kernel's
+    /// set-aside per AG plus the blocks of the free-space btrees (as its
+    /// `xfs_fdblocks_unavailable`). The btree part is recounted from the
+    /// AGFs when `free` comes within a margin of the last count, so that
+    /// the refusal happens exactly where the kernel's would.
+    pub(crate) fn unavailable_blocks(&self, fs: &Filesystem, free: i64) -> u64 {
+        const MARGIN: i64 = 256;
+        let set_aside = super::statfs::alloc_set_aside(fs.geo());
+        let last = self.allocbt_hint.load(Relaxed);
+        if free - ((set_aside + last) as i64) < MARGIN {
+            if let Ok(s) = fs.ag_summary() {
+                self.allocbt_hint.store(s.allocbt_blocks, Relaxed);
+                return set_aside + s.allocbt_blocks;
+            }
+        }
+        set_aside + last
     }
 }
 
@@ -223,6 +244,7 @@ impl Filesystem {
             cancels: AtomicU64::new(0),
             open: Default::default(),
             rename_lock: Mutex::new(()),
+            allocbt_hint: AtomicU64::new(0),
         };
         let dev: Arc<dyn BlockDevice> = view;
         let fs = Arc::new(Filesystem {

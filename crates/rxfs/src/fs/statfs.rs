@@ -64,6 +64,12 @@ pub struct AgSummary {
 
 /// Per-AG set-aside: blocks to refill an empty AGFL, plus a bmbt split.
 const ALLOC_SET_ASIDE_PER_AG: u64 = 4 + 4;
+
+/// Blocks the kernel sets aside from the free count (never allocated to
+/// ordinary requests): per AG, the AGFL reserve and a few btree blocks.
+pub fn alloc_set_aside(geo: &crate::geometry::Geometry) -> u64 {
+    geo.agcount as u64 * ALLOC_SET_ASIDE_PER_AG
+}
 /// Longest name in a directory entry.
 const NAME_MAX: u32 = 255;
 /// Largest inode number (56 bits).

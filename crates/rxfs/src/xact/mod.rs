@@ -179,4 +179,13 @@ pub trait MetaTx {
     fn highest_agf(&self) -> Option<AgNumber> {
         None
     }
+
+    /// Blocks an allocation may still take: the free-block counter (with
+    /// this transaction's changes) minus what the filesystem holds back
+    /// (the kernel's set-aside and free-space btree blocks, which ordinary
+    /// allocations never dip into). `None`: no limit (unlogged test
+    /// transactions).
+    fn space_left(&self) -> Option<i64> {
+        None
+    }
 }

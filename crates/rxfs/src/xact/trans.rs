@@ -275,6 +275,12 @@ impl<'a> Trans<'a> {
         // published their new contents (and the busy extents): a
         // transaction waiting for one of them must not read the old ones.
         let mut guards = Vec::new();
+        let stale_clusters: Vec<(Daddr, usize)> = self
+            .bufs
+            .iter()
+            .filter(|b| b.stale && b.kind == BufKind::Dino)
+            .map(|b| (b.buf.daddr, b.data.len()))
+            .collect();
         let bufs: Vec<TxBuf> = std::mem::take(&mut self.bufs)
             .into_iter()
             .filter_map(|b| {
@@ -321,10 +327,30 @@ impl<'a> Trans<'a> {
             for ino in changed {
                 self.fs.invalidate_inode(ino);
             }
+            for (daddr, len) in stale_clusters {
+                self.mark_inodes_stale(daddr, len);
+            }
             rw.count_commit();
         }
         drop(guards);
         Ok(seq)
+    }
+
+    /// The inodes of a cancelled cluster buffer (a freed chunk): their
+    /// items are not written back any more (see [`crate::cache::IState`]).
+    fn mark_inodes_stale(&self, daddr: Daddr, len: usize) {
+        let geo = self.fs.geo();
+        let rw = self.core();
+        // Daddr -> (AG, AG block): linear blocks of agblocks per AG.
+        let lin = daddr.0 >> (geo.blocklog - 9);
+        let agno = AgNumber((lin / geo.agblocks as u64) as u32);
+        let agbno = AgBlock((lin % geo.agblocks as u64) as u32);
+        let first = geo.agino_to_ino(agno, geo.agbno_to_agino(agbno, 0));
+        for i in 0..(len / geo.inodesize as usize) as u64 {
+            if let Some(ip) = rw.inodes.get(Ino(first.0 + i)) {
+                ip.st.lock().stale = true;
+            }
+        }
     }
 
     /// Drop every change.
@@ -437,7 +463,11 @@ impl MetaTx for Trans<'_> {
             ti.dirty = true;
             return Ok(id);
         }
-        let item = self.item(ino, Some(&dinode))?;
+        // The item's committed state is the inode as it was before this
+        // transaction (free), never the new dinode: a cancelled
+        // transaction must leave the inode free for the next allocation.
+        let before = self.read_dinode_raw(ino)?;
+        let item = self.item(ino, Some(&before))?;
         let id = InodeId(self.inodes.len() as u32);
         self.inodes.push(TInode {
             item,
@@ -514,6 +544,11 @@ impl MetaTx for Trans<'_> {
     }
     fn force_busy(&mut self) -> Result<()> {
         self.core().cil.force_busy()
+    }
+    fn space_left(&self) -> Option<i64> {
+        let rw = self.core();
+        let free = rw.counters().fdblocks + self.sb_delta[0];
+        Some(free - rw.unavailable_blocks(self.fs, free) as i64)
     }
     fn highest_agf(&self) -> Option<AgNumber> {
         let geo = self.fs.geo();
