@@ -766,3 +766,75 @@ fn bmbt_growth_survives_power_cuts() {
     .unwrap();
     assert_eq!(checked, points.len() * 2);
 }
+
+/// A full filesystem: writes into the holes of a bmbt-format file, each
+/// after one block was freed elsewhere, sometimes cannot get the block a
+/// leaf split needs. Every write either completes or fails with ENOSPC
+/// changing nothing; the image stays consistent and holds the model.
+#[test]
+fn bmbt_enospc_is_clean() {
+    use rxfs::fs::ops_falloc::*;
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-enospc");
+    let img = s.path("img");
+    mkfs_with(&img, 32 << 20, &["-b", "size=1024"], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    std::fs::write(mnt.join("f"), b"").unwrap();
+    set_xattr(&mnt.join("f"), "user.big", &pattern(5, 230));
+    std::fs::write(mnt.join("filler"), b"").unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(mnt.join("f")).unwrap().ino());
+    let filler = Ino(std::fs::metadata(mnt.join("filler")).unwrap().ino());
+    m.umount();
+    let bs = 1024u64;
+    let fs = open_rw(&img);
+    let mut f = Model {
+        ino,
+        name: "f".into(),
+        bytes: Vec::new(),
+    };
+    for i in 0..300u64 {
+        f.write(&fs, 4 * i * bs, &pattern(i, bs as usize));
+    }
+    // Fill the rest of the filesystem.
+    let r = fs.fallocate(filler, 0, 0, 64 << 20);
+    assert!(matches!(r, Err(rxfs::Error::NoSpace)), "{r:?}");
+    let fsize = fs.iget(filler).unwrap().core.size;
+    assert_eq!(fsize, 0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let (mut ok, mut full) = (0, 0);
+    eprintln!("after fill: {:?}", fs.statfs().unwrap());
+    for k in 0..300u64 {
+        // Free one block of the filler (its unwritten preallocation).
+        fs.fallocate(
+            filler,
+            FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+            k * 7 * bs,
+            bs,
+        )
+        .unwrap_or_else(|e| panic!("punch {k}: {e}; {:?}", fs.statfs()));
+        let i = rng.gen_range(0..300u64);
+        let off = (4 * i + 1 + rng.gen_range(0..3)) * bs;
+        let d = pattern(1000 + k, bs as usize);
+        match fs.write(ino, off, &d) {
+            Ok(n) => {
+                assert_eq!(n, d.len());
+                let end = off as usize + d.len();
+                f.bytes[off as usize..end].copy_from_slice(&d);
+                ok += 1;
+            }
+            Err(rxfs::Error::NoSpace) => full += 1,
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    eprintln!("{ok} writes, {full} ENOSPC");
+    assert!(ok > 0 && full > 0, "{ok} writes, {full} ENOSPC");
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
+    fs.unmount().unwrap();
+    drop(fs);
+    assert_eq!(fork_shape(&img, ino).0, 3);
+    check_image(&s, &img, &[&f]);
+}

@@ -249,6 +249,11 @@ pub struct Editor<'a> {
     pub tree: Tree,
     /// bmbt blocks allocated minus freed.
     pub delta: i64,
+    /// The first allocation searches from AG 0 up (when the transaction
+    /// holds no AGF yet) instead of near the tree: the retry after
+    /// `NoSpace`, since later allocations of the same transaction can
+    /// only move to higher AGs.
+    pub low_first: bool,
 }
 
 impl<'a> Editor<'a> {
@@ -267,6 +272,7 @@ impl<'a> Editor<'a> {
                 levels: Vec::new(),
             },
             delta: 0,
+            low_first: false,
         }
     }
 
@@ -345,11 +351,16 @@ impl<'a> Editor<'a> {
             agno = AgNumber(0);
             agbno = None;
         }
-        if let Some(h) = self.tx.highest_agf() {
-            if h.0 > agno.0 {
+        match self.tx.highest_agf() {
+            Some(h) if h.0 > agno.0 => {
                 agno = h;
                 agbno = None;
             }
+            None if self.low_first => {
+                agno = AgNumber(0);
+                agbno = None;
+            }
+            _ => {}
         }
         let req = AllocReq {
             agno,

@@ -188,7 +188,12 @@ pub const TRUNCATE_TX_EXTENTS: usize = 64;
 /// it) and free their blocks (deferred). Returns whether mappings beyond
 /// `from` remain (call again in a fresh transaction). Unmapping from the
 /// end keeps each step's btree edit to the last leaves.
-pub fn free_tail(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<bool> {
+pub fn free_tail(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    from: FileBlock,
+    low_first: bool,
+) -> Result<bool> {
     refuse_rmap(&*tx)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let first = map.exts.partition_point(|e| e.end() <= from.0);
@@ -215,7 +220,15 @@ pub fn free_tail(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<bo
         let fsb = FsBlock(start);
         tx.defer_free(geo.fsb_agno(fsb), geo.fsb_agbno(fsb), len as u32)?;
     }
-    store(tx, ip, WhichFork::Data, &old, &map, -(total as i64))?;
+    fork::store_with(
+        tx,
+        ip,
+        WhichFork::Data,
+        &old,
+        &map,
+        -(total as i64),
+        low_first,
+    )?;
     Ok(more)
 }
 
