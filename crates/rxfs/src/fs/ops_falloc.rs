@@ -35,6 +35,9 @@ pub const FALLOC_FL_COLLAPSE_RANGE: i32 = 0x08;
 pub const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
 pub const FALLOC_FL_INSERT_RANGE: i32 = 0x20;
 
+/// The kernel's allocation set-aside per AG (AGFL refills and a bmbt
+/// split), which statfs does not count as free.
+const SET_ASIDE_PER_AG: u64 = 8;
 /// Blocks per AG that data allocations leave to metadata.
 pub const DATA_RESERVE_PER_AG: u64 = 16;
 /// Blocks data allocations leave to metadata on top of the per-AG ones.
@@ -175,8 +178,17 @@ impl Filesystem {
     /// on a full filesystem can still split a bmbt leaf (the kernel keeps a
     /// reserve pool for the same purpose).
     pub fn data_alloc_budget(&self) -> Result<u64> {
-        let reserve = self.geo().agcount as u64 * DATA_RESERVE_PER_AG + DATA_RESERVE_MIN;
-        Ok(self.statfs()?.bfree.saturating_sub(reserve))
+        let Some(rw) = self.rw() else {
+            return Err(Error::ReadOnly("mounted read-only".into()));
+        };
+        // The in-core free block counter (exact at every commit), less
+        // what statfs never counts as free (the kernel's per-AG set-aside)
+        // and our reserve. Free-space btree blocks count as free in the
+        // counter: the reserve absorbs them.
+        let free = rw.counters().fdblocks.max(0) as u64;
+        let agcount = self.geo().agcount as u64;
+        let held = agcount * (SET_ASIDE_PER_AG + DATA_RESERVE_PER_AG) + DATA_RESERVE_MIN;
+        Ok(free.saturating_sub(held))
     }
 
     /// Unmap file blocks `[fb0, fb1)`.
