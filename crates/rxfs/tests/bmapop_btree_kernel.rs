@@ -838,3 +838,86 @@ fn bmbt_enospc_is_clean() {
     assert_eq!(fork_shape(&img, ino).0, 3);
     check_image(&s, &img, &[&f]);
 }
+
+/// `bmapop::attrfork`: blocks mapped into and unmapped from a kernel-made
+/// attr fork (EXTENTS), one at a time at scattered offsets, so that the
+/// fork becomes a bmbt and back; the kernel's xattrs are intact and the
+/// image passes repair at each stage.
+#[test]
+fn attrfork_alloc_free_grows_and_shrinks() {
+    use rxfs::bmapop::attrfork::{attr_alloc, attr_free, attr_map};
+    use rxfs::format::inode::FMT_BTREE;
+    use rxfs::types::FileBlock;
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-attrfork");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    let p = mnt.join("f");
+    std::fs::write(&p, pattern(1, 5000)).unwrap();
+    for i in 0..30 {
+        set_xattr(&p, &format!("user.a{i:03}"), &pattern(100 + i, 150));
+    }
+    set_xattr(&p, "user.remote", &pattern(7, 9000));
+    let want = run_output(
+        "getfattr",
+        &["-d", "-m", "-", "-e", "hex", p.to_str().unwrap()],
+    )
+    .stdout;
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(&p).unwrap().ino());
+    m.umount();
+    let dev = open_dev(&img);
+    let (n0, aformat, geo) = {
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        let n0 = attr_map(&mut tx, ip).unwrap().exts.len();
+        (n0, di::aformat(tx.inode(ip)), tx.geo().clone())
+    };
+    assert_eq!(aformat, FMT_EXTENTS);
+    // Far offsets, every other block: none merge.
+    for i in 0..40u64 {
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        let new = attr_alloc(&mut tx, ip, ino, FileBlock(5000 + 2 * i), 1).unwrap();
+        assert_eq!(new.len(), 1);
+        // Nothing references the block: zero it so stale bytes never
+        // matter.
+        tx.commit().unwrap();
+        let z = vec![0u8; 4096];
+        dev.write_at(&z, geo.fsb_to_daddr(FsBlock(new[0].start)).bytes())
+            .unwrap();
+    }
+    {
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        assert_eq!(di::aformat(tx.inode(ip)), FMT_BTREE);
+        assert_eq!(attr_map(&mut tx, ip).unwrap().exts.len(), n0 + 40);
+    }
+    repair_ok(&img);
+    for i in 0..40u64 {
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        attr_free(&mut tx, ip, FileBlock(5000 + 2 * i), 1).unwrap();
+        tx.commit().unwrap();
+    }
+    {
+        let mut tx = MemTx::new(dev.clone()).unwrap();
+        let ip = tx.ijoin(ino).unwrap();
+        assert_eq!(di::aformat(tx.inode(ip)), FMT_EXTENTS);
+        assert_eq!(attr_map(&mut tx, ip).unwrap().exts.len(), n0);
+    }
+    drop(dev);
+    repair_ok(&img);
+    let m = KernelMount::new(&img, &mnt, "ro");
+    let got = run_output(
+        "getfattr",
+        &["-d", "-m", "-", "-e", "hex", p.to_str().unwrap()],
+    )
+    .stdout;
+    assert_eq!(got, want, "xattrs changed");
+    m.umount();
+}

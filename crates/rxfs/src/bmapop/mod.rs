@@ -37,6 +37,7 @@
 //! mapping would need an rmap record), and freeing blocks of inodes flagged
 //! REFLINK (they may be shared: the refcount btree would have to decide).
 
+pub mod attrfork;
 pub mod bmbt;
 pub mod data;
 pub mod falloc;
