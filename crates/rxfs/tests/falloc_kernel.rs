@@ -137,6 +137,9 @@ impl Op {
 /// A file made by the kernel before the images split: data blocks with
 /// holes between, and a preallocated (unwritten) region partly written.
 fn initial(mnt: &Path, name: &str, seed: u64) -> Vec<u8> {
+    if name.starts_with("bt") {
+        return initial_btree(mnt, name, seed);
+    }
     let f = std::fs::File::create(mnt.join(name)).unwrap();
     let mut m = Vec::new();
     let mut put = |off: u64, d: &[u8]| {
@@ -156,6 +159,30 @@ fn initial(mnt: &Path, name: &str, seed: u64) -> Vec<u8> {
     );
     put(130 * 1024, &pattern(seed + 3, 5000));
     put(200 * 1024 + 7, &pattern(seed + 4, 10000));
+    f.sync_all().unwrap();
+    m
+}
+
+/// A kernel-made file with a bmbt data fork: 300 blocks, one every other
+/// block, the last 100 of them preallocated (unwritten) between.
+fn initial_btree(mnt: &Path, name: &str, seed: u64) -> Vec<u8> {
+    let f = std::fs::File::create(mnt.join(name)).unwrap();
+    let mut m = Vec::new();
+    for i in 0..300u64 {
+        let d = pattern(seed + i, BS as usize);
+        f.write_at(&d, 2 * i * BS).unwrap();
+        m.resize((2 * i * BS) as usize, 0);
+        m.extend_from_slice(&d);
+    }
+    let r = unsafe {
+        libc::fallocate(
+            f.as_raw_fd(),
+            FALLOC_FL_KEEP_SIZE,
+            (400 * BS) as i64,
+            (200 * BS) as i64,
+        )
+    };
+    assert_eq!(r, 0);
     f.sync_all().unwrap();
     m
 }
@@ -303,6 +330,41 @@ fn plans() -> Vec<(&'static str, Vec<Op>)> {
             ],
         ),
     ];
+    v.push((
+        "btree",
+        vec![
+            Collapse {
+                off: 8 * BS,
+                len: 40 * BS,
+            },
+            Insert {
+                off: 4 * BS,
+                len: 60 * BS,
+            },
+            Punch {
+                off: 100 * BS + 7,
+                len: 200 * BS,
+            },
+            Zero {
+                keep: true,
+                off: 10 * BS,
+                len: 300 * BS,
+            },
+            Alloc {
+                keep: false,
+                off: 600 * BS,
+                len: 100 * BS,
+            },
+            Collapse {
+                off: 0,
+                len: 3 * BS,
+            },
+            Punch {
+                off: 350 * BS,
+                len: 300 * BS,
+            },
+        ],
+    ));
     // Seeded random mixes: valid arguments only (aligned where required).
     for seed in 0..3u64 {
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
