@@ -1,7 +1,9 @@
-//! Fork mappings beyond the inline EXTENTS data fork, against the kernel
-//! oracle: attr fork extent maps (`bmapop::fork` with `WhichFork::Attr`)
-//! and BTREE-format forks (bmbt). After each change: `xfs_repair -n` exit
-//! 0, a kernel mount, and the contents the model says.
+//! BTREE-format data forks (bmbt) against the kernel oracle: growth to
+//! depth 3 through the Filesystem API, random edits against a byte model,
+//! kernel-made trees changed by rxfs, corruption detection, fork-boundary
+//! moves, power cuts, ENOSPC. After each change: `xfs_repair -n` exit 0,
+//! a kernel mount, and the contents the model says. (Attr forks:
+//! `bmapop_attrfork_kernel.rs`.)
 
 mod common;
 
@@ -45,178 +47,8 @@ fn repair_ok(img: &Path) {
 }
 
 /// `xfs_io -c 'bmap -a'` of `p`: (file sector start, sector end, disk
-/// sector start) of every mapped range.
-fn kernel_attr_bmap(p: &Path) -> Vec<(u64, u64, u64)> {
-    let out = run_output("xfs_io", &["-r", "-c", "bmap -a", p.to_str().unwrap()]);
-    let text = String::from_utf8(out.stdout).unwrap();
-    let mut v = Vec::new();
-    for line in text.lines().skip(1) {
-        // "\t0: [0..7]: 12345..12352"
-        let parts: Vec<&str> = line.split(':').map(str::trim).collect();
-        if parts.len() < 3 || parts[2] == "hole" {
-            continue;
-        }
-        let fr = parts[1].trim_matches(|c| c == '[' || c == ']');
-        let (a, b) = fr.split_once("..").unwrap();
-        let (d, _) = parts[2].split_once("..").unwrap();
-        v.push((a.parse().unwrap(), b.parse().unwrap(), d.parse().unwrap()));
-    }
-    v
-}
-
-/// The attr fork of a kernel-made file with a leaf block and remote
-/// values (EXTENTS format): rxfs's map equals what the kernel's bmap
-/// reports; storing it back unchanged is a no-op for repair; removing
-/// every mapping (as xattr removal of the whole fork does) leaves a
-/// consistent filesystem whose file has no xattrs.
-#[test]
-fn attr_fork_extents_load_store() {
-    if skip() {
-        return;
-    }
-    let s = Scratch::new("bmbt-attr-ext");
-    let img = s.path("img");
-    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
-    let mnt = s.path("mnt");
-    let m = KernelMount::new(&img, &mnt, "");
-    let p = mnt.join("f");
-    std::fs::write(&p, pattern(1, 10000)).unwrap();
-    for i in 0..20 {
-        set_xattr(&p, &format!("user.a{i:03}"), &pattern(100 + i, 200));
-    }
-    set_xattr(&p, "user.remote1", &pattern(7, 20000));
-    set_xattr(&p, "user.remote2", &pattern(8, 9000));
-    let kmap = kernel_attr_bmap(&p);
-    use std::os::unix::fs::MetadataExt;
-    let ino = Ino(std::fs::metadata(&p).unwrap().ino());
-    m.umount();
-    attr_fork_check(&s, &img, &p, ino, kmap, FMT_EXTENTS);
-}
-
-/// The same with a BTREE-format attr fork (two files' remote values
-/// interleaved on 1 KiB blocks): the walk, and the conversion back to
-/// EXTENTS (every bmbt block freed) when the fork is emptied.
-#[test]
-fn attr_fork_btree_load_store() {
-    if skip() {
-        return;
-    }
-    let s = Scratch::new("bmbt-attr-bt");
-    let img = s.path("img");
-    mkfs_with(&img, 64 << 20, &["-b", "size=1024"], FSTESTS_ENV);
-    let mnt = s.path("mnt");
-    let m = KernelMount::new(&img, &mnt, "");
-    let p = mnt.join("f");
-    let q = mnt.join("g");
-    std::fs::write(&p, pattern(1, 10000)).unwrap();
-    std::fs::write(&q, b"").unwrap();
-    for i in 0..120 {
-        set_xattr(&p, &format!("user.x{i:04}"), &pattern(i, 1500));
-        set_xattr(&q, &format!("user.x{i:04}"), &pattern(i, 1500));
-    }
-    let kmap = kernel_attr_bmap(&p);
-    use std::os::unix::fs::MetadataExt;
-    let ino = Ino(std::fs::metadata(&p).unwrap().ino());
-    m.umount();
-    attr_fork_check(&s, &img, &p, ino, kmap, rxfs::format::inode::FMT_BTREE);
-}
-
-fn attr_fork_check(
-    s: &Scratch,
-    img: &Path,
-    p: &Path,
-    ino: Ino,
-    kmap: Vec<(u64, u64, u64)>,
-    format: u8,
-) {
-    let mnt = s.path("mnt");
-    assert!(!kmap.is_empty(), "the kernel made no attr fork blocks");
-    let dev = open_dev(img);
-    // Load: same mappings as the kernel reports.
-    let mut tx = MemTx::new(dev.clone()).unwrap();
-    let ip = tx.ijoin(ino).unwrap();
-    assert_eq!(di::aformat(tx.inode(ip)), format);
-    let (map, max) = bmapop::load(&mut tx, ip, WhichFork::Attr).unwrap();
-    assert!(max >= map.exts.len());
-    let geo = tx.geo().clone();
-    let sec = geo.blocksize as u64 / 512;
-    let mut got: Vec<(u64, u64, u64)> = map
-        .exts
-        .iter()
-        .map(|e| {
-            (
-                e.off.0 * sec,
-                e.end() * sec - 1,
-                geo.fsb_to_daddr(FsBlock(e.start)).0,
-            )
-        })
-        .collect();
-    // The kernel's bmap merges nothing we did not: compare range by range
-    // after joining adjacent ranges on both sides.
-    let join = |v: &mut Vec<(u64, u64, u64)>| {
-        let mut out: Vec<(u64, u64, u64)> = Vec::new();
-        for r in v.drain(..) {
-            if let Some(l) = out.last_mut() {
-                if l.1 + 1 == r.0 && l.2 + (l.1 + 1 - l.0) == r.2 {
-                    l.1 = r.1;
-                    continue;
-                }
-            }
-            out.push(r);
-        }
-        *v = out;
-    };
-    let mut kmap = kmap;
-    join(&mut got);
-    join(&mut kmap);
-    assert_eq!(got, kmap, "attr fork map vs the kernel's bmap -a");
-    // Store unchanged: the same inode bytes.
-    let before = tx.inode(ip).to_vec();
-    bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &map, 0).unwrap();
-    assert_eq!(tx.inode(ip), &before[..]);
-    tx.commit().unwrap();
-    repair_ok(img);
-
-    // Remove the whole attr fork: free its blocks, empty map, no fork.
-    let mut tx = MemTx::new(dev.clone()).unwrap();
-    let ip = tx.ijoin(ino).unwrap();
-    let (map, _) = bmapop::load(&mut tx, ip, WhichFork::Attr).unwrap();
-    let empty = bmapop::ExtentMap::new(Vec::new(), map.agblklog);
-    let blocks = map.blocks();
-    for e in &map.exts {
-        let f = FsBlock(e.start);
-        let (agno, agbno) = (geo.fsb_agno(f), geo.fsb_agbno(f));
-        tx.defer_free(agno, agbno, e.len as u32).unwrap();
-    }
-    let nb0 = di::nblocks(tx.inode(ip));
-    bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &empty, -(blocks as i64)).unwrap();
-    assert_eq!(di::anextents(tx.inode(ip)), 0);
-    let nb1 = di::nblocks(tx.inode(ip));
-    if format == FMT_EXTENTS {
-        assert_eq!(nb1, nb0 - blocks);
-    } else {
-        assert!(nb1 < nb0 - blocks, "bmbt blocks not freed");
-    }
-    let d = tx.inode_mut(ip);
-    di::set_forkoff(d, 0);
-    di::set_aformat(d, FMT_EXTENTS);
-    tx.commit().unwrap();
-    drop(dev);
-    repair_ok(img);
-    let m = KernelMount::new(img, &mnt, "");
-    let names = run_output("getfattr", &["-d", "-m", "-", p.to_str().unwrap()]);
-    assert!(
-        String::from_utf8_lossy(&names.stdout).trim().is_empty(),
-        "xattrs left: {}",
-        String::from_utf8_lossy(&names.stdout)
-    );
-    assert_eq!(std::fs::read(p).unwrap(), pattern(1, 10000));
-    m.umount();
-}
-
 // ---------------------------------------------------------------------
 // BTREE-format data forks through the Filesystem API.
-
 use rand::{Rng, SeedableRng};
 use rxfs::fs::ops_data::SetAttr;
 use rxfs::Filesystem;
@@ -765,4 +597,76 @@ fn bmbt_growth_survives_power_cuts() {
     )
     .unwrap();
     assert_eq!(checked, points.len() * 2);
+}
+
+/// A full filesystem: writes into the holes of a bmbt-format file, each
+/// after one block was freed elsewhere, sometimes cannot get the block a
+/// leaf split needs. Every write either completes or fails with ENOSPC
+/// changing nothing; the image stays consistent and holds the model.
+#[test]
+fn bmbt_enospc_is_clean() {
+    use rxfs::fs::ops_falloc::*;
+    if skip() {
+        return;
+    }
+    let s = Scratch::new("bmbt-enospc");
+    let img = s.path("img");
+    mkfs_with(&img, 32 << 20, &["-b", "size=1024"], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    std::fs::write(mnt.join("f"), b"").unwrap();
+    set_xattr(&mnt.join("f"), "user.big", &pattern(5, 230));
+    std::fs::write(mnt.join("filler"), b"").unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let ino = Ino(std::fs::metadata(mnt.join("f")).unwrap().ino());
+    let filler = Ino(std::fs::metadata(mnt.join("filler")).unwrap().ino());
+    m.umount();
+    let bs = 1024u64;
+    let fs = open_rw(&img);
+    let mut f = Model {
+        ino,
+        name: "f".into(),
+        bytes: Vec::new(),
+    };
+    for i in 0..300u64 {
+        f.write(&fs, 4 * i * bs, &pattern(i, bs as usize));
+    }
+    // Fill the rest of the filesystem.
+    let r = fs.fallocate(filler, 0, 0, 64 << 20);
+    assert!(matches!(r, Err(rxfs::Error::NoSpace)), "{r:?}");
+    let fsize = fs.iget(filler).unwrap().core.size;
+    assert_eq!(fsize, 0);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    let (mut ok, mut full) = (0, 0);
+    eprintln!("after fill: {:?}", fs.statfs().unwrap());
+    for k in 0..300u64 {
+        // Free one block of the filler (its unwritten preallocation).
+        fs.fallocate(
+            filler,
+            FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+            k * 7 * bs,
+            bs,
+        )
+        .unwrap_or_else(|e| panic!("punch {k}: {e}; {:?}", fs.statfs()));
+        let i = rng.gen_range(0..300u64);
+        let off = (4 * i + 1 + rng.gen_range(0..3)) * bs;
+        let d = pattern(1000 + k, bs as usize);
+        match fs.write(ino, off, &d) {
+            Ok(n) => {
+                assert_eq!(n, d.len());
+                let end = off as usize + d.len();
+                f.bytes[off as usize..end].copy_from_slice(&d);
+                ok += 1;
+            }
+            Err(rxfs::Error::NoSpace) => full += 1,
+            Err(e) => panic!("write: {e}"),
+        }
+    }
+    eprintln!("{ok} writes, {full} ENOSPC");
+    assert!(ok > 0 && full > 0, "{ok} writes, {full} ENOSPC");
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
+    fs.unmount().unwrap();
+    drop(fs);
+    assert_eq!(fork_shape(&img, ino).0, 3);
+    check_image(&s, &img, &[&f]);
 }

@@ -25,7 +25,8 @@
 //! child back in when that child fits. A record edit therefore touches
 //! O(depth) blocks (plus the blocks the changed range itself spans).
 //!
-//! Invariants kept (and checked by [`walk`] on what is read):
+//! Invariants kept (and checked by [`walk`] on what is read, except the
+//! minimum fill, which kernel-made trees need not have after all edits):
 //! - every non-root block holds 1..=max entries, and at least max/2 when
 //!   its level has other blocks;
 //! - keys strictly increase along a level, and a parent's key is the first
@@ -35,32 +36,29 @@
 //! - di_nblocks counts the bmbt blocks (the caller applies the delta we
 //!   return).
 
-use std::collections::HashSet;
-
 use super::fork::WhichFork;
 use crate::alloc::{alloc_extent, AllocReq};
-use crate::error::{Error, Location, Result};
+use crate::error::{Error, Result};
 use crate::format::bmbt::{self, Extent, EXTENT_REC_SIZE, LBLOCK_HDR_SIZE};
-use crate::format::{be16, be64, put_be16, put_be64};
-use crate::fs::inode::verify_bmbt_block;
+use crate::format::{be64, put_be16, put_be64};
 use crate::rmap::{rmap_alloc, rmap_free, RmapOwner};
 use crate::types::{AgNumber, FsBlock, Ino};
 use crate::xact::{BufId, BufKind, InodeId, MetaTx};
 
 /// Deepest bmbt accepted.
-const MAXLEVELS: u16 = 9;
-const NULLFSBLOCK: u64 = u64::MAX;
+pub(super) const MAXLEVELS: u16 = 9;
+pub(super) const NULLFSBLOCK: u64 = u64::MAX;
 const BMA3: u32 = bmbt::BMAP_CRC_MAGIC;
 
 /// One entry of a level: an extent record (leaves) or a key/pointer pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ent {
+pub(super) enum Ent {
     Rec(Extent),
     Ptr { key: u64, fsb: u64 },
 }
 
 impl Ent {
-    fn key(&self) -> u64 {
+    pub(super) fn key(&self) -> u64 {
         match self {
             Ent::Rec(e) => e.off.0,
             Ent::Ptr { key, .. } => *key,
@@ -69,21 +67,21 @@ impl Ent {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Blk {
-    fsb: u64,
-    bid: BufId,
-    n: usize,
+pub(super) struct Blk {
+    pub(super) fsb: u64,
+    pub(super) bid: BufId,
+    pub(super) n: usize,
 }
 
 /// A bmbt as read into a transaction.
 pub struct Tree {
-    which: WhichFork,
-    ino: Ino,
+    pub(super) which: WhichFork,
+    pub(super) ino: Ino,
     /// Level of the root (>= 1).
-    depth: usize,
-    root: Vec<(u64, u64)>,
+    pub(super) depth: usize,
+    pub(super) root: Vec<(u64, u64)>,
     /// `levels[l]`: the blocks of level `l`, left to right.
-    levels: Vec<Vec<Blk>>,
+    pub(super) levels: Vec<Vec<Blk>>,
 }
 
 impl Tree {
@@ -93,137 +91,13 @@ impl Tree {
     }
 }
 
-fn fork_bytes(d: &[u8], which: WhichFork) -> &[u8] {
+pub use super::bmbt_walk::walk;
+
+pub(super) fn fork_bytes(d: &[u8], which: WhichFork) -> &[u8] {
     super::fork::fork_bytes(d, which)
 }
 
-/// Read and check the whole bmbt of a BTREE-format fork; returns the tree
-/// and its records in file order (`nextents` of them, else corruption).
-pub fn walk(
-    tx: &mut dyn MetaTx,
-    ip: InodeId,
-    which: WhichFork,
-    nextents: u64,
-) -> Result<(Tree, Vec<Extent>)> {
-    let d = tx.inode(ip);
-    let ino = Ino(crate::format::dinode_edit::ino(d));
-    let what = match which {
-        WhichFork::Data => "inode data fork",
-        WhichFork::Attr => "inode attr fork",
-    };
-    let at = Location::Ino(ino.0);
-    let bad = |s: String| Error::corrupt(what, at, s);
-    let fork = fork_bytes(d, which);
-    if fork.len() < 4 {
-        return Err(bad("btree root too small".into()));
-    }
-    let level = bmbt::root_level(fork);
-    let numrecs = bmbt::root_numrecs(fork) as usize;
-    let rootmax = bmbt::root_maxrecs(fork.len());
-    if level == 0 || level > MAXLEVELS || numrecs == 0 || numrecs > rootmax {
-        return Err(bad(format!(
-            "bad btree root: level {level}, {numrecs} records (max {rootmax})"
-        )));
-    }
-    let geo = tx.geo().clone();
-    if nextents > geo.dblocks {
-        return Err(bad(format!("{nextents} extents on a small device")));
-    }
-    let root: Vec<(u64, u64)> = (0..numrecs)
-        .map(|i| (be64(fork, 4 + i * 8), be64(fork, 4 + rootmax * 8 + i * 8)))
-        .collect();
-    let uuid = tx.sb().metadata_uuid();
-    let bs = geo.blocksize as usize;
-    let depth = level as usize;
-    let mut levels: Vec<Vec<Blk>> = vec![Vec::new(); depth];
-    let mut visited = HashSet::new();
-    // Entries of the level above the one being read: (key, ptr), plus the
-    // key bound of the next parent entry (exclusive).
-    let mut parents: Vec<(u64, u64)> = root.clone();
-    for w in parents.windows(2) {
-        if w[0].0 >= w[1].0 {
-            return Err(bad("btree root keys out of order".into()));
-        }
-    }
-    let mut recs = Vec::with_capacity(nextents.min(1 << 20) as usize);
-    for l in (0..depth).rev() {
-        let mut next = Vec::new();
-        let mut prev_key: Option<u64> = None;
-        for (pi, &(pkey, ptr)) in parents.iter().enumerate() {
-            let fsb = FsBlock(ptr);
-            if !geo.fsb_extent_valid(fsb, 1) || !visited.insert(ptr) {
-                return Err(bad(format!("bmbt pointer {ptr} invalid or repeated")));
-            }
-            let daddr = geo.fsb_to_daddr(fsb);
-            let bid = tx.read_buf(daddr, bs, BufKind::Bmbt)?;
-            let b = tx.buf(bid);
-            verify_bmbt_block(b, daddr, ino, &uuid, l as u16)?;
-            let bad_blk = |s: &str| Error::corrupt("bmbt block", Location::Daddr(daddr.0), s);
-            let n = be16(b, 6) as usize;
-            let left = if pi == 0 {
-                NULLFSBLOCK
-            } else {
-                parents[pi - 1].1
-            };
-            let right = parents.get(pi + 1).map_or(NULLFSBLOCK, |p| p.1);
-            // Siblings across parents: the previous block of this level.
-            let want_left = levels[l].last().map_or(left, |x: &Blk| x.fsb);
-            if be64(b, 8) != want_left || (pi + 1 < parents.len() && be64(b, 16) != right) {
-                return Err(bad_blk("sibling pointers do not link the level"));
-            }
-            let ents = decode_ents(b, l, n);
-            if ents[0].key() < pkey {
-                return Err(bad_blk("first key below the parent's key"));
-            }
-            for e in &ents {
-                if prev_key.is_some_and(|p| e.key() <= p) {
-                    return Err(bad_blk("keys out of order"));
-                }
-                if let Some(&(nk, _)) = parents.get(pi + 1) {
-                    if e.key() >= nk {
-                        return Err(bad_blk("key at or past the next parent key"));
-                    }
-                }
-                prev_key = Some(e.key());
-                match *e {
-                    Ent::Rec(x) => {
-                        if recs.len() as u64 >= nextents {
-                            return Err(bad_blk("more extents than the inode counts"));
-                        }
-                        recs.push(x)
-                    }
-                    Ent::Ptr { key, fsb } => next.push((key, fsb)),
-                }
-            }
-            levels[l].push(Blk { fsb: ptr, bid, n });
-        }
-        // The last block of a level has no right sibling.
-        if let Some(last) = levels[l].last() {
-            if be64(tx.buf(last.bid), 16) != NULLFSBLOCK {
-                return Err(bad("last bmbt block of a level has a right sibling".into()));
-            }
-        }
-        parents = next;
-    }
-    if recs.len() as u64 != nextents {
-        return Err(bad(format!(
-            "btree holds {} extents, inode says {nextents}",
-            recs.len()
-        )));
-    }
-    Ok((
-        Tree {
-            which,
-            ino,
-            depth,
-            root,
-            levels,
-        },
-        recs,
-    ))
-}
-
-fn decode_ents(b: &[u8], level: usize, n: usize) -> Vec<Ent> {
+pub(super) fn decode_ents(b: &[u8], level: usize, n: usize) -> Vec<Ent> {
     if level == 0 {
         (0..n)
             .map(|i| {
@@ -249,6 +123,11 @@ pub struct Editor<'a> {
     pub tree: Tree,
     /// bmbt blocks allocated minus freed.
     pub delta: i64,
+    /// The first allocation searches from AG 0 up (when the transaction
+    /// holds no AGF yet) instead of near the tree: the retry after
+    /// `NoSpace`, since later allocations of the same transaction can
+    /// only move to higher AGs.
+    pub low_first: bool,
 }
 
 impl<'a> Editor<'a> {
@@ -267,6 +146,7 @@ impl<'a> Editor<'a> {
                 levels: Vec::new(),
             },
             delta: 0,
+            low_first: false,
         }
     }
 
@@ -345,11 +225,16 @@ impl<'a> Editor<'a> {
             agno = AgNumber(0);
             agbno = None;
         }
-        if let Some(h) = self.tx.highest_agf() {
-            if h.0 > agno.0 {
+        match self.tx.highest_agf() {
+            Some(h) if h.0 > agno.0 => {
                 agno = h;
                 agbno = None;
             }
+            None if self.low_first => {
+                agno = AgNumber(0);
+                agbno = None;
+            }
+            _ => {}
         }
         let req = AllocReq {
             agno,

@@ -82,7 +82,9 @@ pub struct WriteOpts {
     /// Where new blocks go ([`Placement::Anywhere`] for the retry after
     /// `NoSpace` in a fresh transaction).
     pub place: Placement,
-    /// Most new blocks this step allocates (1..=[`WRITE_TX_BLOCKS`]).
+    /// Most new blocks this step allocates (0..=[`WRITE_TX_BLOCKS`]; 0:
+    /// only already mapped blocks, `NoSpace` if the write starts in a
+    /// hole).
     pub max_blocks: u64,
 }
 
@@ -127,7 +129,7 @@ pub fn write_step(
     let fb0 = off >> bl;
     let fb_end = end.div_ceil(bs);
     // Bound the allocation: cut the step where the hole budget runs out.
-    let mut budget = opts.max_blocks.clamp(1, WRITE_TX_BLOCKS);
+    let mut budget = opts.max_blocks.min(WRITE_TX_BLOCKS);
     let mut cut = fb_end;
     for (h, n) in old.holes(fb0, fb_end - fb0) {
         if n > budget {
@@ -137,6 +139,10 @@ pub fn write_step(
         budget -= n;
     }
     let step_end = end.min(cut << bl);
+    if step_end <= off {
+        // The first block needs an allocation the budget does not allow.
+        return Err(Error::NoSpace);
+    }
     let data = &data[..(step_end - off) as usize];
     let size = di::size(tx.inode(ip));
     if off > size {
@@ -270,7 +276,7 @@ pub fn set_file_size(
         if size < old {
             zero_written(&*tx, ip, dev, &map, size, tail_end)?;
         }
-        free_tail(tx, ip, FileBlock(size.div_ceil(bs)))?;
+        free_tail(tx, ip, FileBlock(size.div_ceil(bs)), false)?;
     } else {
         zero_written(&*tx, ip, dev, &map, old, size)?;
     }
@@ -279,12 +285,13 @@ pub fn set_file_size(
 }
 
 /// Free the next batch of blocks past EOF (after a truncate); returns
-/// whether more remain.
-pub fn trim_eof_step(tx: &mut dyn MetaTx, ip: InodeId) -> Result<bool> {
+/// whether more remain. `low_first`: the retry after `NoSpace` (see
+/// [`super::fork::store_with`]).
+pub fn trim_eof_step(tx: &mut dyn MetaTx, ip: InodeId, low_first: bool) -> Result<bool> {
     require_regular(&*tx, ip)?;
     let bs = tx.geo().blocksize as u64;
     let size = di::size(tx.inode(ip));
-    free_tail(tx, ip, FileBlock(size.div_ceil(bs)))
+    free_tail(tx, ip, FileBlock(size.div_ceil(bs)), low_first)
 }
 
 /// Apply `attr` to joined inode `ip` (ctime = `attr.ctime` or `now`).

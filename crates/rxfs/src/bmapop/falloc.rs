@@ -14,6 +14,7 @@
 //! an allocator error requires cancelling the transaction.
 
 use super::data::{refuse_reflink, require_regular};
+use super::fork::store_with;
 use super::map::{self, ExtentMap};
 use super::{load, store, Placement, TxSpace, WhichFork};
 use crate::error::{Error, Result};
@@ -27,23 +28,25 @@ pub const FALLOC_TX_BLOCKS: u64 = 1024;
 pub const FALLOC_TX_EXTENTS: usize = 32;
 
 /// Map every hole of file blocks `[fb0, fb1)` to new unwritten blocks,
-/// stopping after [`FALLOC_TX_BLOCKS`]; returns the file block where the
-/// step stopped (`fb1` when done).
+/// stopping after `max_blocks` (at most [`FALLOC_TX_BLOCKS`]); returns the
+/// file block where the step stopped (`fb1` when done). `NoSpace` when a
+/// hole remains and `max_blocks` is 0.
 pub fn prealloc_step(
     tx: &mut dyn MetaTx,
     ip: InodeId,
     ino: Ino,
-    fb0: u64,
-    fb1: u64,
+    range: (u64, u64),
     place: Placement,
+    max_blocks: u64,
 ) -> Result<u64> {
+    let (fb0, fb1) = range;
     require_regular(&*tx, ip)?;
     if fb1 > MAX_STARTOFF + 1 {
         return Err(Error::Invalid("range past the largest file offset".into()));
     }
     let (mut map, max_recs) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
-    let mut budget = FALLOC_TX_BLOCKS;
+    let mut budget = max_blocks.min(FALLOC_TX_BLOCKS);
     let mut cut = fb1;
     for (h, n) in map.holes(fb0, fb1.saturating_sub(fb0)) {
         if n > budget {
@@ -53,7 +56,10 @@ pub fn prealloc_step(
         budget -= n;
     }
     if cut <= fb0 {
-        return Ok(fb1);
+        return Err(Error::NoSpace);
+    }
+    if map.holes(fb0, cut - fb0).is_empty() {
+        return Ok(cut);
     }
     let geo = tx.geo();
     let home = geo.agb_to_fsb(geo.ino_agno(ino), geo.agino_agbno(geo.ino_agino(ino)));
@@ -80,8 +86,15 @@ pub fn prealloc_step(
 
 /// Unmap file blocks `[fb0, fb1)` and free their blocks (deferred),
 /// stopping after [`FALLOC_TX_EXTENTS`] extents; returns where the step
-/// stopped.
-pub fn unmap_step(tx: &mut dyn MetaTx, ip: InodeId, fb0: u64, fb1: u64) -> Result<u64> {
+/// stopped. `low_first`: see [`super::fork::store_with`] (retry after
+/// `NoSpace` in a fresh transaction).
+pub fn unmap_step(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    fb0: u64,
+    fb1: u64,
+    low_first: bool,
+) -> Result<u64> {
     require_regular(&*tx, ip)?;
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
@@ -104,7 +117,15 @@ pub fn unmap_step(tx: &mut dyn MetaTx, ip: InodeId, fb0: u64, fb1: u64) -> Resul
         let f = FsBlock(start);
         tx.defer_free(geo.fsb_agno(f), geo.fsb_agbno(f), len as u32)?;
     }
-    store(tx, ip, WhichFork::Data, &old, &map, -(total as i64))?;
+    store_with(
+        tx,
+        ip,
+        WhichFork::Data,
+        &old,
+        &map,
+        -(total as i64),
+        low_first,
+    )?;
     Ok(cut)
 }
 

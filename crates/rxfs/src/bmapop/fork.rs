@@ -169,6 +169,20 @@ pub fn store(
     map: &ExtentMap,
     delta: i64,
 ) -> Result<()> {
+    store_with(tx, ip, which, old, map, delta, false)
+}
+
+/// [`store`]; `low_first`: bmbt blocks are searched from AG 0 up (the
+/// retry of an unmapping step after `NoSpace`, see [`Editor::low_first`]).
+pub fn store_with(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    which: WhichFork,
+    old: &ExtentMap,
+    map: &ExtentMap,
+    delta: i64,
+    low_first: bool,
+) -> Result<()> {
     let d = tx.inode(ip);
     let at = Location::Ino(di::ino(d));
     if which == WhichFork::Attr && di::forkoff(d) == 0 {
@@ -188,6 +202,7 @@ pub fn store(
         FMT_EXTENTS if fits => 0,
         FMT_EXTENTS => {
             let mut ed = Editor::empty(tx, ip, which);
+            ed.low_first = low_first;
             ed.build(&map.exts)?;
             let dl = ed.delta;
             set_fork_format(tx.inode_mut(ip), which, FMT_BTREE);
@@ -206,6 +221,7 @@ pub fn store(
                 ip,
                 tree,
                 delta: 0,
+                low_first,
             };
             if fits {
                 ed.destroy()?;
@@ -315,6 +331,7 @@ pub fn set_forkoff(tx: &mut dyn MetaTx, ip: InodeId, forkoff: u8) -> Result<()> 
                 ip,
                 tree,
                 delta: 0,
+                low_first: false,
             };
             if fits {
                 ed.destroy()?;

@@ -1,4 +1,4 @@
-//! Data fork extent map editing, for forks in EXTENTS format.
+//! Fork extent map editing: EXTENTS and BTREE (bmbt) forks, data and attr.
 //!
 //! The data fork of an EXTENTS-format inode is an array of packed 16-byte
 //! extent records in the inode's literal area, right after the 176-byte
@@ -28,16 +28,22 @@
 //!   allocator's) the transaction must be cancelled.
 //!
 //! Layers: [`map`] edits an in-memory extent list (pure, unit-tested
-//! against a block model); this module loads/stores it in the joined
-//! inode and allocates/frees through [`crate::alloc`]; [`data`] builds the
-//! file operations (write step, size change, setattr) on top, used by
-//! `fs/ops_data.rs`.
+//! against a block model); [`fork`] loads/stores it in the joined inode
+//! (inline records, or a bmbt through [`bmbt`], which edits only the
+//! blocks whose records changed); this module allocates/frees through
+//! [`crate::alloc`]; [`data`] builds the file operations (write step, size
+//! change, setattr) on top, used by `fs/ops_data.rs`; [`falloc`] the
+//! bounded steps of fallocate (`fs/ops_falloc.rs`); [`attrfork`] maps and
+//! unmaps attr fork blocks for the xattr code.
 //!
-//! Not handled (refused with `NotSupported`): realtime files, filesystems with the reverse-mapping btree (every
-//! mapping would need an rmap record), and freeing blocks of inodes flagged
-//! REFLINK (they may be shared: the refcount btree would have to decide).
+//! Not handled (refused with `NotSupported`): realtime files, filesystems
+//! with the reverse-mapping btree (every mapping would need an rmap
+//! record), and freeing blocks of inodes flagged REFLINK (they may be
+//! shared: the refcount btree would have to decide).
 
+pub mod attrfork;
 pub mod bmbt;
+mod bmbt_walk;
 pub mod data;
 pub mod falloc;
 pub mod fork;
@@ -186,7 +192,12 @@ pub const TRUNCATE_TX_EXTENTS: usize = 64;
 /// it) and free their blocks (deferred). Returns whether mappings beyond
 /// `from` remain (call again in a fresh transaction). Unmapping from the
 /// end keeps each step's btree edit to the last leaves.
-pub fn free_tail(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<bool> {
+pub fn free_tail(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    from: FileBlock,
+    low_first: bool,
+) -> Result<bool> {
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let first = map.exts.partition_point(|e| e.end() <= from.0);
     let n = map.exts.len() - first;
@@ -212,7 +223,15 @@ pub fn free_tail(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<bo
         let fsb = FsBlock(start);
         tx.defer_free(geo.fsb_agno(fsb), geo.fsb_agbno(fsb), len as u32)?;
     }
-    store(tx, ip, WhichFork::Data, &old, &map, -(total as i64))?;
+    fork::store_with(
+        tx,
+        ip,
+        WhichFork::Data,
+        &old,
+        &map,
+        -(total as i64),
+        low_first,
+    )?;
     Ok(more)
 }
 

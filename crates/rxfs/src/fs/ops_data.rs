@@ -43,14 +43,23 @@ impl Filesystem {
         let mut opts = WriteOpts::now();
         while done < data.len() {
             let pos = off + done as u64;
+            // Data never takes the blocks statfs does not count as free
+            // (left to metadata: AGFL refills, bmbt splits).
+            let budget = self.data_alloc_budget()?;
             let mut tx = self.trans_alloc(Resv::Write)?;
             opts.now = data::now();
+            let step = WriteOpts {
+                max_blocks: opts.max_blocks.min(budget),
+                ..opts
+            };
             let r = tx.ijoin(ino).and_then(|ip| {
-                data::write_step(&mut tx, self.dev(), ip, ino, pos, &data[done..], opts)
+                data::write_step(&mut tx, self.dev(), ip, ino, pos, &data[done..], step)
             });
             let n = match r {
                 Ok(n) => n,
-                Err(Error::NoSpace) if opts.place == Placement::Near || opts.max_blocks > 1 => {
+                Err(Error::NoSpace)
+                    if budget > 0 && (opts.place == Placement::Near || opts.max_blocks > 1) =>
+                {
                     // Near the file only its AG and higher ones were
                     // searched: once more from AG 0, in a fresh
                     // transaction; then ask for less, down to one block.
@@ -104,17 +113,25 @@ impl Filesystem {
             }
             // A truncate unmaps a bounded number of extents per
             // transaction: the rest past EOF, a batch each.
+            let mut low_first = false;
             while attr.size.is_some() {
                 let mut tx = self.trans_alloc(Resv::Truncate)?;
-                match tx
+                let r = tx
                     .ijoin(ino)
-                    .and_then(|ip| data::trim_eof_step(&mut tx, ip))
-                {
+                    .and_then(|ip| data::trim_eof_step(&mut tx, ip, low_first));
+                match r {
                     Ok(more) => {
                         tx.commit()?;
+                        low_first = false;
                         if !more {
                             break;
                         }
+                    }
+                    // A bmbt split found no block near the tree: once
+                    // more from AG 0 in a fresh transaction.
+                    Err(Error::NoSpace) if !low_first => {
+                        tx.cancel();
+                        low_first = true;
                     }
                     Err(e) => {
                         tx.cancel();

@@ -35,6 +35,14 @@ pub const FALLOC_FL_COLLAPSE_RANGE: i32 = 0x08;
 pub const FALLOC_FL_ZERO_RANGE: i32 = 0x10;
 pub const FALLOC_FL_INSERT_RANGE: i32 = 0x20;
 
+/// The kernel's allocation set-aside per AG (AGFL refills and a bmbt
+/// split), which statfs does not count as free.
+const SET_ASIDE_PER_AG: u64 = 8;
+/// Blocks per AG that data allocations leave to metadata.
+pub const DATA_RESERVE_PER_AG: u64 = 16;
+/// Blocks data allocations leave to metadata on top of the per-AG ones.
+pub const DATA_RESERVE_MIN: u64 = 16;
+
 /// Largest file size (bytes).
 const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 
@@ -146,23 +154,58 @@ impl Filesystem {
         let mut pos = fb0;
         let mut place = Placement::Near;
         while pos < fb1 {
-            match self.falloc_tx(ino, |tx, ip| prealloc_step(tx, ip, ino, pos, fb1, place)) {
+            let budget = self.data_alloc_budget()?;
+            let step =
+                |tx: &mut dyn MetaTx, ip| prealloc_step(tx, ip, ino, (pos, fb1), place, budget);
+            match self.falloc_tx(ino, step) {
                 Ok(p) => {
                     pos = p;
                     place = Placement::Near;
                 }
-                Err(Error::NoSpace) if place == Placement::Near => place = Placement::Anywhere,
+                Err(Error::NoSpace) if place == Placement::Near && budget > 0 => {
+                    place = Placement::Anywhere
+                }
                 Err(e) => return Err(e),
             }
         }
         Ok(())
     }
 
+    /// Most blocks data allocations may take now: the free blocks statfs
+    /// reports (which leave the per-AG set-aside, mostly the AGFLs, to the
+    /// allocator) minus a small reserve for metadata, [`DATA_RESERVE_PER_AG`]
+    /// per AG plus [`DATA_RESERVE_MIN`], so that unmapping (punch, truncate)
+    /// on a full filesystem can still split a bmbt leaf (the kernel keeps a
+    /// reserve pool for the same purpose).
+    pub fn data_alloc_budget(&self) -> Result<u64> {
+        let Some(rw) = self.rw() else {
+            return Err(Error::ReadOnly("mounted read-only".into()));
+        };
+        // The in-core free block counter (exact at every commit), less
+        // what statfs never counts as free (the kernel's per-AG set-aside)
+        // and our reserve. Free-space btree blocks count as free in the
+        // counter: the reserve absorbs them.
+        let free = rw.counters().fdblocks.max(0) as u64;
+        let agcount = self.geo().agcount as u64;
+        let held = agcount * (SET_ASIDE_PER_AG + DATA_RESERVE_PER_AG) + DATA_RESERVE_MIN;
+        Ok(free.saturating_sub(held))
+    }
+
     /// Unmap file blocks `[fb0, fb1)`.
     fn falloc_unmap(&self, ino: Ino, fb0: u64, fb1: u64) -> Result<()> {
         let mut pos = fb0;
+        let mut low_first = false;
         while pos < fb1 {
-            pos = self.falloc_tx(ino, |tx, ip| unmap_step(tx, ip, pos, fb1))?;
+            match self.falloc_tx(ino, |tx, ip| unmap_step(tx, ip, pos, fb1, low_first)) {
+                Ok(p) => {
+                    pos = p;
+                    low_first = false;
+                }
+                // A bmbt split found no block near the tree: once more
+                // from AG 0 in a fresh transaction.
+                Err(Error::NoSpace) if !low_first => low_first = true,
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
