@@ -299,6 +299,9 @@ fn kernel_sees(img: &Path, mnt: &Path, m: &Model) {
 
 /// Unmount, repair clean, kernel sees the model; returns a new mount.
 fn check(fs: Arc<Filesystem>, img: &Path, mnt: &Path, m: &Model) -> Arc<Filesystem> {
+    let st = fs.stats();
+    assert_eq!(st.trans_resv_overruns, 0, "log reservations too small");
+    assert_eq!(st.trans_cancels, 0, "cancelled transactions");
     fs.unmount().unwrap();
     drop(fs);
     rmap_tiles_ags(img);

@@ -1,6 +1,6 @@
 //! Generic editing of the short-form AG btrees: bnobt and cntbt (free
-//! space, rooted in the AGF) and inobt and finobt (inode chunks, rooted in
-//! the AGI).
+//! space, rooted in the AGF), inobt and finobt (inode chunks, rooted in
+//! the AGI) and the rmapbt (reverse mappings, rooted in the AGF).
 //!
 //! ## API
 //! Every operation is keyed and walks from the root to a leaf, so there is
@@ -13,6 +13,11 @@
 //! - Bno: `BtreeKey(startblock, 0, 0)`
 //! - Cnt: `BtreeKey(blockcount, startblock, 0)`
 //! - Ino/Fino: `BtreeKey(startino, 0, 0)` (AG inode number)
+//! - Rmap: `BtreeKey(startblock, owner, offset with the attr-fork and
+//!   bmbt bits, without the unwritten bit)`; records are
+//!   [`crate::format::btree::RmapRec`]. Records are treated as unique by
+//!   key and are not looked up by overlap (rxfs shares no blocks, see
+//!   [`crate::rmap`]).
 //!
 //! [`lookup`] finds `Le`/`Ge`/`Eq`/`Lt`/`Gt` a key (step through a tree
 //! with `Gt`/`Lt` of the last key seen); [`insert`], [`delete`] and
@@ -29,14 +34,18 @@
 //!   root left with one child is freed and the child becomes the root.
 //! - Each node key is the low key of its child (the key bytes of the
 //!   child's first entry, as the kernel copies them), fixed up the path
-//!   whenever a block's first entry changes.
+//!   whenever a block's first entry changes. In the rmapbt (overlapping
+//!   keys) each node key slot is (low key, high key): the high key is the
+//!   largest "last block" key of the subtree, so every change of a block
+//!   refreshes its parent's slot, up the path while slots change.
 //! - Sibling pointers link every level left to right.
-//! - Block accounting: bnobt/cntbt blocks come from and go to the AGFL
-//!   (`agf_btreeblks` counts their non-root blocks; a freed block is busy);
+//! - Block accounting: bnobt/cntbt/rmapbt blocks come from and go to the
+//!   AGFL (`agf_btreeblks` counts their non-root blocks, `agf_rmap_blocks`
+//!   all rmapbt blocks; a freed block is busy; they stay OWN_AG);
 //!   inobt/finobt blocks come from [`super::alloc_extent`] (one block near
 //!   the block being split, in the same AG) and go back through
-//!   [`super::free_extent`]; with inobtcount `agi_iblocks`/`agi_fblocks`
-//!   count all their blocks.
+//!   [`super::free_extent`], with their OWN_INOBT reverse mapping; with
+//!   inobtcount `agi_iblocks`/`agi_fblocks` count all their blocks.
 //!
 //! Loops are bounded by the tree height, which is checked against the
 //! largest height the AG geometry allows.

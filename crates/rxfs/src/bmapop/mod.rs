@@ -33,10 +33,14 @@
 //! file operations (write step, size change, setattr) on top, used by
 //! `fs/ops_data.rs`.
 //!
+//! With the reverse-mapping btree, [`store`] brings the rmap records in
+//! line with the new map ([`crate::rmap::rmap_map_delta`]): a truncate
+//! removes them in its own transaction, the deferred free that follows
+//! only frees space.
+//!
 //! Not handled (refused with `NotSupported`): BTREE-format forks,
-//! realtime files, filesystems with the reverse-mapping btree (every
-//! mapping would need an rmap record), and freeing blocks of inodes flagged
-//! REFLINK (they may be shared: the refcount btree would have to decide).
+//! realtime files, and freeing blocks of inodes flagged REFLINK (they may
+//! be shared: the refcount btree would have to decide).
 
 pub mod data;
 pub mod fork;
