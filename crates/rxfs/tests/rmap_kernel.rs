@@ -10,6 +10,7 @@
 //! recovers our log, and repair stays clean.
 
 mod common;
+mod crash_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -507,4 +508,45 @@ fn rmap_crash_recovery_kernel() {
     rmap_tiles_ags(&img);
     repair_clean(&img);
     kernel_sees(&img, &mnt, &m);
+}
+
+/// The crash-consistency harness (seeded workloads of namespace and data
+/// operations on a `CrashDevice`, crash images recovered by rxfs and
+/// some by the kernel, each `xfs_repair -n` clean and true to the model)
+/// on an rmapbt filesystem: deferred frees, AGFL fix-ups and rmapbt splits
+/// cut at any write.
+#[test]
+fn rmap_crash_workload_kernel() {
+    use crash_support::workload::Params;
+    use crash_support::*;
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let run = SeedRun {
+        params: Params {
+            ops: env_usize("RXFS_CRASH_OPS", 120),
+            ..Params::default()
+        },
+        opts: crash_support::rwapi::rw(),
+        points: env_usize("RXFS_CRASH_POINTS", 8),
+        kernel_every: 3,
+        prefill_log: None,
+        lying_flush: false,
+    };
+    let scr = Scratch::new("rmap-crash-wl");
+    let base = fresh_image(&scr, &["-m", "rmapbt=1", "-l", "size=16m"]);
+    let mut tot = Totals::default();
+    for seed in 4101..4101 + env_usize("RXFS_CRASH_SEEDS", 2) as u64 {
+        run_seed(&scr, &base, seed, &run, &mut tot);
+    }
+    eprintln!("{}", tot.report("rmap-crash-wl"));
+    assert!(
+        tot.failures.is_empty(),
+        "{} failing crash images; first:\n{}",
+        tot.failures.len(),
+        tot.failures[0]
+    );
+    assert!(tot.stops.is_empty(), "workloads stopped: {:?}", tot.stops);
+    assert!(tot.kernel_images > 0 && tot.exact > 0, "nothing checked");
 }
