@@ -583,3 +583,72 @@ fn rmap_crash_workload_kernel() {
     assert!(tot.stops.is_empty(), "workloads stopped: {:?}", tot.stops);
     assert!(tot.kernel_images > 0 && tot.exact > 0, "nothing checked");
 }
+
+/// Record-level edits on a real rmapbt (unlogged, never committed): merges
+/// left, right and on both sides, trims, a middle split, and refusals of
+/// overlapping or mismatched requests.
+#[test]
+fn rmap_record_edits() {
+    use rxfs::bmapop::WhichFork;
+    use rxfs::format::btree::RMAP_OWN_AG;
+    use rxfs::rmap::{rmap_alloc, rmap_free, RmapOwner};
+    use rxfs::types::{AgBlock, AgNumber};
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("rmap-recs");
+    let img = s.path("img");
+    mkfs_with(
+        &img,
+        96 << 20,
+        &["-l", "size=16m", "-m", "rmapbt=1"],
+        FSTESTS_ENV,
+    );
+    let dev = Arc::new(FileDevice::open(&img, false, false).unwrap());
+    let mut tx = rxfs::xact::memtx::MemTx::new(dev).unwrap();
+    let ag = AgNumber(1);
+    let file = |offset: u64, unwritten: bool| RmapOwner::File {
+        ino: Ino(131),
+        fork: WhichFork::Data,
+        offset,
+        bmbt: false,
+        unwritten,
+    };
+    let recs = |tx: &mut rxfs::xact::memtx::MemTx| -> Vec<(u32, u32, u64, u64)> {
+        rxfs::rmap::edit::records(tx, ag, usize::MAX)
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.start >= 1000)
+            .map(|r| (r.start, r.len, r.owner, r.offset))
+            .collect()
+    };
+    let b = AgBlock;
+    rmap_alloc(&mut tx, ag, b(1000), 4, &file(0, false)).unwrap();
+    rmap_alloc(&mut tx, ag, b(1004), 2, &file(4, false)).unwrap();
+    assert_eq!(recs(&mut tx), vec![(1000, 6, 131, 0)], "merge left");
+    rmap_alloc(&mut tx, ag, b(1008), 2, &file(8, false)).unwrap();
+    rmap_alloc(&mut tx, ag, b(1006), 2, &file(6, false)).unwrap();
+    assert_eq!(recs(&mut tx), vec![(1000, 10, 131, 0)], "merge both");
+    rmap_alloc(&mut tx, ag, b(1010), 1, &file(20, false)).unwrap();
+    rmap_alloc(&mut tx, ag, b(1011), 1, &file(21, true)).unwrap();
+    assert_eq!(recs(&mut tx).len(), 3, "offset gap, flag change: no merge");
+    rmap_free(&mut tx, ag, b(1003), 2, &file(3, false)).unwrap();
+    assert_eq!(
+        recs(&mut tx)[..2],
+        [(1000, 3, 131, 0), (1005, 5, 131, 5)],
+        "middle split"
+    );
+    rmap_free(&mut tx, ag, b(1000), 3, &file(0, false)).unwrap();
+    rmap_free(&mut tx, ag, b(1008), 2, &file(8, false)).unwrap();
+    assert_eq!(recs(&mut tx)[0], (1005, 3, 131, 5), "trims");
+    // Wrong state, wrong offset, overlap: refused.
+    assert!(rmap_free(&mut tx, ag, b(1011), 1, &file(21, false)).is_err());
+    assert!(rmap_free(&mut tx, ag, b(1005), 1, &file(6, false)).is_err());
+    assert!(rmap_alloc(&mut tx, ag, b(1006), 4, &file(6, false)).is_err());
+    // Special owners merge on block adjacency alone.
+    rmap_alloc(&mut tx, ag, b(2000), 1, &RmapOwner::Ag).unwrap();
+    rmap_alloc(&mut tx, ag, b(2002), 1, &RmapOwner::Ag).unwrap();
+    rmap_alloc(&mut tx, ag, b(2001), 1, &RmapOwner::Ag).unwrap();
+    let r = recs(&mut tx);
+    assert_eq!(*r.last().unwrap(), (2000, 3, RMAP_OWN_AG, 0));
+}
