@@ -10,6 +10,7 @@
 //! recovers our log, and repair stays clean.
 
 mod common;
+mod crash_support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -297,8 +298,42 @@ fn kernel_sees(img: &Path, mnt: &Path, m: &Model) {
     k.umount();
 }
 
+/// The kernel works on the rmapbt we left (its verifiers and btree code
+/// read our node keys and records): it writes, overwrites and removes
+/// files on a read-write mount, then xfs_repair must still be clean.
+fn kernel_uses(img: &Path, mnt: &Path) {
+    let k = KernelMount::new(img, mnt, "");
+    std::fs::create_dir(mnt.join("kernel")).unwrap();
+    for i in 0..60u64 {
+        let data = pattern(900 + i, 1024 * (1 + (i as usize * 7) % 29));
+        std::fs::write(mnt.join(format!("kernel/f{i}")), data).unwrap();
+    }
+    run("sync", &[]);
+    for i in (0..60u64).step_by(2) {
+        std::fs::remove_file(mnt.join(format!("kernel/f{i}"))).unwrap();
+    }
+    let mut stack = vec![mnt.to_path_buf()];
+    let mut removed = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else if removed % 3 == 0 {
+                std::fs::remove_file(e.path()).unwrap();
+            }
+            removed += 1;
+        }
+    }
+    k.umount();
+    repair_clean(img);
+}
+
 /// Unmount, repair clean, kernel sees the model; returns a new mount.
 fn check(fs: Arc<Filesystem>, img: &Path, mnt: &Path, m: &Model) -> Arc<Filesystem> {
+    let st = fs.stats();
+    assert_eq!(st.trans_resv_overruns, 0, "log reservations too small");
+    assert_eq!(st.trans_cancels, 0, "cancelled transactions");
     fs.unmount().unwrap();
     drop(fs);
     rmap_tiles_ags(img);
@@ -373,6 +408,7 @@ fn mixed_ops(name: &str, opts: &[&str]) {
     }
     let fs = check(fs, &img, &mnt, &m);
     fs.unmount().unwrap();
+    kernel_uses(&img, &mnt);
 }
 
 #[test]
@@ -464,6 +500,7 @@ fn rmap_deep_tree_kernel() {
     }
     let fs = check(fs, &img, &mnt, &m);
     fs.unmount().unwrap();
+    kernel_uses(&img, &mnt);
 }
 
 #[test]
@@ -504,4 +541,114 @@ fn rmap_crash_recovery_kernel() {
     rmap_tiles_ags(&img);
     repair_clean(&img);
     kernel_sees(&img, &mnt, &m);
+}
+
+/// The crash-consistency harness (seeded workloads of namespace and data
+/// operations on a `CrashDevice`, crash images recovered by rxfs and
+/// some by the kernel, each `xfs_repair -n` clean and true to the model)
+/// on an rmapbt filesystem: deferred frees, AGFL fix-ups and rmapbt splits
+/// cut at any write.
+#[test]
+fn rmap_crash_workload_kernel() {
+    use crash_support::workload::Params;
+    use crash_support::*;
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let run = SeedRun {
+        params: Params {
+            ops: env_usize("RXFS_CRASH_OPS", 120),
+            ..Params::default()
+        },
+        opts: crash_support::rwapi::rw(),
+        points: env_usize("RXFS_CRASH_POINTS", 8),
+        kernel_every: 3,
+        prefill_log: None,
+        lying_flush: false,
+    };
+    let scr = Scratch::new("rmap-crash-wl");
+    let base = fresh_image(&scr, &["-m", "rmapbt=1", "-l", "size=16m"]);
+    let mut tot = Totals::default();
+    for seed in 4101..4101 + env_usize("RXFS_CRASH_SEEDS", 2) as u64 {
+        run_seed(&scr, &base, seed, &run, &mut tot);
+    }
+    eprintln!("{}", tot.report("rmap-crash-wl"));
+    assert!(
+        tot.failures.is_empty(),
+        "{} failing crash images; first:\n{}",
+        tot.failures.len(),
+        tot.failures[0]
+    );
+    assert!(tot.stops.is_empty(), "workloads stopped: {:?}", tot.stops);
+    assert!(tot.kernel_images > 0 && tot.exact > 0, "nothing checked");
+}
+
+/// Record-level edits on a real rmapbt (unlogged, never committed): merges
+/// left, right and on both sides, trims, a middle split, and refusals of
+/// overlapping or mismatched requests.
+#[test]
+fn rmap_record_edits() {
+    use rxfs::bmapop::WhichFork;
+    use rxfs::format::btree::RMAP_OWN_AG;
+    use rxfs::rmap::{rmap_alloc, rmap_free, RmapOwner};
+    use rxfs::types::{AgBlock, AgNumber};
+    if !kernel_ok() {
+        return;
+    }
+    let s = Scratch::new("rmap-recs");
+    let img = s.path("img");
+    mkfs_with(
+        &img,
+        96 << 20,
+        &["-l", "size=16m", "-m", "rmapbt=1"],
+        FSTESTS_ENV,
+    );
+    let dev = Arc::new(FileDevice::open(&img, false, false).unwrap());
+    let mut tx = rxfs::xact::memtx::MemTx::new(dev).unwrap();
+    let ag = AgNumber(1);
+    let file = |offset: u64, unwritten: bool| RmapOwner::File {
+        ino: Ino(131),
+        fork: WhichFork::Data,
+        offset,
+        bmbt: false,
+        unwritten,
+    };
+    let recs = |tx: &mut rxfs::xact::memtx::MemTx| -> Vec<(u32, u32, u64, u64)> {
+        rxfs::rmap::edit::records(tx, ag, usize::MAX)
+            .unwrap()
+            .into_iter()
+            .filter(|r| r.start >= 1000)
+            .map(|r| (r.start, r.len, r.owner, r.offset))
+            .collect()
+    };
+    let b = AgBlock;
+    rmap_alloc(&mut tx, ag, b(1000), 4, &file(0, false)).unwrap();
+    rmap_alloc(&mut tx, ag, b(1004), 2, &file(4, false)).unwrap();
+    assert_eq!(recs(&mut tx), vec![(1000, 6, 131, 0)], "merge left");
+    rmap_alloc(&mut tx, ag, b(1008), 2, &file(8, false)).unwrap();
+    rmap_alloc(&mut tx, ag, b(1006), 2, &file(6, false)).unwrap();
+    assert_eq!(recs(&mut tx), vec![(1000, 10, 131, 0)], "merge both");
+    rmap_alloc(&mut tx, ag, b(1010), 1, &file(20, false)).unwrap();
+    rmap_alloc(&mut tx, ag, b(1011), 1, &file(21, true)).unwrap();
+    assert_eq!(recs(&mut tx).len(), 3, "offset gap, flag change: no merge");
+    rmap_free(&mut tx, ag, b(1003), 2, &file(3, false)).unwrap();
+    assert_eq!(
+        recs(&mut tx)[..2],
+        [(1000, 3, 131, 0), (1005, 5, 131, 5)],
+        "middle split"
+    );
+    rmap_free(&mut tx, ag, b(1000), 3, &file(0, false)).unwrap();
+    rmap_free(&mut tx, ag, b(1008), 2, &file(8, false)).unwrap();
+    assert_eq!(recs(&mut tx)[0], (1005, 3, 131, 5), "trims");
+    // Wrong state, wrong offset, overlap: refused.
+    assert!(rmap_free(&mut tx, ag, b(1011), 1, &file(21, false)).is_err());
+    assert!(rmap_free(&mut tx, ag, b(1005), 1, &file(6, false)).is_err());
+    assert!(rmap_alloc(&mut tx, ag, b(1006), 4, &file(6, false)).is_err());
+    // Special owners merge on block adjacency alone.
+    rmap_alloc(&mut tx, ag, b(2000), 1, &RmapOwner::Ag).unwrap();
+    rmap_alloc(&mut tx, ag, b(2002), 1, &RmapOwner::Ag).unwrap();
+    rmap_alloc(&mut tx, ag, b(2001), 1, &RmapOwner::Ag).unwrap();
+    let r = recs(&mut tx);
+    assert_eq!(*r.last().unwrap(), (2000, 3, RMAP_OWN_AG, 0));
 }

@@ -1,6 +1,6 @@
 //! Generic editing of the short-form AG btrees: bnobt and cntbt (free
-//! space, rooted in the AGF) and inobt and finobt (inode chunks, rooted in
-//! the AGI).
+//! space, rooted in the AGF), inobt and finobt (inode chunks, rooted in
+//! the AGI) and the rmapbt (reverse mappings, rooted in the AGF).
 //!
 //! ## API
 //! Every operation is keyed and walks from the root to a leaf, so there is
@@ -13,6 +13,11 @@
 //! - Bno: `BtreeKey(startblock, 0, 0)`
 //! - Cnt: `BtreeKey(blockcount, startblock, 0)`
 //! - Ino/Fino: `BtreeKey(startino, 0, 0)` (AG inode number)
+//! - Rmap: `BtreeKey(startblock, owner, offset with the attr-fork and
+//!   bmbt bits, without the unwritten bit)`; records are
+//!   [`crate::format::btree::RmapRec`]. Records are treated as unique by
+//!   key and are not looked up by overlap (rxfs shares no blocks, see
+//!   [`crate::rmap`]).
 //!
 //! [`lookup`] finds `Le`/`Ge`/`Eq`/`Lt`/`Gt` a key (step through a tree
 //! with `Gt`/`Lt` of the last key seen); [`insert`], [`delete`] and
@@ -29,21 +34,25 @@
 //!   root left with one child is freed and the child becomes the root.
 //! - Each node key is the low key of its child (the key bytes of the
 //!   child's first entry, as the kernel copies them), fixed up the path
-//!   whenever a block's first entry changes.
+//!   whenever a block's first entry changes. In the rmapbt (overlapping
+//!   keys) each node key slot is (low key, high key): the high key is the
+//!   largest "last block" key of the subtree, so every change of a block
+//!   refreshes its parent's slot, up the path while slots change.
 //! - Sibling pointers link every level left to right.
-//! - Block accounting: bnobt/cntbt blocks come from and go to the AGFL
-//!   (`agf_btreeblks` counts their non-root blocks; a freed block is busy);
+//! - Block accounting: bnobt/cntbt/rmapbt blocks come from and go to the
+//!   AGFL (`agf_btreeblks` counts their non-root blocks, `agf_rmap_blocks`
+//!   all rmapbt blocks; a freed block is busy; they stay OWN_AG);
 //!   inobt/finobt blocks come from [`super::alloc_extent`] (one block near
 //!   the block being split, in the same AG) and go back through
-//!   [`super::free_extent`]; with inobtcount `agi_iblocks`/`agi_fblocks`
-//!   count all their blocks.
+//!   [`super::free_extent`], with their OWN_INOBT reverse mapping; with
+//!   inobtcount `agi_iblocks`/`agi_fblocks` count all their blocks.
 //!
 //! Loops are bounded by the tree height, which is checked against the
 //! largest height the AG geometry allows.
 
 use super::ag_hdr::{self as hdr, *};
 use super::btree_block::{BGeo, Blk, Ents};
-use super::{AgExtent, AllocReq};
+use super::btree_rebal::{fix_keys, insert_at, remove_at};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, BtreeKind, NULL_AGBLOCK};
 use crate::types::{AgBlock, AgNumber};
@@ -121,13 +130,13 @@ pub struct Found {
 
 /// Where the root of a tree is recorded.
 #[derive(Debug, Clone, Copy)]
-struct RootRef {
-    hdr: BufId,
-    root_off: usize,
-    level_off: usize,
-    /// Block counter: `agf_btreeblks` (non-root blocks, shared by bnobt
-    /// and cntbt) or `agi_iblocks`/`agi_fblocks` (all blocks).
-    count_off: Option<usize>,
+pub(super) struct RootRef {
+    pub(super) hdr: BufId,
+    pub(super) root_off: usize,
+    pub(super) level_off: usize,
+    /// Block counter: `agf_btreeblks` (non-root blocks, shared by bnobt,
+    /// cntbt and rmapbt) or `agi_iblocks`/`agi_fblocks` (all blocks).
+    pub(super) count_off: Option<usize>,
 }
 
 fn root_ref(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber) -> Result<RootRef> {
@@ -175,7 +184,7 @@ fn root_ref(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber) -> Result<RootRef> 
 }
 
 /// The tallest tree of this kind the AG geometry allows.
-fn max_height(tx: &dyn MetaTx, tree: Tree) -> u32 {
+pub(super) fn max_height(tx: &dyn MetaTx, tree: Tree) -> u32 {
     let geo = tx.geo();
     tree.kind().max_levels(
         geo.blocksize as usize,
@@ -186,22 +195,28 @@ fn max_height(tx: &dyn MetaTx, tree: Tree) -> u32 {
 }
 
 #[derive(Debug, Clone, Copy)]
-struct Step {
-    blk: Blk,
+pub(super) struct Step {
+    pub(super) blk: Blk,
     /// Index of the entry followed (node) or of the lower bound (leaf).
-    idx: usize,
+    pub(super) idx: usize,
 }
 
 /// A root-to-leaf path; `lv[0]` is the leaf, `lv[height - 1]` the root.
-struct Path {
-    tree: Tree,
-    agno: AgNumber,
-    g: BGeo,
-    root: RootRef,
-    lv: Vec<Step>,
+pub(super) struct Path {
+    pub(super) tree: Tree,
+    pub(super) agno: AgNumber,
+    pub(super) g: BGeo,
+    pub(super) root: RootRef,
+    pub(super) lv: Vec<Step>,
 }
 
-fn read_blk(tx: &mut dyn MetaTx, g: &BGeo, agno: AgNumber, agbno: u32, level: u16) -> Result<Blk> {
+pub(super) fn read_blk(
+    tx: &mut dyn MetaTx,
+    g: &BGeo,
+    agno: AgNumber,
+    agbno: u32,
+    level: u16,
+) -> Result<Blk> {
     if !hdr::extent_ok(tx, agno, agbno, 1) {
         return Err(Error::corrupt(
             g.tree.kind().name(),
@@ -357,14 +372,6 @@ fn check_found(tx: &dyn MetaTx, tree: Tree, agno: AgNumber, f: &Found) -> Result
     Ok(())
 }
 
-/// A copy of the path whose step above `level` points at entry `idx` (to
-/// fix the parent key of a sibling under the same parent).
-fn sub_path(p: &Path, level: usize, idx: usize) -> Path {
-    let mut lv = p.lv.clone();
-    lv[level + 1].idx = idx;
-    Path { lv, ..*p }
-}
-
 /// Insert `rec`; `Err(Exists)` if a record with its key is there.
 pub fn insert(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, rec: &[u8]) -> Result<()> {
     check_rec(tree, rec)?;
@@ -433,285 +440,6 @@ fn check_rec(tree: Tree, rec: &[u8]) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// The block at `level` of the path changed and its parent key slot is
-/// now `key` ([`BGeo::node_key`]): rewrite the parent keys up the path for
-/// as long as the changed block is its parent's first child, or (the
-/// overlapping rmapbt, whose node keys also hold the subtree's highest
-/// key) for as long as a parent's key slot changes.
-fn fix_keys(tx: &mut dyn MetaTx, p: &Path, level: usize, key: &[u8]) {
-    let g = p.g;
-    if key.len() != g.kslot() {
-        return; // an empty block (only on a corrupt tree): nothing to copy
-    }
-    let mut key = key.to_vec();
-    let mut l = level;
-    while l + 1 < p.lv.len() {
-        let parent = p.lv[l + 1];
-        if g.overlapping() {
-            let pe = g.load(tx, parent.blk);
-            if parent.idx < pe.len() && pe.get(parent.idx)[..g.kslot()] == key[..] {
-                break;
-            }
-        }
-        g.set_key(tx, parent.blk, parent.idx, &key);
-        if g.overlapping() {
-            let pe = g.load(tx, parent.blk);
-            key = g.node_key(parent.blk.level, &pe);
-        } else if parent.idx != 0 {
-            break;
-        }
-        l += 1;
-    }
-}
-
-/// Get a fresh block for level `level` of the tree.
-fn alloc_block(tx: &mut dyn MetaTx, p: &Path, level: u16, near: AgBlock) -> Result<Blk> {
-    let agno = p.agno;
-    let agbno = match p.tree {
-        Tree::Bno | Tree::Cnt | Tree::Rmap => {
-            let b = hdr::agfl_get(tx, agno, p.root.hdr)?;
-            let max = hdr::ag_len(tx, agno);
-            hdr::add(tx, p.root.hdr, AGF_BTREEBLKS, 1, max)?;
-            if p.tree == Tree::Rmap {
-                hdr::add(tx, p.root.hdr, AGF_RMAP_BLOCKS, 1, max)?;
-            }
-            b
-        }
-        Tree::Ino | Tree::Fino => {
-            let req = AllocReq {
-                agno,
-                near: Some(near),
-                minlen: 1,
-                maxlen: 1,
-                align: 1,
-                any_ag: false,
-                meta: true,
-            };
-            let AgExtent { agbno, .. } = super::alloc_extent(tx, &req)?;
-            crate::rmap::rmap_alloc(tx, agno, agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
-            if let Some(off) = p.root.count_off {
-                let max = hdr::ag_len(tx, agno);
-                hdr::add(tx, p.root.hdr, off, 1, max)?;
-            }
-            agbno
-        }
-    };
-    let daddr = tx.geo().agb_to_daddr(agno, agbno);
-    let buf = tx.new_buf(daddr, p.g.bs, p.tree.buf_kind())?;
-    let b = Blk { agbno, buf, level };
-    p.g.init(tx, b, agno);
-    Ok(b)
-}
-
-/// Give back a block the tree no longer uses.
-fn free_block(tx: &mut dyn MetaTx, p: &Path, b: Blk) -> Result<()> {
-    tx.stale_buf(b.buf);
-    let agno = p.agno;
-    let max = hdr::ag_len(tx, agno);
-    match p.tree {
-        Tree::Bno | Tree::Cnt | Tree::Rmap => {
-            hdr::add(tx, p.root.hdr, AGF_BTREEBLKS, -1, max)?;
-            if p.tree == Tree::Rmap {
-                hdr::add(tx, p.root.hdr, AGF_RMAP_BLOCKS, -1, max)?;
-            }
-            hdr::agfl_put(tx, agno, p.root.hdr, b.agbno)?;
-            tx.mark_busy(agno, b.agbno, 1);
-        }
-        Tree::Ino | Tree::Fino => {
-            if let Some(off) = p.root.count_off {
-                hdr::add(tx, p.root.hdr, off, -1, max)?;
-            }
-            crate::rmap::rmap_free(tx, agno, b.agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
-            super::free_extent(tx, agno, b.agbno, 1)?;
-        }
-    }
-    Ok(())
-}
-
-fn node_entry(key: &[u8], ptr: AgBlock) -> Vec<u8> {
-    let mut v = key.to_vec();
-    v.extend_from_slice(&ptr.0.to_be_bytes());
-    v
-}
-
-/// Insert `entry` at index `pos` of the block at `level` of the path,
-/// splitting it (and its ancestors, and the root) when full.
-fn insert_at(
-    tx: &mut dyn MetaTx,
-    p: &mut Path,
-    level: usize,
-    pos: usize,
-    entry: &[u8],
-) -> Result<()> {
-    let blk = p.lv[level].blk;
-    let g = p.g;
-    let mut e = g.load(tx, blk);
-    e.insert(pos, entry);
-    if e.len() <= g.max_recs(blk.level) {
-        g.store(tx, blk, &e, pos);
-        if pos == 0 || g.overlapping() {
-            fix_keys(tx, p, level, &g.node_key(blk.level, &e));
-        }
-        return Ok(());
-    }
-    // Split: the upper half moves to a new right sibling.
-    let keep = e.len().div_ceil(2);
-    let right = e.split_off(keep);
-    let nb = alloc_block(tx, p, blk.level, blk.agbno)?;
-    let old_right = g.sib(tx, blk, true);
-    g.set_sib(tx, nb, false, blk.agbno.0);
-    g.set_sib(tx, nb, true, old_right);
-    g.set_sib(tx, blk, true, nb.agbno.0);
-    if old_right != NULL_AGBLOCK {
-        let ob = read_blk(tx, &g, p.agno, old_right, blk.level)?;
-        g.set_sib(tx, ob, false, nb.agbno.0);
-    }
-    g.store(tx, blk, &e, pos.min(keep));
-    g.store(tx, nb, &right, 0);
-    if pos == 0 || g.overlapping() {
-        fix_keys(tx, p, level, &g.node_key(blk.level, &e));
-    }
-    let rkey = g.node_key(blk.level, &right);
-    if level + 1 < p.lv.len() {
-        let ppos = p.lv[level + 1].idx + 1;
-        return insert_at(tx, p, level + 1, ppos, &node_entry(&rkey, nb.agbno));
-    }
-    // The root split: a new root above the two halves.
-    if p.lv.len() as u32 >= max_height(tx, p.tree) {
-        return Err(Error::corrupt(
-            p.tree.kind().name(),
-            Location::Unknown,
-            "tree would grow past its maximum height",
-        ));
-    }
-    let root = alloc_block(tx, p, blk.level + 1, blk.agbno)?;
-    let mut re = Ents {
-        esz: g.esz(root.level),
-        ksz: g.kslot(),
-        data: Vec::new(),
-    };
-    re.insert(0, &node_entry(&g.node_key(blk.level, &e), blk.agbno));
-    re.insert(1, &node_entry(&rkey, nb.agbno));
-    g.store(tx, root, &re, 0);
-    hdr::set(tx, p.root.hdr, p.root.root_off, root.agbno.0);
-    hdr::set(tx, p.root.hdr, p.root.level_off, root.level as u32 + 1);
-    Ok(())
-}
-
-/// Remove entry `pos` of the block at `level` of the path; rebalance a
-/// block left short, recursively.
-fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Result<()> {
-    let g = p.g;
-    let blk = p.lv[level].blk;
-    let mut e = g.load(tx, blk);
-    e.remove(pos);
-    if level + 1 == p.lv.len() {
-        g.store(tx, blk, &e, pos);
-        if blk.level > 0 && e.len() == 1 {
-            // A root with one child: the child becomes the root.
-            hdr::set(tx, p.root.hdr, p.root.root_off, e.ptr(0));
-            hdr::set(tx, p.root.hdr, p.root.level_off, blk.level as u32);
-            free_block(tx, p, blk)?;
-        }
-        return Ok(());
-    }
-    let min = g.min_recs(blk.level);
-    if e.len() >= min {
-        g.store(tx, blk, &e, pos);
-        if pos == 0 || g.overlapping() {
-            fix_keys(tx, p, level, &g.node_key(blk.level, &e));
-        }
-        return Ok(());
-    }
-    let parent = p.lv[level + 1];
-    let pe = g.load(tx, parent.blk);
-    let pidx = parent.idx;
-    let bad = |d: &str| {
-        Err(Error::corrupt(
-            g.tree.kind().name(),
-            Location::Unknown,
-            d.to_string(),
-        ))
-    };
-    if pidx + 1 < pe.len() {
-        let rb = read_blk(tx, &g, p.agno, pe.ptr(pidx + 1), blk.level)?;
-        let mut re = g.load(tx, rb);
-        if re.len() > min {
-            // Borrow the right sibling's first entry.
-            let first = re.remove(0);
-            e.insert(e.len(), &first);
-            g.store(tx, blk, &e, pos);
-            g.store(tx, rb, &re, 0);
-            fix_keys(
-                tx,
-                &sub_path(p, level, pidx + 1),
-                level,
-                &g.node_key(blk.level, &re),
-            );
-            if pos == 0 || g.overlapping() {
-                fix_keys(tx, p, level, &g.node_key(blk.level, &e));
-            }
-            return Ok(());
-        }
-        // Merge the right sibling into this block.
-        e.append(&re);
-        g.store(tx, blk, &e, pos);
-        let rr = g.sib(tx, rb, true);
-        g.set_sib(tx, blk, true, rr);
-        if rr != NULL_AGBLOCK {
-            let rrb = read_blk(tx, &g, p.agno, rr, blk.level)?;
-            g.set_sib(tx, rrb, false, blk.agbno.0);
-        }
-        free_block(tx, p, rb)?;
-        if pos == 0 || g.overlapping() {
-            fix_keys(tx, p, level, &g.node_key(blk.level, &e));
-        }
-        return remove_at(tx, p, level + 1, pidx + 1);
-    }
-    if pidx == 0 {
-        return bad("non-root node with a single child");
-    }
-    let lb = read_blk(tx, &g, p.agno, pe.ptr(pidx - 1), blk.level)?;
-    let mut le = g.load(tx, lb);
-    if le.len() > min {
-        // Borrow the left sibling's last entry.
-        let last = le.remove(le.len() - 1);
-        e.insert(0, &last);
-        g.store(tx, lb, &le, le.len());
-        g.store(tx, blk, &e, 0);
-        if g.overlapping() {
-            fix_keys(
-                tx,
-                &sub_path(p, level, pidx - 1),
-                level,
-                &g.node_key(blk.level, &le),
-            );
-        }
-        fix_keys(tx, p, level, &g.node_key(blk.level, &e));
-        return Ok(());
-    }
-    // Merge this block into the left sibling.
-    let from = le.len();
-    le.append(&e);
-    g.store(tx, lb, &le, from);
-    let r = g.sib(tx, blk, true);
-    g.set_sib(tx, lb, true, r);
-    if r != NULL_AGBLOCK {
-        let rb = read_blk(tx, &g, p.agno, r, blk.level)?;
-        g.set_sib(tx, rb, false, lb.agbno.0);
-    }
-    free_block(tx, p, blk)?;
-    if g.overlapping() {
-        fix_keys(
-            tx,
-            &sub_path(p, level, pidx - 1),
-            level,
-            &g.node_key(blk.level, &le),
-        );
-    }
-    remove_at(tx, p, level + 1, pidx)
 }
 
 /// Visit every record of `tree` in key order (tests and checks); stops

@@ -67,6 +67,7 @@
 mod ag_hdr;
 mod btree_block;
 pub mod btree_edit;
+mod btree_rebal;
 mod search;
 
 pub use ag_hdr::agfl_blocks;

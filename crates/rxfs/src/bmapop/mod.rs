@@ -36,10 +36,14 @@
 //! bounded steps of fallocate (`fs/ops_falloc.rs`); [`attrfork`] maps and
 //! unmaps attr fork blocks for the xattr code.
 //!
-//! Not handled (refused with `NotSupported`): realtime files, filesystems
-//! with the reverse-mapping btree (every mapping would need an rmap
-//! record), and freeing blocks of inodes flagged REFLINK (they may be
-//! shared: the refcount btree would have to decide).
+//! With the reverse-mapping btree, [`store`] brings the rmap records in
+//! line with the new map ([`crate::rmap::rmap_map_delta`]): a truncate
+//! removes them in its own transaction, the deferred free that follows
+//! only frees space.
+//!
+//! Not handled (refused with `NotSupported`): realtime files, and freeing
+//! blocks of inodes flagged REFLINK (they may be shared: the refcount
+//! btree would have to decide).
 
 pub mod attrfork;
 pub mod bmbt;

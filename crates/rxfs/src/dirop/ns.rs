@@ -283,6 +283,10 @@ pub fn unlink_with(
     if last && !keep {
         check_can_free(tx, ip)?;
     }
+    if last {
+        // AGI before any AGF (lock order), as in rmdir.
+        crate::ialloc::lock_agi(tx, ino)?;
+    }
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, 0);
     let d = tx.inode_mut(ip);
@@ -332,6 +336,9 @@ pub fn rmdir_with(
     if !keep {
         check_can_free(tx, ip)?;
     }
+    // AGI before any AGF (lock order): freeing the inode or putting it on
+    // an unlinked list takes the AGI; the rmap edits below take AGFs.
+    crate::ialloc::lock_agi(tx, ino)?;
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, -1);
     let d = tx.inode_mut(ip);

@@ -10,7 +10,7 @@
 //!  CacheDevice (cache::view): what the read path reads
 //! ```
 //!
-//! Opening read-write: refuse what rxfs cannot write yet (rmapbt, realtime,
+//! Opening read-write: refuse what rxfs cannot write yet (realtime,
 //! external logs, unaligned inode chunks), recover a dirty log
 //! onto the device first, then continue the (now clean) log.
 //!

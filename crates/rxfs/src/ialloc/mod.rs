@@ -49,7 +49,8 @@
 //! icount); stripe alignment of chunks is ignored (cluster alignment
 //! only); no space is held back for inobt/finobt splits after the chunk
 //! allocation (near ENOSPC the split's own allocation may fail and the
-//! transaction must be cancelled); rmapbt filesystems are `NotSupported`.
+//! transaction must be cancelled). With an rmapbt, new chunks get an
+//! OWN_INODES record and inode btree blocks OWN_INOBT ones.
 //! Inodes on an AGI unlinked list cannot be freed here.
 //!
 //! Lock order: the AGIs are joined in the order the AGs are tried, which
@@ -121,6 +122,18 @@ fn valid_mode(mode: u32) -> bool {
             | de::S_IFIFO
             | de::S_IFSOCK
     ) && mode <= u16::MAX as u32
+}
+
+/// Join the AGI of `ino`'s AG now: a transaction that will free `ino` (or
+/// put it on an unlinked list) after changes that lock AGFs (reverse
+/// mappings of freed blocks) takes the AGI first, in lock order.
+pub fn lock_agi(tx: &mut dyn MetaTx, ino: Ino) -> Result<()> {
+    let geo = tx.geo();
+    if !geo.ino_valid(ino) {
+        return Err(Error::Invalid(format!("inode number {}", ino.0)));
+    }
+    let agno = geo.ino_agno(ino);
+    agi::read(tx, agno).map(|_| ())
 }
 
 /// Allocate an inode near `parent` (files: the parent's AG first;
