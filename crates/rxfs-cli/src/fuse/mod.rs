@@ -327,18 +327,22 @@ impl fuser::Filesystem for RxFuse {
     }
 
     /// Open references are the kernel's lookup counts (FORGET), not open
-    /// handles: nothing to do at release.
+    /// handles; a released file gives back its unused preallocation past
+    /// EOF (on the pool, after the reply).
     fn release(
         &mut self,
         _req: &Request<'_>,
-        _ino: u64,
+        ino: u64,
         _fh: u64,
-        _flags: i32,
+        flags: i32,
         _lock_owner: Option<u64>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         reply.ok();
+        if self.core.rw && flags & libc::O_ACCMODE != libc::O_RDONLY {
+            self.spawn(move |c| c.trim_eof(ino));
+        }
     }
 
     fn symlink(

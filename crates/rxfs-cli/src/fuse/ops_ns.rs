@@ -116,6 +116,13 @@ impl Core {
         }
     }
 
+    /// After a release: give back unused preallocation past EOF.
+    pub fn trim_eof(&self, nodeid: u64) {
+        if let Err(e) = self.fs.trim_eof(self.ino(nodeid)) {
+            self.errno("release", nodeid, &e);
+        }
+    }
+
     pub fn fallocate(&self, nodeid: u64, offset: i64, length: i64, mode: i32, reply: ReplyEmpty) {
         if let Err(e) = self.check_rw() {
             return reply.error(e);

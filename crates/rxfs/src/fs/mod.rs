@@ -19,6 +19,7 @@ pub mod ops_link;
 pub mod ops_ns;
 pub mod ops_rename;
 pub mod path;
+pub mod prealloc;
 pub mod recover;
 mod recover_bmbt;
 mod recover_buf;

@@ -37,7 +37,7 @@ pub struct SetAttr {
 
 impl Filesystem {
     /// Write `data` at byte `off` of a regular file; returns bytes written.
-    pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+    pub(super) fn write_inner(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let _lock = self.ilock(ino)?;
         let mut done = 0usize;
         let mut opts = WriteOpts::now();

@@ -205,6 +205,7 @@ impl Filesystem {
             }
         };
         if last {
+            self.trim_eof(ino)?;
             self.free_if_orphan(ino)?;
         }
         Ok(())

@@ -72,6 +72,8 @@ pub struct RwCore {
     /// Free-space btree blocks at the last count (see
     /// [`RwCore::unavailable_blocks`]).
     allocbt_hint: AtomicU64,
+    /// Inodes with speculative preallocation (see [`super::prealloc`]).
+    pub(crate) prealloc: super::prealloc::Prealloc,
 }
 
 impl RwCore {
@@ -245,6 +247,7 @@ impl Filesystem {
             open: Default::default(),
             rename_lock: Mutex::new(()),
             allocbt_hint: AtomicU64::new(0),
+            prealloc: Default::default(),
         };
         let dev: Arc<dyn BlockDevice> = view;
         let fs = Arc::new(Filesystem {
@@ -379,7 +382,9 @@ impl Filesystem {
 
     fn unmount_inner(&self, rw: &RwCore) -> Result<()> {
         let drain = Duration::from_secs(120);
-        // Open files whose last link went: their last close is now.
+        // Unused preallocation goes back; open files whose last link
+        // went: their last close is now.
+        self.trim_all_eof()?;
         self.free_open_orphans()?;
         rw.raw.flush()?;
         rw.cil.force_all()?;

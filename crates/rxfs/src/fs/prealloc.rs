@@ -1,0 +1,135 @@
+//! Speculative preallocation past EOF: how rxfs keeps files written in
+//! order in few extents when several are appended at once (the job the
+//! kernel's delayed allocation and EOF preallocation do).
+//!
+//! rxfs allocates at write time (there is no page cache to delay into),
+//! so an appending write that finds nothing mapped past the new EOF
+//! reserves the next blocks with an unwritten extent (fallocate
+//! KEEP_SIZE): as many blocks as the file already has, from
+//! [`PREALLOC_MIN_BLOCKS`] up to [`PREALLOC_MAX_BLOCKS`]. Later appends
+//! write into it (converting unwritten to written, which merges with the
+//! written extent before), so a file grows by doubling runs however its
+//! appends interleave with others'.
+//!
+//! Unused preallocation is given back ([`Filesystem::trim_eof`]) when the
+//! FUSE file is released, at the last open reference, at unmount, and
+//! from every file at once when a write meets ENOSPC (then the write is
+//! tried again), as the kernel's EOF-blocks scan does. A crash leaves it
+//! as unwritten blocks past EOF, which the kernel and `xfs_repair` accept.
+//!
+//! Invariant: preallocation never changes what a file reads as (size and
+//! bytes): its extents lie past EOF and are unwritten.
+
+use std::collections::HashSet;
+
+use parking_lot::Mutex;
+
+use super::Filesystem;
+use crate::error::{Error, Result};
+use crate::types::{FileBlock, Ino};
+use crate::xact::{MetaTx, Resv};
+
+pub const PREALLOC_MIN_BLOCKS: u64 = 16;
+pub const PREALLOC_MAX_BLOCKS: u64 = 4096;
+
+/// Inodes that may hold preallocation past EOF.
+#[derive(Default)]
+pub struct Prealloc {
+    inodes: Mutex<HashSet<u64>>,
+}
+
+impl Filesystem {
+    /// Write `data` at `off` (see [`Filesystem::write_inner`]), with
+    /// speculative preallocation after appends and a retry after giving
+    /// preallocations back on ENOSPC.
+    pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        let old_size = self.iget(ino)?.core.size;
+        let n = match self.write_inner(ino, off, data) {
+            Err(Error::NoSpace) if self.trim_all_eof()? => self.write_inner(ino, off, data)?,
+            Ok(n) if n < data.len() && self.trim_all_eof()? => {
+                n + self
+                    .write_inner(ino, off + n as u64, &data[n..])
+                    .unwrap_or(0)
+            }
+            r => r?,
+        };
+        let end = off + n as u64;
+        if n > 0 && end > old_size {
+            self.prealloc_eof(ino, end);
+        }
+        Ok(n)
+    }
+
+    /// After an append that made the file `size` bytes: preallocate past
+    /// EOF unless something is mapped there already. Best effort: no
+    /// space is no error.
+    fn prealloc_eof(&self, ino: Ino, size: u64) {
+        let Some(rw) = self.rw() else { return };
+        let bs = self.geo().blocksize as u64;
+        let Ok(ip) = self.iget(ino) else { return };
+        if ip.core.size != size || ip.file_type() != Some(crate::types::FileType::Regular) {
+            return;
+        }
+        let eof = size.div_ceil(bs);
+        if self.bmap(&ip.data, FileBlock(eof)).0.is_some() {
+            return;
+        }
+        let want = eof.clamp(PREALLOC_MIN_BLOCKS, PREALLOC_MAX_BLOCKS);
+        // Only where space is plentiful.
+        let free = rw.counters().fdblocks.max(0) as u64;
+        if free < 8 * want + 1024 {
+            return;
+        }
+        let keep_size = crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
+        if self.fallocate(ino, keep_size, eof * bs, want * bs).is_ok() {
+            rw.prealloc.inodes.lock().insert(ino.0);
+        }
+    }
+
+    /// Give back the blocks past EOF of `ino` (its unused preallocation,
+    /// or any other blocks mapped past EOF).
+    pub fn trim_eof(&self, ino: Ino) -> Result<()> {
+        let Some(rw) = self.rw() else { return Ok(()) };
+        if !rw.prealloc.inodes.lock().remove(&ino.0) {
+            return Ok(());
+        }
+        let _lock = self.ilock(ino)?;
+        loop {
+            let mut tx = self.trans_alloc(Resv::Truncate)?;
+            let r = tx.ijoin(ino).and_then(|ip| {
+                // The inode may have been freed, and its number reused for
+                // something else, since it preallocated.
+                use crate::format::dinode_edit as di;
+                let d = tx.inode(ip);
+                if di::mode(d) as u32 & di::S_IFMT != di::S_IFREG {
+                    return Ok(false);
+                }
+                crate::bmapop::data::trim_eof_step(&mut tx, ip, false)
+            });
+            match r {
+                Ok(more) => {
+                    tx.commit()?;
+                    if !more {
+                        return Ok(());
+                    }
+                }
+                Err(e) => {
+                    tx.cancel();
+                    return Err(e);
+                }
+            }
+        }
+    }
+
+    /// Trim every file's preallocation; true if there was any.
+    pub(super) fn trim_all_eof(&self) -> Result<bool> {
+        let Some(rw) = self.rw() else {
+            return Ok(false);
+        };
+        let all: Vec<u64> = rw.prealloc.inodes.lock().iter().copied().collect();
+        for &i in &all {
+            self.trim_eof(Ino(i))?;
+        }
+        Ok(!all.is_empty())
+    }
+}

@@ -1,0 +1,88 @@
+//! Files appended in small pieces, several at once, end up in few extents
+//! (speculative preallocation past EOF, see `rxfs::fs::prealloc`), and the
+//! unused preallocation is given back: after unmount no file has blocks
+//! past EOF, `xfs_repair -n` is clean and the kernel reads every byte.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+
+use common::*;
+use rxfs::fs::ops_ns::CreateArgs;
+use rxfs::{Filesystem, MountOptions};
+
+#[test]
+fn interleaved_appends_get_few_extents() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("prealloc");
+    let img = s.path("img");
+    mkfs_with(&img, 512 << 20, &[], FSTESTS_ENV);
+    let fs = Filesystem::open_path(&img, None, MountOptions::default()).unwrap();
+    let a = CreateArgs {
+        mode: 0o100644,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+    };
+    let files: Vec<_> = (0..3)
+        .map(|i| {
+            fs.create(fs.root_ino(), format!("f{i}").as_bytes(), &a)
+                .unwrap()
+                .ino
+        })
+        .collect();
+    // 3 files x 8 MiB, 4 KiB appends in turn (plus a 100-byte tail).
+    for i in 0..2048u64 {
+        for (k, &f) in files.iter().enumerate() {
+            fs.write(f, i * 4096, &pattern(i * 3 + k as u64, 4096))
+                .unwrap();
+        }
+    }
+    for &f in &files {
+        let size = fs.iget(f).unwrap().core.size;
+        fs.write(f, size, &[9u8; 100]).unwrap();
+    }
+    for &f in &files {
+        let n = fs.iget(f).unwrap().core.nextents;
+        assert!(
+            n <= 16,
+            "inode {}: {n} extents after interleaved appends",
+            f.0
+        );
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    let out = std::process::Command::new("xfs_repair")
+        .arg("-n")
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let mnt = s.path("k");
+    let k = KernelMount::new(&img, &mnt, "ro");
+    for (idx, _) in files.iter().enumerate() {
+        let p = mnt.join(format!("f{idx}"));
+        let b = std::fs::read(&p).unwrap();
+        assert_eq!(b.len(), 2048 * 4096 + 100);
+        for i in [0u64, 1, 777, 2047] {
+            let at = (i * 4096) as usize;
+            assert_eq!(&b[at..at + 4096], &pattern(i * 3 + idx as u64, 4096)[..]);
+        }
+        assert_eq!(&b[2048 * 4096..], &[9u8; 100][..]);
+        // No preallocation left past EOF.
+        let md = std::fs::metadata(&p).unwrap();
+        assert_eq!(
+            md.blocks() * 512,
+            (b.len() as u64).div_ceil(4096) * 4096,
+            "{p:?}"
+        );
+    }
+    k.umount();
+}
