@@ -166,6 +166,7 @@ fn fix_freelist(
     busy_seen: &mut bool,
 ) -> Result<()> {
     let agf = hdr::agf(tx, agno)?;
+    let mut forced = false;
     for _ in 0..FIX_ROUNDS_MAX {
         let need = min_freelist_of(tx, agf);
         let have = hdr::flcount(tx, agf);
@@ -189,6 +190,14 @@ fn fix_freelist(
             meta: true,
         };
         let Some(c) = search::find(tx, agno, &req, None, busy_seen)? else {
+            // A free must not fail for want of free-list blocks that are
+            // only busy (freed, checkpoint not yet on disk): wait them out
+            // once, as the kernel flushes busy extents.
+            if freeing && *busy_seen && !forced {
+                forced = true;
+                tx.force_busy()?;
+                continue;
+            }
             return if freeing { Ok(()) } else { Err(Error::NoSpace) };
         };
         search::take(tx, agno, c)?;

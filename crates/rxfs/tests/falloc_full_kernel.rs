@@ -1,0 +1,73 @@
+//! Punching single blocks out of a preallocation that fills the whole
+//! filesystem: every punch splits an extent (the fork grows into a bmbt)
+//! and frees one block whose free-space record may split a free-space
+//! btree leaf while every other free block is busy. No punch may fail
+//! (before this test a deferred free could find the free list empty and
+//! shut the filesystem down); a fragmented write then uses the holes.
+//! Repair is clean and the kernel reads the model.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use rxfs::bdev::{BlockDevice, FileDevice};
+use rxfs::fs::ops_falloc::*;
+use rxfs::types::Ino;
+use rxfs::Filesystem;
+
+#[test]
+fn punch_full_filesystem_then_fragmented_write() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    let s = Scratch::new("falloc-full");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &["-b", "size=1024"], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    std::fs::write(mnt.join("frag"), b"").unwrap();
+    std::fs::write(mnt.join("f"), b"").unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let frag = Ino(std::fs::metadata(mnt.join("frag")).unwrap().ino());
+    let f = Ino(std::fs::metadata(mnt.join("f")).unwrap().ino());
+    m.umount();
+    let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&img, false, false).unwrap());
+    let opts = rxfs::MountOptions {
+        read_only: false,
+        ..Default::default()
+    };
+    let fs = Filesystem::open(dev, None, opts).unwrap();
+    let r = fs.fallocate(frag, 0, 0, 80 << 20);
+    assert!(matches!(r, Err(rxfs::Error::NoSpace)), "{r:?}");
+    for i in 0..1500u64 {
+        fs.fallocate(
+            frag,
+            FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+            2 * i * 1024,
+            1024,
+        )
+        .unwrap_or_else(|e| panic!("punch {i}: {e}"));
+    }
+    let d = pattern(9, 1 << 20);
+    let n = fs.write(f, 0, &d).unwrap();
+    assert!(n > 0);
+    assert_eq!(fs.stats().trans_resv_overruns, 0, "log reservation overrun");
+    fs.unmount().unwrap();
+    drop(fs);
+    let out = std::process::Command::new("xfs_repair")
+        .args(["-n", img.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "xfs_repair -n: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let m = KernelMount::new(&img, &mnt, "ro");
+    let got = std::fs::read(mnt.join("f")).unwrap();
+    assert!(got[..] == d[..n], "contents");
+    m.umount();
+}
