@@ -20,6 +20,9 @@
 //! - File forks: [`crate::bmapop::store`] calls [`rmap_map_delta`] with
 //!   the map before and after, which removes the records of mappings that
 //!   went away or changed state and adds the new ones.
+//! - Log recovery finishing an extent-free intent (ours or the kernel's)
+//!   calls [`rmap_free_any_owner`]: a kernel EFI may leave the mapping to
+//!   its finisher; ours never do, so that finds nothing.
 //!
 //! ## Invariants
 //! - Records never overlap (rxfs shares no blocks; on reflink filesystems
@@ -139,6 +142,25 @@ pub fn rmap_free(
     check(tx, agno, agbno, len)?;
     crate::alloc::fix_freelist_for_rmap(tx, agno)?;
     edit::unmap(tx, agno, record(agbno, len, owner))
+}
+
+/// An extent is being freed by a recovered extent-free intent whose owner
+/// is unknown: remove the record that still maps it, if any. As the
+/// kernel expects of such frees, either no record touches the extent (its
+/// creator already removed the mapping, as rxfs always does) or one
+/// owner's records map all of it; anything else is corruption.
+pub fn rmap_free_any_owner(
+    tx: &mut dyn MetaTx,
+    agno: AgNumber,
+    agbno: AgBlock,
+    len: u32,
+) -> Result<()> {
+    if !tx.sb().has_rmapbt() {
+        return Ok(());
+    }
+    check(tx, agno, agbno, len)?;
+    crate::alloc::fix_freelist_for_rmap(tx, agno)?;
+    edit::unmap_any_owner(tx, agno, agbno.0, len)
 }
 
 /// Blocks taken from the free space onto the AGFL (no AGFL fix-up: the
