@@ -246,8 +246,11 @@ pub fn unlink_with(
         check_can_free(tx, ip)?;
     }
     if last {
-        // AGI before any AGF (lock order), as in rmdir.
+        // AGI before any AGF (lock order), as in rmdir; then the AGFs the
+        // rmap edits of the directory block and the freed data take.
         crate::ialloc::lock_agi(tx, ino)?;
+        let forks: &[InodeId] = if keep { &[dp] } else { &[dp, ip] };
+        crate::rmap::prelock_fork_agfs(tx, forks)?;
     }
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, 0);
@@ -301,6 +304,7 @@ pub fn rmdir_with(
     // AGI before any AGF (lock order): freeing the inode or putting it on
     // an unlinked list takes the AGI; the rmap edits below take AGFs.
     crate::ialloc::lock_agi(tx, ino)?;
+    crate::rmap::prelock_fork_agfs(tx, &[dp])?;
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, -1);
     let d = tx.inode_mut(ip);

@@ -163,6 +163,32 @@ pub fn rmap_free_any_owner(
     edit::unmap_any_owner(tx, agno, agbno.0, len)
 }
 
+/// Lock order help for operations whose rmap edits come late: join, in
+/// ascending order, the AGF of every AG where the data fork of one of
+/// `inodes` (EXTENTS format) has blocks, so that the later edits find
+/// their AGFs already held instead of locking a lower AG after a higher
+/// one. Call it after the AGIs the operation needs and before any AGF.
+pub fn prelock_fork_agfs(tx: &mut dyn MetaTx, inodes: &[crate::xact::InodeId]) -> Result<()> {
+    use crate::format::dinode_edit as di;
+    use crate::format::inode::FMT_EXTENTS;
+    if !tx.sb().has_rmapbt() {
+        return Ok(());
+    }
+    let mut ags = std::collections::BTreeSet::new();
+    for &ip in inodes {
+        if di::format(tx.inode(ip)) != FMT_EXTENTS {
+            continue;
+        }
+        let (map, _) = crate::bmapop::load(tx, ip, WhichFork::Data)?;
+        let geo = tx.geo();
+        ags.extend(map.exts.iter().map(|e| geo.fsb_agno(FsBlock(e.start)).0));
+    }
+    for a in ags {
+        crate::alloc::lock_agf(tx, AgNumber(a))?;
+    }
+    Ok(())
+}
+
 /// Blocks taken from the free space onto the AGFL (no AGFL fix-up: the
 /// fix-up itself calls this).
 pub(crate) fn map_ag_blocks(
