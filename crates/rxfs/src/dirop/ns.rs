@@ -249,8 +249,13 @@ pub fn unlink_with(
         // AGI before any AGF (lock order), as in rmdir; then the AGFs the
         // rmap edits of the directory block and the freed data take.
         crate::ialloc::lock_agi(tx, ino)?;
-        let forks: &[InodeId] = if keep { &[dp] } else { &[dp, ip] };
-        crate::rmap::prelock_fork_agfs(tx, forks)?;
+        let chunk_ag = [tx.geo().ino_agno(ino)];
+        let (forks, also): (&[InodeId], &[AgNumber]) = if keep {
+            (&[dp], &[])
+        } else {
+            (&[dp, ip], &chunk_ag)
+        };
+        crate::rmap::prelock_fork_agfs(tx, forks, also)?;
     }
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, 0);
@@ -304,7 +309,9 @@ pub fn rmdir_with(
     // AGI before any AGF (lock order): freeing the inode or putting it on
     // an unlinked list takes the AGI; the rmap edits below take AGFs.
     crate::ialloc::lock_agi(tx, ino)?;
-    crate::rmap::prelock_fork_agfs(tx, &[dp])?;
+    let chunk_ag = [tx.geo().ino_agno(ino)];
+    let also: &[AgNumber] = if keep { &[] } else { &chunk_ag };
+    crate::rmap::prelock_fork_agfs(tx, &[dp], also)?;
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, -1);
     let d = tx.inode_mut(ip);

@@ -165,16 +165,21 @@ pub fn rmap_free_any_owner(
 
 /// Lock order help for operations whose rmap edits come late: join, in
 /// ascending order, the AGF of every AG where the data fork of one of
-/// `inodes` (EXTENTS format) has blocks, so that the later edits find
-/// their AGFs already held instead of locking a lower AG after a higher
-/// one. Call it after the AGIs the operation needs and before any AGF.
-pub fn prelock_fork_agfs(tx: &mut dyn MetaTx, inodes: &[crate::xact::InodeId]) -> Result<()> {
+/// `inodes` (EXTENTS format) has blocks, and of the AGs in `also` (where
+/// an inode chunk may be freed), so that the later edits find their AGFs
+/// already held instead of locking a lower AG after a higher one. Call it
+/// after the AGIs the operation needs and before any AGF.
+pub fn prelock_fork_agfs(
+    tx: &mut dyn MetaTx,
+    inodes: &[crate::xact::InodeId],
+    also: &[AgNumber],
+) -> Result<()> {
     use crate::format::dinode_edit as di;
     use crate::format::inode::FMT_EXTENTS;
     if !tx.sb().has_rmapbt() {
         return Ok(());
     }
-    let mut ags = std::collections::BTreeSet::new();
+    let mut ags: std::collections::BTreeSet<u32> = also.iter().map(|a| a.0).collect();
     for &ip in inodes {
         if di::format(tx.inode(ip)) != FMT_EXTENTS {
             continue;
