@@ -34,6 +34,18 @@
 //! - Before each public call the AGFL is topped up to the minimum that
 //!   covers an rmapbt split ([`crate::alloc::min_freelist`]).
 //! - Within one call, AGs are edited in ascending order (AGF lock order).
+//!
+//! ## Lock order and limits
+//! The kernel edits the rmapbt in deferred steps of their own; rxfs edits
+//! it inside the operation's transaction, so an edit may need the AGF of
+//! an AG lower than one the transaction already holds. unlink and rmdir
+//! join the AGI and then every AGF their edits will need, ascending
+//! ([`prelock_fork_agfs`]). Not pre-joined yet: a write that converts
+//! unwritten extents in a lower AG than the one it allocates in, and
+//! rename over a target that is freed (their AGF order can invert against
+//! a concurrent transaction). Shared extents (reflink) are never made, so
+//! the refcount btree is left as mkfs made it; freeing blocks of an inode
+//! flagged REFLINK stays refused in [`crate::bmapop`].
 
 mod delta;
 pub mod edit;
