@@ -651,4 +651,12 @@ fn rmap_record_edits() {
     rmap_alloc(&mut tx, ag, b(2001), 1, &RmapOwner::Ag).unwrap();
     let r = recs(&mut tx);
     assert_eq!(*r.last().unwrap(), (2000, 3, RMAP_OWN_AG, 0));
+    // Recovered frees of unknown owner: nothing there, or one owner's.
+    use rxfs::rmap::rmap_free_any_owner;
+    rmap_free_any_owner(&mut tx, ag, b(3000), 5).unwrap();
+    rmap_free_any_owner(&mut tx, ag, b(1006), 1).unwrap();
+    assert_eq!(recs(&mut tx)[..2], [(1005, 1, 131, 5), (1007, 1, 131, 7)]);
+    rmap_free_any_owner(&mut tx, ag, b(2001), 2).unwrap();
+    assert_eq!(*recs(&mut tx).last().unwrap(), (2000, 1, RMAP_OWN_AG, 0));
+    assert!(rmap_free_any_owner(&mut tx, ag, b(1999), 2).is_err());
 }

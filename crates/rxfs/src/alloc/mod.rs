@@ -150,6 +150,11 @@ fn per_tree_reserve(level: u32, maxlevels: u32) -> u32 {
     2 * level.saturating_add(1).min(maxlevels).max(1) - 2
 }
 
+/// Join the AGF of `agno` (lock order: see [`crate::xact`]).
+pub fn lock_agf(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
+    hdr::agf(tx, agno).map(|_| ())
+}
+
 /// Bring the AGFL of `agno` to its minimum before a reverse-mapping edit
 /// (a refill that finds no space is not an error here: the edit then
 /// fails with `NoSpace` only if it needs a block).

@@ -284,8 +284,16 @@ pub fn unlink_with(
         check_can_free(tx, ip)?;
     }
     if last {
-        // AGI before any AGF (lock order), as in rmdir.
+        // AGI before any AGF (lock order), as in rmdir; then the AGFs the
+        // rmap edits of the directory block and the freed data take.
         crate::ialloc::lock_agi(tx, ino)?;
+        let chunk_ag = [tx.geo().ino_agno(ino)];
+        let (forks, also): (&[InodeId], &[AgNumber]) = if keep {
+            (&[dp], &[])
+        } else {
+            (&[dp, ip], &chunk_ag)
+        };
+        crate::rmap::prelock_fork_agfs(tx, forks, also)?;
     }
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, 0);
@@ -339,6 +347,9 @@ pub fn rmdir_with(
     // AGI before any AGF (lock order): freeing the inode or putting it on
     // an unlinked list takes the AGI; the rmap edits below take AGFs.
     crate::ialloc::lock_agi(tx, ino)?;
+    let chunk_ag = [tx.geo().ino_agno(ino)];
+    let also: &[AgNumber] = if keep { &[] } else { &chunk_ag };
+    crate::rmap::prelock_fork_agfs(tx, &[dp], also)?;
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, -1);
     let d = tx.inode_mut(ip);

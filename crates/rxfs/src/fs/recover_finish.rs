@@ -111,6 +111,9 @@ pub(crate) fn free_efi_extents(tx: &mut dyn MetaTx, extents: &[FreeExtent]) -> R
     for e in extents {
         let fsb = FsBlock(e.start);
         let (agno, agbno) = (tx.geo().fsb_agno(fsb), tx.geo().fsb_agbno(fsb));
+        // A kernel EFI may leave the reverse mapping to its finisher (inode
+        // chunks, btree blocks): remove whatever still maps the extent.
+        crate::rmap::rmap_free_any_owner(tx, agno, agbno, e.len)?;
         crate::alloc::free_extent(tx, agno, agbno, e.len)?;
         blocks += e.len as u64;
     }

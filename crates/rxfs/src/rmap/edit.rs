@@ -164,6 +164,38 @@ pub fn unmap(tx: &mut dyn MetaTx, agno: AgNumber, r: RmapRec) -> Result<()> {
     Ok(())
 }
 
+/// Remove the mapping of `[start, start + len)` whoever owns it: nothing
+/// if no record touches the range, else the owner of the record mapping
+/// its first block must map all of it.
+pub fn unmap_any_owner(tx: &mut dyn MetaTx, agno: AgNumber, start: u32, len: u32) -> Result<()> {
+    let stop = start as u64 + len as u64;
+    let k = BtreeKey(start as u64, u64::MAX, u64::MAX);
+    let first = find(tx, agno, k, Lookup::Le)?.filter(|c| end(c) > start as u64);
+    let Some(rec) = first else {
+        // Nothing maps the first block; a record further in is corruption.
+        let next = find(tx, agno, BtreeKey(start as u64, 0, 0), Lookup::Ge)?;
+        if let Some(n) = next.filter(|n| (n.start as u64) < stop) {
+            return Err(corrupt(
+                agno,
+                format!("freeing {start}+{len}: {n:?} maps part of it"),
+            ));
+        }
+        return Ok(());
+    };
+    let into = start as u64 - rec.start as u64;
+    let r = RmapRec {
+        start,
+        len,
+        offset: if has_offset(&rec) {
+            rec.offset + into
+        } else {
+            rec.offset
+        },
+        ..rec
+    };
+    unmap(tx, agno, r)
+}
+
 /// Every record of the AG's rmapbt, in key order (tests and checks).
 pub fn records(tx: &mut dyn MetaTx, agno: AgNumber, limit: usize) -> Result<Vec<RmapRec>> {
     Ok(bt::records(tx, Tree::Rmap, agno, limit)?

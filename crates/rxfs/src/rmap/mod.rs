@@ -20,6 +20,9 @@
 //! - File forks: [`crate::bmapop::store`] calls [`rmap_map_delta`] with
 //!   the map before and after, which removes the records of mappings that
 //!   went away or changed state and adds the new ones.
+//! - Log recovery finishing an extent-free intent (ours or the kernel's)
+//!   calls [`rmap_free_any_owner`]: a kernel EFI may leave the mapping to
+//!   its finisher; ours never do, so that finds nothing.
 //!
 //! ## Invariants
 //! - Records never overlap (rxfs shares no blocks; on reflink filesystems
@@ -31,6 +34,18 @@
 //! - Before each public call the AGFL is topped up to the minimum that
 //!   covers an rmapbt split ([`crate::alloc::min_freelist`]).
 //! - Within one call, AGs are edited in ascending order (AGF lock order).
+//!
+//! ## Lock order and limits
+//! The kernel edits the rmapbt in deferred steps of their own; rxfs edits
+//! it inside the operation's transaction, so an edit may need the AGF of
+//! an AG lower than one the transaction already holds. unlink and rmdir
+//! join the AGI and then every AGF their edits will need, ascending
+//! ([`prelock_fork_agfs`]). Not pre-joined yet: a write that converts
+//! unwritten extents in a lower AG than the one it allocates in, and
+//! rename over a target that is freed (their AGF order can invert against
+//! a concurrent transaction). Shared extents (reflink) are never made, so
+//! the refcount btree is left as mkfs made it; freeing blocks of an inode
+//! flagged REFLINK stays refused in [`crate::bmapop`].
 
 mod delta;
 pub mod edit;
@@ -139,6 +154,56 @@ pub fn rmap_free(
     check(tx, agno, agbno, len)?;
     crate::alloc::fix_freelist_for_rmap(tx, agno)?;
     edit::unmap(tx, agno, record(agbno, len, owner))
+}
+
+/// An extent is being freed by a recovered extent-free intent whose owner
+/// is unknown: remove the record that still maps it, if any. As the
+/// kernel expects of such frees, either no record touches the extent (its
+/// creator already removed the mapping, as rxfs always does) or one
+/// owner's records map all of it; anything else is corruption.
+pub fn rmap_free_any_owner(
+    tx: &mut dyn MetaTx,
+    agno: AgNumber,
+    agbno: AgBlock,
+    len: u32,
+) -> Result<()> {
+    if !tx.sb().has_rmapbt() {
+        return Ok(());
+    }
+    check(tx, agno, agbno, len)?;
+    crate::alloc::fix_freelist_for_rmap(tx, agno)?;
+    edit::unmap_any_owner(tx, agno, agbno.0, len)
+}
+
+/// Lock order help for operations whose rmap edits come late: join, in
+/// ascending order, the AGF of every AG where the data fork of one of
+/// `inodes` (EXTENTS format) has blocks, and of the AGs in `also` (where
+/// an inode chunk may be freed), so that the later edits find their AGFs
+/// already held instead of locking a lower AG after a higher one. Call it
+/// after the AGIs the operation needs and before any AGF.
+pub fn prelock_fork_agfs(
+    tx: &mut dyn MetaTx,
+    inodes: &[crate::xact::InodeId],
+    also: &[AgNumber],
+) -> Result<()> {
+    use crate::format::dinode_edit as di;
+    use crate::format::inode::FMT_EXTENTS;
+    if !tx.sb().has_rmapbt() {
+        return Ok(());
+    }
+    let mut ags: std::collections::BTreeSet<u32> = also.iter().map(|a| a.0).collect();
+    for &ip in inodes {
+        if di::format(tx.inode(ip)) != FMT_EXTENTS {
+            continue;
+        }
+        let (map, _) = crate::bmapop::load(tx, ip, WhichFork::Data)?;
+        let geo = tx.geo();
+        ags.extend(map.exts.iter().map(|e| geo.fsb_agno(FsBlock(e.start)).0));
+    }
+    for a in ags {
+        crate::alloc::lock_agf(tx, AgNumber(a))?;
+    }
+    Ok(())
 }
 
 /// Blocks taken from the free space onto the AGFL (no AGFL fix-up: the
