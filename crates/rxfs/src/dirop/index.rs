@@ -149,11 +149,14 @@ fn walk_tree(
     if d.bufs.contains_key(&dablk) {
         return Err(corrupt(owner, format!("index block {dablk:#x} reached twice")));
     }
-    let as_node = if above > 1 {
+    // A buffer joined earlier in this transaction comes back whatever kind
+    // is asked for: tell the kinds by their magic.
+    let tried = if above > 1 {
         tx.read_buf(daddr, n, BufKind::DaNode).ok()
     } else {
         None
     };
+    let as_node = tried.filter(|&b| BufKind::DaNode.magic_ok(tx.buf(b)));
     if let Some(b) = as_node {
         let node = decode_stamped(tx, b, |c| decode_node(c, daddr, owner, &uuid))?;
         if node.level >= above {
@@ -176,7 +179,10 @@ fn walk_tree(
         // A leaf is only expected under a level-1 node (or as the root).
         return Err(corrupt(owner, format!("leaf block {dablk:#x} at a node level")));
     }
-    let b = tx.read_buf(daddr, n, BufKind::DirLeafN)?;
+    let b = match tried {
+        Some(b) => b,
+        None => tx.read_buf(daddr, n, BufKind::DirLeafN)?,
+    };
     let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAFN_MAGIC, daddr, owner, &uuid))?;
     if let (Some(prev), Some(first)) = (
         d.leaves.last().and_then(|l| l.ents.last()),
