@@ -58,7 +58,10 @@ fn kernel_listing(p: &Path) -> BTreeMap<Vec<u8>, u64> {
         .unwrap()
         .map(|e| {
             let e = e.unwrap();
-            (e.file_name().as_bytes().to_vec(), e.metadata().unwrap().ino())
+            (
+                e.file_name().as_bytes().to_vec(),
+                e.metadata().unwrap().ino(),
+            )
         })
         .collect()
 }
@@ -116,7 +119,8 @@ fn grow_shrink(name: &str, opts: &[&str], n: u64, long: bool, shrink: bool) {
     let mut m = BTreeMap::new();
     for i in 0..n {
         let nm = name_of(i, long);
-        fs.link(f, d, &nm).unwrap_or_else(|e| panic!("link {i}: {e}"));
+        fs.link(f, d, &nm)
+            .unwrap_or_else(|e| panic!("link {i}: {e}"));
         m.insert(nm, f.0);
     }
     assert_eq!(rxfs_listing(&fs, d), m);
@@ -163,7 +167,13 @@ fn node_form_grow_only_4k() {
 
 #[test]
 fn node_form_1k_blocks_4k_dirblocks() {
-    grow_shrink("dleaf_node1k", &["-b", "size=1024", "-n", "size=4096"], 3000, false, true);
+    grow_shrink(
+        "dleaf_node1k",
+        &["-b", "size=1024", "-n", "size=4096"],
+        3000,
+        false,
+        true,
+    );
 }
 
 #[test]
@@ -232,7 +242,8 @@ fn random_mix(name: &str, opts: &[&str], seed: u64, ops: usize) {
         } else if op < 9 {
             let i = r.below(m[k].len() as u64) as usize;
             let nm = m[k].keys().nth(i).unwrap().clone();
-            fs.unlink(dirs[k], &nm).unwrap_or_else(|e| panic!("step {step}: unlink: {e}"));
+            fs.unlink(dirs[k], &nm)
+                .unwrap_or_else(|e| panic!("step {step}: unlink: {e}"));
             m[k].remove(&nm);
         } else {
             let i = r.below(m[k].len() as u64) as usize;
@@ -252,8 +263,14 @@ fn random_mix(name: &str, opts: &[&str], seed: u64, ops: usize) {
     }
     for k in 0..2 {
         let got = rxfs_listing(&fs, dirs[k]);
-        let extra: Vec<_> = got.iter().filter(|(n, i)| m[k].get(*n) != Some(i)).collect();
-        let missing: Vec<_> = m[k].iter().filter(|(n, i)| got.get(*n) != Some(i)).collect();
+        let extra: Vec<_> = got
+            .iter()
+            .filter(|(n, i)| m[k].get(*n) != Some(i))
+            .collect();
+        let missing: Vec<_> = m[k]
+            .iter()
+            .filter(|(n, i)| got.get(*n) != Some(i))
+            .collect();
         assert!(
             extra.is_empty() && missing.is_empty(),
             "rxfs listing of dir {k}: extra {extra:?}, missing {missing:?}"
@@ -273,5 +290,10 @@ fn random_mix_leaf_node_4k() {
 
 #[test]
 fn random_mix_leaf_node_1k_4k_dirblocks() {
-    random_mix("dleaf_mix1k", &["-b", "size=1024", "-n", "size=4096"], 0x9e37_79b9, 6000);
+    random_mix(
+        "dleaf_mix1k",
+        &["-b", "size=1024", "-n", "size=4096"],
+        0x9e37_79b9,
+        6000,
+    );
 }

@@ -64,6 +64,10 @@ pub struct DataBuf {
     pub freed: bool,
 }
 
+/// Where a name was found: (leaf block, entry in it, data block, byte
+/// offset in the data block, inode).
+pub type Found = (usize, usize, u64, usize, Ino);
+
 /// A leaf or node directory being edited (see the module doc).
 pub struct BigDir {
     pub geo: DirGeo,
@@ -111,7 +115,11 @@ impl BigDir {
     /// The data block `db`, read and decoded once per operation.
     pub fn data_block(&mut self, tx: &mut dyn MetaTx, db: u64) -> Result<&mut DataBuf> {
         if !self.data.contains_key(&db) {
-            if self.bests.get(db as usize).is_none_or(|&b| b == NULL_DATAOFF) {
+            if self
+                .bests
+                .get(db as usize)
+                .is_none_or(|&b| b == NULL_DATAOFF)
+            {
                 return Err(corrupt(self.owner, format!("no data block {db}")));
             }
             let daddr = self.daddr(tx, self.geo.db_to_dablk(db))?;
@@ -143,11 +151,7 @@ impl BigDir {
     }
 
     /// Find `name`: (leaf block, entry index, data block, offset, inode).
-    pub fn find(
-        &mut self,
-        tx: &mut dyn MetaTx,
-        name: &[u8],
-    ) -> Result<Option<(usize, usize, u64, usize, Ino)>> {
+    pub fn find(&mut self, tx: &mut dyn MetaTx, name: &[u8]) -> Result<Option<Found>> {
         let hash = hashname(name);
         let mut cands = Vec::new();
         for (li, l) in self.leaves.iter().enumerate() {
@@ -159,14 +163,16 @@ impl BigDir {
             let (db, off) = self.geo.dataptr_split(addr as u64);
             let owner = self.owner;
             let d = self.data_block(tx, db)?;
-            let e = d
-                .st
-                .entries
-                .binary_search_by_key(&off, |e| e.off)
-                .map_err(|_| corrupt(owner, format!("leaf address {addr:#x} is no entry")))?;
+            let e =
+                d.st.entries
+                    .binary_search_by_key(&off, |e| e.off)
+                    .map_err(|_| corrupt(owner, format!("leaf address {addr:#x} is no entry")))?;
             let e = &d.st.entries[e];
             if hashname(&e.name) != hash {
-                return Err(corrupt(owner, format!("leaf address {addr:#x}: wrong hash")));
+                return Err(corrupt(
+                    owner,
+                    format!("leaf address {addr:#x}: wrong hash"),
+                ));
             }
             if e.name == name {
                 return Ok(Some((li, ei, db, off, e.ino)));
@@ -281,12 +287,26 @@ impl BigDir {
             write_buf(tx, d.buf, d.rekind, d.daddr, BufKind::DirData, &d.bytes)?;
         }
         if self.map != self.old_map || self.delta != 0 {
-            fork::store(tx, self.dp, WhichFork::Data, &self.old_map, &self.map, self.delta)?;
+            fork::store(
+                tx,
+                self.dp,
+                WhichFork::Data,
+                &self.old_map,
+                &self.map,
+                self.delta,
+            )?;
             self.old_map = self.map.clone();
             self.delta = 0;
         }
-        let last = self.bests.iter().rposition(|&b| b != NULL_DATAOFF).unwrap_or(0);
-        di::set_size(tx.inode_mut(self.dp), (last as u64 + 1) * self.geo.blksize as u64);
+        let last = self
+            .bests
+            .iter()
+            .rposition(|&b| b != NULL_DATAOFF)
+            .unwrap_or(0);
+        di::set_size(
+            tx.inode_mut(self.dp),
+            (last as u64 + 1) * self.geo.blksize as u64,
+        );
         Ok(())
     }
 }

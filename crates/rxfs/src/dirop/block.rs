@@ -396,7 +396,14 @@ impl BlockState {
 }
 
 /// Write a data entry at `off`.
-pub(super) fn put_entry(geo: &DirGeo, buf: &mut [u8], off: usize, name: &[u8], ino: Ino, ftype: u8) {
+pub(super) fn put_entry(
+    geo: &DirGeo,
+    buf: &mut [u8],
+    off: usize,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) {
     let size = geo.data_entsize(name.len());
     buf[off..off + 8].copy_from_slice(&ino.0.to_be_bytes());
     buf[off + 8] = name.len() as u8;

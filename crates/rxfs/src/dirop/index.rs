@@ -96,7 +96,10 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
             let f = decode_stamped(tx, b, |c| decode_free(c, daddr, owner, &uuid))?;
             let j = (dablk - geo.free_dablk()) / fsbs;
             if f.firstdb as u64 != j * maxb as u64 {
-                return Err(corrupt(owner, format!("free block {j}: firstdb {}", f.firstdb)));
+                return Err(corrupt(
+                    owner,
+                    format!("free block {j}: firstdb {}", f.firstdb),
+                ));
             }
             let end = f.firstdb as usize + f.bests.len();
             if d.bests.len() < end {
@@ -147,7 +150,10 @@ fn walk_tree(
     let (owner, uuid) = (d.owner, d.uuid);
     let daddr = d.daddr(tx, dablk)?;
     if d.bufs.contains_key(&dablk) {
-        return Err(corrupt(owner, format!("index block {dablk:#x} reached twice")));
+        return Err(corrupt(
+            owner,
+            format!("index block {dablk:#x} reached twice"),
+        ));
     }
     // A buffer joined earlier in this transaction comes back whatever kind
     // is asked for: tell the kinds by their magic.
@@ -160,7 +166,10 @@ fn walk_tree(
     if let Some(b) = as_node {
         let node = decode_stamped(tx, b, |c| decode_node(c, daddr, owner, &uuid))?;
         if node.level >= above {
-            return Err(corrupt(owner, format!("node level {} out of order", node.level)));
+            return Err(corrupt(
+                owner,
+                format!("node level {} out of order", node.level),
+            ));
         }
         d.bufs.insert(dablk, (b, BufKind::DaNode));
         if !is_root {
@@ -177,7 +186,10 @@ fn walk_tree(
     }
     if above != 1 && !is_root {
         // A leaf is only expected under a level-1 node (or as the root).
-        return Err(corrupt(owner, format!("leaf block {dablk:#x} at a node level")));
+        return Err(corrupt(
+            owner,
+            format!("leaf block {dablk:#x} at a node level"),
+        ));
     }
     let b = match tried {
         Some(b) => b,
@@ -199,6 +211,9 @@ fn walk_tree(
     });
     Ok(())
 }
+
+/// A DA node to write: (fork block, level, entries {hash, child}).
+type NodeRow = (u64, u16, Vec<(u32, u64)>);
 
 /// One index block to write.
 struct Out {
@@ -301,7 +316,7 @@ impl BigDir {
             }
         }
         // DA node levels: (dablk, level, entries) rows, root last.
-        let mut rows: Vec<Vec<(u64, u16, Vec<(u32, u64)>)>> = Vec::new();
+        let mut rows: Vec<Vec<NodeRow>> = Vec::new();
         if !single {
             let cap = (n - DA3_NODE_HDR_SIZE) / 8;
             let mut reuse = self.node_dablks.clone().into_iter();
@@ -373,12 +388,20 @@ impl BigDir {
         let nl = self.leaves.len();
         for (i, l) in self.leaves.iter().enumerate() {
             let mut b = vec![0u8; n];
-            let magic = if self.leaf_form { LEAF1_MAGIC } else { LEAFN_MAGIC };
+            let magic = if self.leaf_form {
+                LEAF1_MAGIC
+            } else {
+                LEAFN_MAGIC
+            };
             let (forw, back) = if single {
                 (0, 0)
             } else {
                 (
-                    if i + 1 < nl { self.leaves[i + 1].dablk } else { 0 },
+                    if i + 1 < nl {
+                        self.leaves[i + 1].dablk
+                    } else {
+                        0
+                    },
                     if i > 0 { self.leaves[i - 1].dablk } else { 0 },
                 )
             };
@@ -397,8 +420,16 @@ impl BigDir {
                 }
                 put_be32(&mut b, n - 4, nb as u32);
             }
-            let kind = if self.leaf_form { BufKind::DirLeaf1 } else { BufKind::DirLeafN };
-            outs.push(Out { dablk: l.dablk, kind, bytes: b });
+            let kind = if self.leaf_form {
+                BufKind::DirLeaf1
+            } else {
+                BufKind::DirLeafN
+            };
+            outs.push(Out {
+                dablk: l.dablk,
+                kind,
+                bytes: b,
+            });
         }
         for row in &rows {
             for (i, (dablk, level, items)) in row.iter().enumerate() {
@@ -413,7 +444,11 @@ impl BigDir {
                     put_be32(&mut b, p, *h);
                     put_be32(&mut b, p + 4, *c as u32);
                 }
-                outs.push(Out { dablk: *dablk, kind: BufKind::DaNode, bytes: b });
+                outs.push(Out {
+                    dablk: *dablk,
+                    kind: BufKind::DaNode,
+                    bytes: b,
+                });
             }
         }
         for &(dablk, j) in &frees {
@@ -424,7 +459,10 @@ impl BigDir {
             b[40..48].copy_from_slice(&self.owner.0.to_be_bytes());
             let first = j * maxb;
             let c = &self.bests[first..(first + maxb).min(self.bests.len())];
-            let nvalid = c.iter().rposition(|&v| v != NULL_DATAOFF).map_or(0, |p| p + 1);
+            let nvalid = c
+                .iter()
+                .rposition(|&v| v != NULL_DATAOFF)
+                .map_or(0, |p| p + 1);
             let nused = c.iter().filter(|&&v| v != NULL_DATAOFF).count();
             put_be32(&mut b, 48, first as u32);
             put_be32(&mut b, 52, nvalid as u32);
@@ -433,14 +471,22 @@ impl BigDir {
                 let p = DIR3_HDR_SIZE + 2 * k;
                 b[p..p + 2].copy_from_slice(&v.to_be_bytes());
             }
-            outs.push(Out { dablk, kind: BufKind::DirFree, bytes: b });
+            outs.push(Out {
+                dablk,
+                kind: BufKind::DirFree,
+                bytes: b,
+            });
         }
         for mut o in outs {
             let old = self.bufs.get(&o.dablk).copied();
             let same = old.filter(|&(_, k)| k == o.kind).map(|(b, _)| b);
             if let Some(b) = same {
                 // Keep the stamped fields (CRC, LSN) as they are.
-                let (crc, lsn) = if o.kind == BufKind::DirFree { (4, 16) } else { (12, 24) };
+                let (crc, lsn) = if o.kind == BufKind::DirFree {
+                    (4, 16)
+                } else {
+                    (12, 24)
+                };
                 let cur = tx.buf(b);
                 let (c0, l0) = (cur[crc..crc + 4].to_vec(), cur[lsn..lsn + 8].to_vec());
                 o.bytes[crc..crc + 4].copy_from_slice(&c0);

@@ -91,7 +91,11 @@ pub fn remove(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8]) -> Result<Ino> {
     if empty && db != 0 {
         blk.freed = true;
         d.bests[db as usize] = NULL_DATAOFF;
-        let last = d.bests.iter().rposition(|&b| b != NULL_DATAOFF).unwrap_or(0);
+        let last = d
+            .bests
+            .iter()
+            .rposition(|&b| b != NULL_DATAOFF)
+            .unwrap_or(0);
         d.bests.truncate(last + 1);
     } else {
         d.bests[db as usize] = best;
@@ -182,12 +186,22 @@ pub fn from_block(
 }
 
 /// Point `name` at `ino` (file type `ftype`); returns the old inode.
-pub fn replace(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8], ino: Ino, ftype: u8) -> Result<Ino> {
+pub fn replace(
+    tx: &mut dyn MetaTx,
+    d: &mut BigDir,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) -> Result<Ino> {
     let (_, _, db, off, old) = d.find(tx, name)?.ok_or(Error::NotFound)?;
     let geo = d.geo;
     let blk = d.data_block(tx, db)?;
     crate::format::put_be64(&mut blk.bytes, off, ino.0);
-    let i = blk.st.entries.binary_search_by_key(&off, |e| e.off).unwrap();
+    let i = blk
+        .st
+        .entries
+        .binary_search_by_key(&off, |e| e.off)
+        .unwrap();
     blk.st.entries[i].ino = ino;
     if geo.ftype {
         blk.bytes[off + 9 + name.len()] = ftype;
