@@ -109,6 +109,29 @@ fn count_btree_forks(fs: &Filesystem) -> usize {
     n
 }
 
+/// Directories larger than one directory block (leaf, node or btree form).
+fn count_big_dirs(fs: &Filesystem, dirblk: u64) -> usize {
+    let mut n = 0;
+    let mut stack = vec![fs.root_ino()];
+    while let Some(d) = stack.pop() {
+        let dip = fs.iget(d).unwrap();
+        if dip.core.size > dirblk {
+            n += 1;
+        }
+        fs.readdir(&dip, 0, &mut |e| {
+            if e.name != b"."
+                && e.name != b".."
+                && e.ftype == Some(rxfs::types::FileType::Directory)
+            {
+                stack.push(e.ino);
+            }
+            true
+        })
+        .unwrap();
+    }
+    n
+}
+
 fn rw_open(img: &Path) -> Arc<Filesystem> {
     Filesystem::open_path(img, None, MountOptions::default()).expect("rw open")
 }
@@ -125,6 +148,7 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
     require_root();
     let mut c = Counts::default();
     let mut btree_files = 0;
+    let mut big_dirs = 0;
     for seed in 0..seeds {
         let s = Scratch::new(name);
         let img = s.path("img");
@@ -162,6 +186,7 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
         }
         close_all(&mut m, &mut t, &mut c).unwrap();
         btree_files += count_btree_forks(&fs);
+        big_dirs += count_big_dirs(&fs, p.dirblk as u64);
         fs.unmount().unwrap();
         drop(t);
         drop(fs);
@@ -172,7 +197,26 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
          {btree_files} files ended with btree-format data forks",
         c.ops, c.errors
     );
-    assert!(btree_files > 0, "{name}: no file reached the btree form");
+    eprintln!("{name}: {big_dirs} directories ended past one directory block");
+    assert!(
+        !p.big_dirs || big_dirs > 0,
+        "{name}: no directory reached the leaf form"
+    );
+    assert!(
+        p.big_dirs || btree_files > 0,
+        "{name}: no file reached the btree form"
+    );
+}
+
+/// Directories past one block (leaf and node forms): many names, no
+/// per-directory size limit.
+#[test]
+fn random_ops_big_directories() {
+    let mut p = params(1024, 3000);
+    p.big_dirs = true;
+    p.names = 1500;
+    p.max_file = 8 * 1024;
+    library_seeds_with("rnd_bigdirs", &["-b", "size=1024"], p, 2);
 }
 
 #[test]

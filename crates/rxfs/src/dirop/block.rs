@@ -86,12 +86,15 @@ pub struct BlockState {
     pub entries: Vec<BlockEntry>,
     pub leaf: Vec<LeafEntry>,
     pub stale: usize,
+    /// Bytes of the tail after the leaf entries: 8 for an XDB3 block, 0 for
+    /// an XDD3 data block of a leaf/node directory (no leaf, no tail).
+    pub tail: usize,
 }
 
 impl BlockState {
     /// Start of the leaf entries (end of the slots).
     pub fn leaf_start(&self) -> usize {
-        self.n - BLOCK_TAIL_SIZE - self.leaf.len() * LEAF_ENTRY_SIZE
+        self.n - self.tail - self.leaf.len() * LEAF_ENTRY_SIZE
     }
 
     /// Verify and decode `buf`, the block of directory `owner` at `daddr`.
@@ -129,6 +132,7 @@ impl BlockState {
             entries,
             leaf: blk.leaf.clone(),
             stale,
+            tail: BLOCK_TAIL_SIZE,
         };
         st.check_leaf(geo, owner)?;
         Ok(st)
@@ -223,7 +227,7 @@ impl BlockState {
     }
 
     /// Rebuild the bestfree table from all unused slots in offset order.
-    fn bf_scan(&mut self) {
+    pub(super) fn bf_scan(&mut self) {
         self.bf = [(0, 0); 3];
         for (o, l) in self.free.clone() {
             self.bf_insert(o, l);
@@ -233,7 +237,7 @@ impl BlockState {
     /// Take `[off, off + len)` out of the unused slot that holds it,
     /// keeping the bestfree table as the kernel does (incrementally while
     /// it can tell the result, else by a rescan).
-    fn use_free(&mut self, off: usize, len: usize) {
+    pub(super) fn use_free(&mut self, off: usize, len: usize) {
         let i = self
             .free
             .iter()
@@ -294,7 +298,7 @@ impl BlockState {
 
     /// Make `[off, off + len)` unused, merging with unused neighbours,
     /// keeping the bestfree table as the kernel does.
-    fn make_free(&mut self, off: usize, len: usize) {
+    pub(super) fn make_free(&mut self, off: usize, len: usize) {
         let i = self.free.partition_point(|&(o, _)| o < off);
         let prev =
             (i > 0 && self.free[i - 1].0 + self.free[i - 1].1 == off).then(|| self.free[i - 1]);
@@ -351,7 +355,7 @@ impl BlockState {
     }
 
     /// The unused slot ending right at the leaf, if any.
-    fn end_free(&self) -> Option<(usize, usize)> {
+    pub(super) fn end_free(&self) -> Option<(usize, usize)> {
         self.free
             .last()
             .copied()
@@ -360,7 +364,7 @@ impl BlockState {
 
     /// Write the structure back into `buf`: unused slot headers and tags,
     /// leaf, tail, bestfree. Entries are written by their creators.
-    fn write(&self, buf: &mut [u8]) {
+    pub(super) fn write(&self, buf: &mut [u8]) {
         for &(o, l) in &self.free {
             buf[o..o + 2].copy_from_slice(&FREETAG.to_be_bytes());
             buf[o + 2..o + 4].copy_from_slice(&(l as u16).to_be_bytes());
@@ -372,9 +376,17 @@ impl BlockState {
             buf[p..p + 4].copy_from_slice(&l.hashval.to_be_bytes());
             buf[p + 4..p + 8].copy_from_slice(&l.address.to_be_bytes());
         }
+        if self.tail == 0 {
+            self.write_bestfree(buf);
+            return;
+        }
         let t = self.n - BLOCK_TAIL_SIZE;
         buf[t..t + 4].copy_from_slice(&(self.leaf.len() as u32).to_be_bytes());
         buf[t + 4..t + 8].copy_from_slice(&(self.stale as u32).to_be_bytes());
+        self.write_bestfree(buf);
+    }
+
+    fn write_bestfree(&self, buf: &mut [u8]) {
         for (i, (o, l)) in self.bf.iter().enumerate() {
             let p = BESTFREE_OFF + i * 4;
             buf[p..p + 2].copy_from_slice(&(*o as u16).to_be_bytes());
@@ -384,7 +396,14 @@ impl BlockState {
 }
 
 /// Write a data entry at `off`.
-fn put_entry(geo: &DirGeo, buf: &mut [u8], off: usize, name: &[u8], ino: Ino, ftype: u8) {
+pub(super) fn put_entry(
+    geo: &DirGeo,
+    buf: &mut [u8],
+    off: usize,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) {
     let size = geo.data_entsize(name.len());
     buf[off..off + 8].copy_from_slice(&ino.0.to_be_bytes());
     buf[off + 8] = name.len() as u8;
@@ -612,6 +631,7 @@ pub fn block_from_sf(
         entries,
         leaf,
         stale: 0,
+        tail: BLOCK_TAIL_SIZE,
     };
     // The kernel inserts the unused slots one by one in offset order.
     st.bf_scan();

@@ -47,7 +47,11 @@
 //! lock order may still be broken (the kernel tracks the highest AG a
 //! transaction locked; [`MetaTx`] does not tell it yet).
 
+pub mod big;
 pub mod block;
+pub mod data;
+pub mod index;
+pub mod leaf;
 pub mod ns;
 pub mod ns_link;
 pub mod ns_rename;
@@ -104,6 +108,7 @@ struct BlockDir {
 enum Dir {
     Short(SfDir),
     Block(BlockDir),
+    Big(big::BigDir),
 }
 
 fn corrupt(dp_ino: u64, detail: impl Into<String>) -> Error {
@@ -144,9 +149,7 @@ fn load(tx: &mut dyn MetaTx, dp: InodeId) -> Result<Dir> {
             let fsbs = geo.fsbs() as u64;
             let last = exts[exts.len() - 1];
             if last.end() != fsbs || size != geo.blksize as u64 {
-                return Err(Error::NotSupported(
-                    "leaf and node directories: issue 4".into(),
-                ));
+                return Ok(Dir::Big(leaf::load(tx, dp)?));
             }
             // One contiguous run mapping [0, fsbs).
             let mut expect_off = 0;
@@ -175,9 +178,7 @@ fn load(tx: &mut dyn MetaTx, dp: InodeId) -> Result<Dir> {
             let st = BlockState::decode(&copy, &geo, daddr, ino, &uuid)?;
             Ok(Dir::Block(BlockDir { buf, st, fsb }))
         }
-        FMT_BTREE => Err(Error::NotSupported(
-            "btree-format directories: issue 4".into(),
-        )),
+        FMT_BTREE => Ok(Dir::Big(leaf::load(tx, dp)?)),
         f => Err(corrupt(ino.0, format!("data fork format {f}"))),
     }
 }
@@ -223,6 +224,7 @@ pub fn dir_lookup(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Optio
     Ok(match dir {
         Dir::Short(s) => sf::sf_lookup(&s, name),
         Dir::Block(b) => b.st.find(&geo, name).map(|(_, i)| b.st.entries[i].ino),
+        Dir::Big(mut d) => d.find(tx, name)?.map(|f| f.4),
     })
 }
 
@@ -231,6 +233,7 @@ pub fn dir_is_empty(tx: &mut dyn MetaTx, dp: InodeId) -> Result<bool> {
     Ok(match load(tx, dp)? {
         Dir::Short(s) => s.entries.is_empty(),
         Dir::Block(b) => b.st.user_entries().next().is_none(),
+        Dir::Big(d) => d.count() <= 2,
     })
 }
 
@@ -240,6 +243,9 @@ enum AddPlan {
     /// Convert to a block directory, then add in the block.
     Convert(SfDir),
     Block(BlockDir),
+    /// The block is full: convert it to the leaf form, then add.
+    BlockToLeaf(BlockDir),
+    Big(Box<big::BigDir>),
 }
 
 /// Plan the addition of `name -> ino`; `Err` when it cannot be done
@@ -276,8 +282,17 @@ fn plan_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) 
             }
             let mut scratch = tx.buf(b.buf).to_vec();
             let mut st = b.st.clone();
-            block::block_add(&geo, &mut scratch, &mut st, name, ino, ftype)?;
-            Ok(AddPlan::Block(b))
+            match block::block_add(&geo, &mut scratch, &mut st, name, ino, ftype) {
+                Ok(()) => Ok(AddPlan::Block(b)),
+                Err(Error::NotSupported(_)) => Ok(AddPlan::BlockToLeaf(b)),
+                Err(e) => Err(e),
+            }
+        }
+        Dir::Big(mut d) => {
+            if d.find(tx, name)?.is_some() {
+                return Err(Error::Exists);
+            }
+            Ok(AddPlan::Big(Box::new(d)))
         }
     }
 }
@@ -319,6 +334,8 @@ pub fn dir_add_from(
             Ok(())
         }
         AddPlan::Convert(s) => sf_to_block(tx, dp, &s, name, ino, ftype, from_ag0),
+        AddPlan::BlockToLeaf(b) => leaf::from_block(tx, dp, b.buf, &b.st, name, ino, ftype),
+        AddPlan::Big(mut d) => leaf::add(tx, &mut d, name, ino, ftype),
     }
 }
 
@@ -439,6 +456,7 @@ pub fn dir_remove(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8]) -> Result<Ino> 
             }
             Ok(ino)
         }
+        Dir::Big(mut d) => leaf::remove(tx, &mut d, name),
     }
 }
 
@@ -512,5 +530,6 @@ pub fn dir_replace(
             store_block(tx, b.buf, &bytes);
             Ok(old)
         }
+        Dir::Big(mut d) => leaf::replace(tx, &mut d, name, ino, ftype),
     }
 }

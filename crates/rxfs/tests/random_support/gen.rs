@@ -129,7 +129,12 @@ impl Gen {
 
     /// A new (or existing) entry in a random directory with room.
     fn dest(&mut self, m: &Model) -> Option<Ent> {
-        let d = self.rng.pick(&Self::dirs(m))?;
+        let d = if self.p.big_dirs && self.rng.below(4) != 0 {
+            // Grow the root directory past one block (leaf/node forms).
+            ROOT
+        } else {
+            self.rng.pick(&Self::dirs(m))?
+        };
         let name = self.name();
         (m.lookup(d, &name).is_some() || self.room(m, d, &name)).then(|| m.ent(d, &name))
     }

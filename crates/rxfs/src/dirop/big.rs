@@ -1,0 +1,334 @@
+//! Leaf and node directories on a transaction: the in-memory model
+//! [`BigDir`], loaded from the fork, edited, then written back by
+//! [`BigDir::commit`] (see [`super::index`] for the hash index layout).
+//!
+//! The model holds:
+//! - the fork's extent map (as loaded and as edited);
+//! - the hash index: the live leaf entries, grouped in leaf blocks in hash
+//!   order (one leaf1 block in leaf form; leafn blocks under DA nodes in
+//!   node form). Stale entries are never kept: a removal takes the entry
+//!   out of its leaf block;
+//! - `bests`: the longest unused slot of each data block (`NULL_DATAOFF`
+//!   for a hole in the data segment);
+//! - the data blocks touched, decoded ([`DataBuf`]).
+//!
+//! Nothing reaches a buffer before [`BigDir::commit`], and commit performs
+//! every block allocation before its first buffer write, so an `Err` from
+//! planning leaves the transaction unchanged (allocator errors aside, as
+//! for the other forms).
+//!
+//! Data blocks are added at the first hole of the data segment when no
+//! block has room (entries go at the start of a block's longest unused
+//! slot); a data block other than block 0 that becomes empty is freed
+//! (its buffer cancelled, the extent freed as a deferred operation), and
+//! trailing holes are trimmed from `bests` and from the directory size.
+
+use std::collections::BTreeMap;
+
+use super::block::BlockState;
+use super::data::data_decode;
+use crate::alloc::{alloc_extent, AllocReq};
+use crate::bmapop::fork::{self, WhichFork};
+use crate::bmapop::map::ExtentMap;
+use crate::error::{Error, Location, Result};
+use crate::format::bmbt::Extent;
+use crate::format::da::hashname;
+use crate::format::dinode_edit as di;
+use crate::format::dir::DirGeo;
+use crate::format::dir_leaf::{hash_range, LeafEntry, NULL_DATAOFF};
+use crate::format::Uuid;
+use crate::rmap::{rmap_alloc, rmap_free, RmapOwner};
+use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
+use crate::xact::{BufId, BufKind, InodeId, MetaTx};
+
+/// One leaf block of the hash index.
+#[derive(Debug, Clone)]
+pub struct LeafBlk {
+    /// Fork block; `u64::MAX` for a block not placed yet.
+    pub dablk: u64,
+    /// Live entries, sorted by hash.
+    pub ents: Vec<LeafEntry>,
+}
+
+/// A data block read (and maybe edited) in this operation.
+pub struct DataBuf {
+    pub daddr: Daddr,
+    pub bytes: Vec<u8>,
+    pub st: BlockState,
+    /// The joined buffer (None for a block allocated in this operation).
+    pub buf: Option<BufId>,
+    /// The buffer holds another kind (a single block becoming data block 0).
+    pub rekind: bool,
+    pub dirty: bool,
+    /// Emptied: to be freed at commit.
+    pub freed: bool,
+}
+
+/// Where a name was found: (leaf block, entry in it, data block, byte
+/// offset in the data block, inode).
+pub type Found = (usize, usize, u64, usize, Ino);
+
+/// A leaf or node directory being edited (see the module doc).
+pub struct BigDir {
+    pub geo: DirGeo,
+    pub dp: InodeId,
+    pub owner: Ino,
+    pub uuid: Uuid,
+    pub old_map: ExtentMap,
+    pub map: ExtentMap,
+    pub leaf_form: bool,
+    pub leaves: Vec<LeafBlk>,
+    pub bests: Vec<u16>,
+    /// Index blocks as loaded: fork block -> (buffer, kind).
+    pub bufs: BTreeMap<u64, (BufId, BufKind)>,
+    /// Non-root DA node blocks as loaded, in tree order (reused).
+    pub node_dablks: Vec<u64>,
+    pub data: BTreeMap<u64, DataBuf>,
+    /// Filesystem blocks allocated minus freed.
+    pub delta: i64,
+}
+
+pub(super) fn corrupt(owner: Ino, d: impl Into<String>) -> Error {
+    Error::corrupt("directory", Location::Ino(owner.0), d)
+}
+
+impl BigDir {
+    /// Disk address of the directory block at fork block `dablk` (it must
+    /// be mapped by one extent).
+    pub fn daddr(&self, tx: &dyn MetaTx, dablk: u64) -> Result<Daddr> {
+        let fsbs = self.geo.fsbs() as u64;
+        let e = self
+            .map
+            .lookup(dablk)
+            .ok_or_else(|| corrupt(self.owner, format!("directory block {dablk:#x} unmapped")))?;
+        if e.off.0 + e.len < dablk + fsbs {
+            return Err(Error::NotSupported(
+                "a directory block in discontiguous extents".into(),
+            ));
+        }
+        if e.unwritten {
+            return Err(corrupt(self.owner, "unwritten directory block"));
+        }
+        Ok(tx.geo().fsb_to_daddr(FsBlock(e.start + (dablk - e.off.0))))
+    }
+
+    /// The data block `db`, read and decoded once per operation.
+    pub fn data_block(&mut self, tx: &mut dyn MetaTx, db: u64) -> Result<&mut DataBuf> {
+        if !self.data.contains_key(&db) {
+            if self
+                .bests
+                .get(db as usize)
+                .is_none_or(|&b| b == NULL_DATAOFF)
+            {
+                return Err(corrupt(self.owner, format!("no data block {db}")));
+            }
+            let daddr = self.daddr(tx, self.geo.db_to_dablk(db))?;
+            let buf = tx.read_buf(daddr, self.geo.blksize as usize, BufKind::DirData)?;
+            let bytes = tx.buf(buf).to_vec();
+            let mut copy = bytes.clone();
+            crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
+            let st = data_decode(&copy, &self.geo, daddr, self.owner, &self.uuid)?;
+            if st.bf[0].1 as u16 != self.bests[db as usize] {
+                return Err(corrupt(
+                    self.owner,
+                    format!("data block {db}: bests table disagrees with bestfree"),
+                ));
+            }
+            self.data.insert(
+                db,
+                DataBuf {
+                    daddr,
+                    bytes,
+                    st,
+                    buf: Some(buf),
+                    rekind: false,
+                    dirty: false,
+                    freed: false,
+                },
+            );
+        }
+        Ok(self.data.get_mut(&db).unwrap())
+    }
+
+    /// Find `name`: (leaf block, entry index, data block, offset, inode).
+    pub fn find(&mut self, tx: &mut dyn MetaTx, name: &[u8]) -> Result<Option<Found>> {
+        let hash = hashname(name);
+        let mut cands = Vec::new();
+        for (li, l) in self.leaves.iter().enumerate() {
+            for ei in hash_range(&l.ents, hash) {
+                cands.push((li, ei, l.ents[ei].address));
+            }
+        }
+        for (li, ei, addr) in cands {
+            let (db, off) = self.geo.dataptr_split(addr as u64);
+            let owner = self.owner;
+            let d = self.data_block(tx, db)?;
+            let e =
+                d.st.entries
+                    .binary_search_by_key(&off, |e| e.off)
+                    .map_err(|_| corrupt(owner, format!("leaf address {addr:#x} is no entry")))?;
+            let e = &d.st.entries[e];
+            if hashname(&e.name) != hash {
+                return Err(corrupt(
+                    owner,
+                    format!("leaf address {addr:#x}: wrong hash"),
+                ));
+            }
+            if e.name == name {
+                return Ok(Some((li, ei, db, off, e.ino)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Entries in the hash index ("." and ".." included).
+    pub fn count(&self) -> usize {
+        self.leaves.iter().map(|l| l.ents.len()).sum()
+    }
+
+    /// Insert a leaf entry in hash order.
+    pub fn insert_leaf(&mut self, e: LeafEntry) {
+        let li = self
+            .leaves
+            .iter()
+            .position(|l| l.ents.last().is_some_and(|x| x.hashval >= e.hashval))
+            .unwrap_or(self.leaves.len() - 1);
+        let ents = &mut self.leaves[li].ents;
+        let at = ents.partition_point(|x| x.hashval <= e.hashval);
+        ents.insert(at, e);
+    }
+
+    /// Allocate one directory block for fork block `dablk` and map it.
+    pub fn alloc_block(&mut self, tx: &mut dyn MetaTx, dablk: u64) -> Result<Daddr> {
+        let fsbs = self.geo.fsbs();
+        let g = tx.geo();
+        let (agno, near) = match self.map.target_near(dablk) {
+            Some(t) if g.fsb_extent_valid(FsBlock(t), 1) => {
+                (g.fsb_agno(FsBlock(t)), Some(g.fsb_agbno(FsBlock(t))))
+            }
+            _ => {
+                let agno = g.ino_agno(self.owner);
+                (agno, Some(g.agino_agbno(g.ino_agino(self.owner))))
+            }
+        };
+        let req = AllocReq {
+            agno: AgNumber(agno.0),
+            near,
+            minlen: fsbs,
+            maxlen: fsbs,
+            align: 1,
+            any_ag: true,
+            meta: true,
+        };
+        let ext = alloc_extent(tx, &req)?;
+        if ext.len != fsbs {
+            return Err(Error::Invalid(format!(
+                "allocator gave {} blocks for a {fsbs}-block directory block",
+                ext.len
+            )));
+        }
+        let owner = RmapOwner::File {
+            ino: self.owner,
+            fork: WhichFork::Data,
+            offset: dablk,
+            bmbt: false,
+            unwritten: false,
+        };
+        rmap_alloc(tx, ext.agno, ext.agbno, fsbs, &owner)?;
+        let fsb = tx.geo().agb_to_fsb(ext.agno, ext.agbno);
+        self.map.insert(Extent {
+            off: FileBlock(dablk),
+            start: fsb.0,
+            len: fsbs as u64,
+            unwritten: false,
+        });
+        self.delta += fsbs as i64;
+        Ok(tx.geo().fsb_to_daddr(fsb))
+    }
+
+    /// Unmap and free (deferred) the directory block at fork block `dablk`;
+    /// the caller cancels its buffer.
+    pub fn free_block(&mut self, tx: &mut dyn MetaTx, dablk: u64) -> Result<()> {
+        let fsbs = self.geo.fsbs() as u64;
+        for (start, len) in self.map.remove_range(dablk, dablk + fsbs) {
+            let g = tx.geo();
+            let (agno, agbno) = (g.fsb_agno(FsBlock(start)), g.fsb_agbno(FsBlock(start)));
+            let owner = RmapOwner::File {
+                ino: self.owner,
+                fork: WhichFork::Data,
+                offset: dablk,
+                bmbt: false,
+                unwritten: false,
+            };
+            rmap_free(tx, agno, agbno, len as u32, &owner)?;
+            tx.defer_free(agno, agbno, len as u32)?;
+            self.delta -= len as i64;
+        }
+        Ok(())
+    }
+
+    /// Write the data blocks touched (freeing the emptied ones), then the
+    /// fork map, size and block count.
+    pub(super) fn commit_data_and_fork(&mut self, tx: &mut dyn MetaTx) -> Result<()> {
+        let dbs: Vec<u64> = self.data.keys().copied().collect();
+        for db in dbs {
+            let d = self.data.get(&db).unwrap();
+            if d.freed {
+                let b = d.buf;
+                if let Some(b) = b {
+                    tx.stale_buf(b);
+                }
+                self.free_block(tx, self.geo.db_to_dablk(db))?;
+                continue;
+            }
+            if !d.dirty {
+                continue;
+            }
+            write_buf(tx, d.buf, d.rekind, d.daddr, BufKind::DirData, &d.bytes)?;
+        }
+        if self.map != self.old_map || self.delta != 0 {
+            fork::store(
+                tx,
+                self.dp,
+                WhichFork::Data,
+                &self.old_map,
+                &self.map,
+                self.delta,
+            )?;
+            self.old_map = self.map.clone();
+            self.delta = 0;
+        }
+        let last = self
+            .bests
+            .iter()
+            .rposition(|&b| b != NULL_DATAOFF)
+            .unwrap_or(0);
+        di::set_size(
+            tx.inode_mut(self.dp),
+            (last as u64 + 1) * self.geo.blksize as u64,
+        );
+        Ok(())
+    }
+}
+
+/// Write `bytes` as the block at `daddr`: through its buffer when it holds
+/// the same kind (logging the bytes that changed), else as a new buffer of
+/// `kind`, logged whole.
+pub(super) fn write_buf(
+    tx: &mut dyn MetaTx,
+    buf: Option<BufId>,
+    rekind: bool,
+    daddr: Daddr,
+    kind: BufKind,
+    bytes: &[u8],
+) -> Result<()> {
+    match buf {
+        Some(b) if !rekind => super::store_block(tx, b, bytes),
+        _ => {
+            let b = tx.new_buf(daddr, bytes.len(), kind)?;
+            tx.buf_mut(b).copy_from_slice(bytes);
+            tx.log_buf(b, 0..bytes.len());
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,521 @@
+//! The hash index of leaf and node directories: loading it into a
+//! [`BigDir`] and writing it back in whichever form fits.
+//!
+//! ```text
+//!  leaf form: leaf1 block at the first fork block of the leaf segment:
+//!    blkinfo | count stale pad | entries[count] ... | bests[nb] | nb u32
+//!  node form: one leafn block there, or a DA node tree whose root is
+//!    there (leafn blocks chained by forw/back in hash order, each level of
+//!    DA nodes chained too; node entry = {last hash of child, child dablk});
+//!    free index blocks XDF3 in the free segment, block j holding the bests
+//!    of data blocks j*maxbests .. (nvalid = last valid + 1, nused = count;
+//!    a block with nothing valid is not kept).
+//! ```
+//! Rebuild rules at commit: leafn blocks over capacity are split in two,
+//! empty ones dropped, neighbours that fit half a block together merged;
+//! leaf form is kept while the entries and bests fit the leaf1 block, node
+//! form goes back to leaf form when they fit in three quarters of one.
+//! DA node levels are rebuilt from the leaf list, filled evenly, reusing the
+//! node blocks the tree had. Blocks keep their fork offsets where they can,
+//! so an unchanged block is not rewritten, and a block whose kind changes
+//! at the same address (leaf1 -> leafn -> node root) is re-joined as the
+//! new kind and logged whole. Freed index blocks are cancelled in the
+//! same transaction.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::big::{corrupt, write_buf, BigDir, LeafBlk};
+use crate::bmapop::fork::{self, WhichFork};
+use crate::error::{Error, Result};
+use crate::format::da::{decode_node, DA3_NODE_HDR_SIZE, DA3_NODE_MAGIC, DA_NODE_MAXDEPTH};
+use crate::format::dir::DIR3_HDR_SIZE;
+use crate::format::dir_data::DATA_MAGIC;
+use crate::format::dir_leaf::{
+    decode_free, decode_leaf, free_max_bests, LeafEntry, FREE_MAGIC, LEAF1_MAGIC, LEAFN_MAGIC,
+    LEAF_ENTRY_SIZE, LEAF_HDR_SIZE, NULL_DATAOFF,
+};
+use crate::format::put_be32;
+use crate::types::Ino;
+use crate::xact::{BufKind, InodeId, MetaTx};
+
+const _: u32 = DATA_MAGIC;
+
+/// Load a leaf or node directory (data fork EXTENTS or BTREE, not block).
+pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
+    let geo = super::dir_geo(tx);
+    let owner = Ino(di_ino(tx, dp));
+    let uuid = tx.sb().metadata_uuid();
+    let (map, _) = fork::load(tx, dp, WhichFork::Data)?;
+    let leaf_dablk = geo.leaf_dablk();
+    let node_form = map.exts.last().is_some_and(|e| e.end() > geo.free_dablk());
+    let mut d = BigDir {
+        geo,
+        dp,
+        owner,
+        uuid,
+        old_map: map.clone(),
+        map,
+        leaf_form: !node_form,
+        leaves: Vec::new(),
+        bests: Vec::new(),
+        bufs: BTreeMap::new(),
+        node_dablks: Vec::new(),
+        data: BTreeMap::new(),
+        delta: 0,
+    };
+    let n = geo.blksize as usize;
+    let root = d.daddr(tx, leaf_dablk)?;
+    if !node_form {
+        let b = tx.read_buf(root, n, BufKind::DirLeaf1)?;
+        let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAF1_MAGIC, root, owner, &uuid))?;
+        d.bufs.insert(leaf_dablk, (b, BufKind::DirLeaf1));
+        d.leaves.push(LeafBlk {
+            dablk: leaf_dablk,
+            ents: leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
+        });
+        d.bests = leaf.bests;
+    } else {
+        walk_tree(tx, &mut d, leaf_dablk, DA_NODE_MAXDEPTH + 1, true)?;
+        // Free index blocks.
+        let maxb = free_max_bests(n);
+        let fsbs = geo.fsbs() as u64;
+        let starts: Vec<u64> = d
+            .map
+            .exts
+            .iter()
+            .filter(|e| e.end() > geo.free_dablk())
+            .flat_map(|e| {
+                let a = e.off.0.max(geo.free_dablk());
+                let a = a.div_ceil(fsbs) * fsbs;
+                (a..e.end()).step_by(fsbs as usize)
+            })
+            .collect();
+        for dablk in starts {
+            let daddr = d.daddr(tx, dablk)?;
+            let b = tx.read_buf(daddr, n, BufKind::DirFree)?;
+            let f = decode_stamped(tx, b, |c| decode_free(c, daddr, owner, &uuid))?;
+            let j = (dablk - geo.free_dablk()) / fsbs;
+            if f.firstdb as u64 != j * maxb as u64 {
+                return Err(corrupt(
+                    owner,
+                    format!("free block {j}: firstdb {}", f.firstdb),
+                ));
+            }
+            let end = f.firstdb as usize + f.bests.len();
+            if d.bests.len() < end {
+                d.bests.resize(end, NULL_DATAOFF);
+            }
+            d.bests[f.firstdb as usize..end].copy_from_slice(&f.bests);
+            d.bufs.insert(dablk, (b, BufKind::DirFree));
+        }
+        let last = d.bests.iter().rposition(|&b| b != NULL_DATAOFF);
+        d.bests.truncate(last.map_or(0, |l| l + 1));
+    }
+    if d.bests.first().is_none_or(|&b| b == NULL_DATAOFF) {
+        return Err(corrupt(owner, "no data block 0"));
+    }
+    Ok(d)
+}
+
+fn di_ino(tx: &dyn MetaTx, dp: InodeId) -> u64 {
+    crate::format::dinode_edit::ino(tx.inode(dp))
+}
+
+/// Decode a joined buffer on a CRC-stamped copy (a block changed earlier
+/// in this transaction is stamped only at write-back).
+fn decode_stamped<T>(
+    tx: &dyn MetaTx,
+    b: crate::xact::BufId,
+    f: impl FnOnce(&[u8]) -> Result<T>,
+) -> Result<T> {
+    let mut copy = tx.buf(b).to_vec();
+    let off = if matches!(crate::format::be32(&copy, 0), 0x5844_4633 | 0x5844_4433) {
+        4
+    } else {
+        12
+    };
+    crate::format::crc::update(&mut copy, off);
+    f(&copy)
+}
+
+/// Descend the node tree from `dablk`, collecting the leafn blocks in order.
+fn walk_tree(
+    tx: &mut dyn MetaTx,
+    d: &mut BigDir,
+    dablk: u64,
+    above: u16,
+    is_root: bool,
+) -> Result<()> {
+    let n = d.geo.blksize as usize;
+    let (owner, uuid) = (d.owner, d.uuid);
+    let daddr = d.daddr(tx, dablk)?;
+    if d.bufs.contains_key(&dablk) {
+        return Err(corrupt(
+            owner,
+            format!("index block {dablk:#x} reached twice"),
+        ));
+    }
+    // A buffer joined earlier in this transaction comes back whatever kind
+    // is asked for: tell the kinds by their magic.
+    let tried = if above > 1 {
+        tx.read_buf(daddr, n, BufKind::DaNode).ok()
+    } else {
+        None
+    };
+    let as_node = tried.filter(|&b| BufKind::DaNode.magic_ok(tx.buf(b)));
+    if let Some(b) = as_node {
+        let node = decode_stamped(tx, b, |c| decode_node(c, daddr, owner, &uuid))?;
+        if node.level >= above {
+            return Err(corrupt(
+                owner,
+                format!("node level {} out of order", node.level),
+            ));
+        }
+        d.bufs.insert(dablk, (b, BufKind::DaNode));
+        if !is_root {
+            d.node_dablks.push(dablk);
+        }
+        for e in &node.entries {
+            let child = e.before as u64;
+            if child < d.geo.leaf_dablk() || child >= d.geo.free_dablk() {
+                return Err(corrupt(owner, format!("node child {child:#x}")));
+            }
+            walk_tree(tx, d, child, node.level, false)?;
+        }
+        return Ok(());
+    }
+    if above != 1 && !is_root {
+        // A leaf is only expected under a level-1 node (or as the root).
+        return Err(corrupt(
+            owner,
+            format!("leaf block {dablk:#x} at a node level"),
+        ));
+    }
+    let b = match tried {
+        Some(b) => b,
+        None => tx.read_buf(daddr, n, BufKind::DirLeafN)?,
+    };
+    let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAFN_MAGIC, daddr, owner, &uuid))?;
+    if let (Some(prev), Some(first)) = (
+        d.leaves.last().and_then(|l| l.ents.last()),
+        leaf.entries.first(),
+    ) {
+        if prev.hashval > first.hashval {
+            return Err(corrupt(owner, "leafn blocks out of hash order"));
+        }
+    }
+    d.bufs.insert(dablk, (b, BufKind::DirLeafN));
+    d.leaves.push(LeafBlk {
+        dablk,
+        ents: leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
+    });
+    Ok(())
+}
+
+/// A DA node to write: (fork block, level, entries {hash, child}).
+type NodeRow = (u64, u16, Vec<(u32, u64)>);
+
+/// One index block to write.
+struct Out {
+    dablk: u64,
+    kind: BufKind,
+    bytes: Vec<u8>,
+}
+
+impl BigDir {
+    fn leafn_cap(&self) -> usize {
+        (self.geo.blksize as usize - LEAF_HDR_SIZE) / LEAF_ENTRY_SIZE
+    }
+
+    fn leaf1_bytes_needed(&self) -> usize {
+        LEAF_HDR_SIZE + self.count() * LEAF_ENTRY_SIZE + self.bests.len() * 2 + 4
+    }
+
+    /// Reshape the leaves and choose the form (see the module doc).
+    fn reshape(&mut self) {
+        let n = self.geo.blksize as usize;
+        let need = self.leaf1_bytes_needed();
+        let to_leaf = if self.leaf_form {
+            need <= n
+        } else {
+            need <= n * 3 / 4
+        };
+        if to_leaf {
+            let ents: Vec<LeafEntry> = self.leaves.drain(..).flat_map(|l| l.ents).collect();
+            self.leaves.push(LeafBlk {
+                dablk: self.geo.leaf_dablk(),
+                ents,
+            });
+            self.leaf_form = true;
+            return;
+        }
+        self.leaf_form = false;
+        let cap = self.leafn_cap();
+        let mut out: Vec<LeafBlk> = Vec::new();
+        for l in self.leaves.drain(..) {
+            if l.ents.is_empty() {
+                continue;
+            }
+            if let Some(p) = out.last_mut() {
+                if p.ents.len() + l.ents.len() <= cap / 2 {
+                    p.ents.extend(l.ents);
+                    continue;
+                }
+            }
+            out.push(l);
+        }
+        let mut i = 0;
+        while i < out.len() {
+            if out[i].ents.len() > cap {
+                let half = out[i].ents.len() / 2;
+                let rest = out[i].ents.split_off(half);
+                out.insert(
+                    i + 1,
+                    LeafBlk {
+                        dablk: u64::MAX,
+                        ents: rest,
+                    },
+                );
+            } else {
+                i += 1;
+            }
+        }
+        self.leaves = out;
+    }
+
+    /// Write the index back (and then the data blocks and the fork).
+    pub fn commit(&mut self, tx: &mut dyn MetaTx) -> Result<()> {
+        self.reshape();
+        let geo = self.geo;
+        let n = geo.blksize as usize;
+        let fsbs = geo.fsbs() as u64;
+        let root = geo.leaf_dablk();
+        // Next unused fork block of the leaf segment.
+        let mut next = self
+            .map
+            .exts
+            .iter()
+            .filter(|e| e.off.0 < geo.free_dablk())
+            .map(|e| e.end())
+            .max()
+            .unwrap_or(0)
+            .max(root + fsbs);
+        next = next.div_ceil(fsbs) * fsbs;
+        let mut fresh = || {
+            let d = next;
+            next += fsbs;
+            d
+        };
+        // Place the leaves.
+        let single = self.leaves.len() == 1;
+        for l in &mut self.leaves {
+            if single {
+                l.dablk = root;
+            } else if l.dablk == u64::MAX || l.dablk == root {
+                l.dablk = fresh();
+            }
+        }
+        // DA node levels: (dablk, level, entries) rows, root last.
+        let mut rows: Vec<Vec<NodeRow>> = Vec::new();
+        if !single {
+            let cap = (n - DA3_NODE_HDR_SIZE) / 8;
+            let mut reuse = self.node_dablks.clone().into_iter();
+            let mut items: Vec<(u32, u64)> = self
+                .leaves
+                .iter()
+                .map(|l| (l.ents.last().unwrap().hashval, l.dablk))
+                .collect();
+            let mut level = 1u16;
+            loop {
+                if items.len() <= cap {
+                    rows.push(vec![(root, level, items)]);
+                    break;
+                }
+                if level >= DA_NODE_MAXDEPTH {
+                    return Err(Error::NoSpace);
+                }
+                let k = items.len().div_ceil(cap);
+                let per = items.len().div_ceil(k);
+                let mut row = Vec::new();
+                let mut up = Vec::new();
+                for c in items.chunks(per) {
+                    let dablk = reuse.next().unwrap_or_else(&mut fresh);
+                    up.push((c.last().unwrap().0, dablk));
+                    row.push((dablk, level, c.to_vec()));
+                }
+                rows.push(row);
+                items = up;
+                level += 1;
+            }
+        }
+        // Free index blocks.
+        let maxb = free_max_bests(n);
+        let mut frees: Vec<(u64, usize)> = Vec::new();
+        if !self.leaf_form {
+            for (j, c) in self.bests.chunks(maxb).enumerate() {
+                if c.iter().any(|&b| b != NULL_DATAOFF) {
+                    frees.push((geo.free_dablk() + j as u64 * fsbs, j));
+                }
+            }
+        }
+        // Which blocks the new index uses; allocate, then free the rest.
+        let mut used: BTreeSet<u64> = self.leaves.iter().map(|l| l.dablk).collect();
+        for row in &rows {
+            used.extend(row.iter().map(|r| r.0));
+        }
+        used.extend(frees.iter().map(|f| f.0));
+        let mut daddrs = BTreeMap::new();
+        for &dablk in &used {
+            let a = if self.map.lookup(dablk).is_some() {
+                self.daddr(tx, dablk)?
+            } else {
+                self.alloc_block(tx, dablk)?
+            };
+            daddrs.insert(dablk, a);
+        }
+        let gone: Vec<(u64, crate::xact::BufId)> = self
+            .bufs
+            .iter()
+            .filter(|(d, _)| !used.contains(d))
+            .map(|(d, (b, _))| (*d, *b))
+            .collect();
+        for (dablk, b) in gone {
+            tx.stale_buf(b);
+            self.free_block(tx, dablk)?;
+        }
+        // Build the blocks.
+        let mut outs = Vec::new();
+        let nl = self.leaves.len();
+        for (i, l) in self.leaves.iter().enumerate() {
+            let mut b = vec![0u8; n];
+            let magic = if self.leaf_form {
+                LEAF1_MAGIC
+            } else {
+                LEAFN_MAGIC
+            };
+            let (forw, back) = if single {
+                (0, 0)
+            } else {
+                (
+                    if i + 1 < nl {
+                        self.leaves[i + 1].dablk
+                    } else {
+                        0
+                    },
+                    if i > 0 { self.leaves[i - 1].dablk } else { 0 },
+                )
+            };
+            self.blkinfo(&mut b, forw, back, magic, daddrs[&l.dablk].0);
+            b[56..58].copy_from_slice(&(l.ents.len() as u16).to_be_bytes());
+            for (k, e) in l.ents.iter().enumerate() {
+                let p = LEAF_HDR_SIZE + k * LEAF_ENTRY_SIZE;
+                put_be32(&mut b, p, e.hashval);
+                put_be32(&mut b, p + 4, e.address);
+            }
+            if self.leaf_form {
+                let nb = self.bests.len();
+                let t = n - 4 - nb * 2;
+                for (k, v) in self.bests.iter().enumerate() {
+                    b[t + 2 * k..t + 2 * k + 2].copy_from_slice(&v.to_be_bytes());
+                }
+                put_be32(&mut b, n - 4, nb as u32);
+            }
+            let kind = if self.leaf_form {
+                BufKind::DirLeaf1
+            } else {
+                BufKind::DirLeafN
+            };
+            outs.push(Out {
+                dablk: l.dablk,
+                kind,
+                bytes: b,
+            });
+        }
+        for row in &rows {
+            for (i, (dablk, level, items)) in row.iter().enumerate() {
+                let mut b = vec![0u8; n];
+                let forw = row.get(i + 1).map_or(0, |r| r.0);
+                let back = if i > 0 { row[i - 1].0 } else { 0 };
+                self.blkinfo(&mut b, forw, back, DA3_NODE_MAGIC, daddrs[dablk].0);
+                b[56..58].copy_from_slice(&(items.len() as u16).to_be_bytes());
+                b[58..60].copy_from_slice(&level.to_be_bytes());
+                for (k, (h, c)) in items.iter().enumerate() {
+                    let p = DA3_NODE_HDR_SIZE + k * 8;
+                    put_be32(&mut b, p, *h);
+                    put_be32(&mut b, p + 4, *c as u32);
+                }
+                outs.push(Out {
+                    dablk: *dablk,
+                    kind: BufKind::DaNode,
+                    bytes: b,
+                });
+            }
+        }
+        for &(dablk, j) in &frees {
+            let mut b = vec![0u8; n];
+            put_be32(&mut b, 0, FREE_MAGIC);
+            b[8..16].copy_from_slice(&daddrs[&dablk].0.to_be_bytes());
+            b[24..40].copy_from_slice(&self.uuid);
+            b[40..48].copy_from_slice(&self.owner.0.to_be_bytes());
+            let first = j * maxb;
+            let c = &self.bests[first..(first + maxb).min(self.bests.len())];
+            let nvalid = c
+                .iter()
+                .rposition(|&v| v != NULL_DATAOFF)
+                .map_or(0, |p| p + 1);
+            let nused = c.iter().filter(|&&v| v != NULL_DATAOFF).count();
+            put_be32(&mut b, 48, first as u32);
+            put_be32(&mut b, 52, nvalid as u32);
+            put_be32(&mut b, 56, nused as u32);
+            for (k, v) in c[..nvalid].iter().enumerate() {
+                let p = DIR3_HDR_SIZE + 2 * k;
+                b[p..p + 2].copy_from_slice(&v.to_be_bytes());
+            }
+            outs.push(Out {
+                dablk,
+                kind: BufKind::DirFree,
+                bytes: b,
+            });
+        }
+        for mut o in outs {
+            let old = self.bufs.get(&o.dablk).copied();
+            let same = old.filter(|&(_, k)| k == o.kind).map(|(b, _)| b);
+            if let Some(b) = same {
+                // Keep the stamped fields (CRC, LSN) as they are.
+                let (crc, lsn) = if o.kind == BufKind::DirFree {
+                    (4, 16)
+                } else {
+                    (12, 24)
+                };
+                let cur = tx.buf(b);
+                let (c0, l0) = (cur[crc..crc + 4].to_vec(), cur[lsn..lsn + 8].to_vec());
+                o.bytes[crc..crc + 4].copy_from_slice(&c0);
+                o.bytes[lsn..lsn + 8].copy_from_slice(&l0);
+            }
+            write_buf(tx, same, false, daddrs[&o.dablk], o.kind, &o.bytes)?;
+        }
+        self.commit_data_and_fork(tx)
+    }
+
+    fn blkinfo(&self, b: &mut [u8], forw: u64, back: u64, magic: u16, daddr: u64) {
+        put_be32(b, 0, forw as u32);
+        put_be32(b, 4, back as u32);
+        b[8..10].copy_from_slice(&magic.to_be_bytes());
+        b[16..24].copy_from_slice(&daddr.to_be_bytes());
+        b[32..48].copy_from_slice(&self.uuid);
+        b[48..56].copy_from_slice(&self.owner.0.to_be_bytes());
+    }
+
+    /// Drop the whole index (leaf -> block conversion): cancel and free
+    /// every index block.
+    pub fn drop_index(&mut self, tx: &mut dyn MetaTx) -> Result<()> {
+        let all: Vec<(u64, crate::xact::BufId)> =
+            self.bufs.iter().map(|(d, (b, _))| (*d, *b)).collect();
+        for (dablk, b) in all {
+            tx.stale_buf(b);
+            self.free_block(tx, dablk)?;
+        }
+        self.bufs.clear();
+        Ok(())
+    }
+}

@@ -1,0 +1,299 @@
+//! Leaf and node directories on the write path, through the read-write
+//! `Filesystem` API, against the kernel oracle: grow directories through
+//! shortform -> block -> leaf -> node, shrink them back, random mixes of
+//! add/remove/rename against a model, long names, hash collisions. After
+//! each scenario: rxfs's own read path agrees with the model, unmount,
+//! `xfs_repair -n` exit 0, kernel loop mount lists exactly the model (names
+//! and inode numbers), `xfs_repair -n` again.
+
+mod common;
+#[allow(dead_code)]
+mod ns_support;
+
+use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Arc;
+
+use common::*;
+use ns_support::*;
+use rxfs::fs::ops_rename::RenameFlags;
+use rxfs::types::Ino;
+use rxfs::Filesystem;
+
+/// Model: directory name (relative to root) -> entries (name -> inode).
+type Model = BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, u64>>;
+
+/// Deterministic xorshift generator.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// rxfs's read path lists `dir` exactly as the model says.
+fn rxfs_listing(fs: &Arc<Filesystem>, dir: Ino) -> BTreeMap<Vec<u8>, u64> {
+    let ip = fs.iget(dir).unwrap();
+    let mut out = BTreeMap::new();
+    fs.readdir(&ip, 0, &mut |e| {
+        if e.name != b"." && e.name != b".." {
+            out.insert(e.name.clone(), e.ino.0);
+        }
+        true
+    })
+    .unwrap();
+    out
+}
+
+fn kernel_listing(p: &Path) -> BTreeMap<Vec<u8>, u64> {
+    std::fs::read_dir(p)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().as_bytes().to_vec(),
+                e.metadata().unwrap().ino(),
+            )
+        })
+        .collect()
+}
+
+/// Unmount, repair, kernel listing of every directory of the model.
+fn finish(fs: Arc<Filesystem>, img: &Path, s: &Scratch, model: &Model) {
+    fs.unmount().unwrap();
+    drop(fs);
+    if let Err(e) = repair(img) {
+        panic!("{e}");
+    }
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(img, &mnt, "");
+    for (d, want) in model {
+        let p = mnt.join(std::ffi::OsStr::from_bytes(d));
+        let got = kernel_listing(&p);
+        if &got != want {
+            m.umount();
+            panic!(
+                "kernel listing of {:?}: {} entries, model {}",
+                String::from_utf8_lossy(d),
+                got.len(),
+                want.len()
+            );
+        }
+    }
+    m.umount();
+    if let Err(e) = repair(img) {
+        panic!("after the kernel mount: {e}");
+    }
+}
+
+fn name_of(i: u64, long: bool) -> Vec<u8> {
+    if long {
+        let mut n = format!("{i:08}-").into_bytes();
+        n.resize(200 + (i % 56) as usize, b'x' + (i % 3) as u8);
+        n
+    } else {
+        format!("entry-{i:06}").into_bytes()
+    }
+}
+
+/// Grow one directory to `n` hard links (cheap entries), checking lookups
+/// through rxfs's read path, then remove them all (when `shrink`).
+fn grow_shrink(name: &str, opts: &[&str], n: u64, long: bool, shrink: bool) {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let (s, img) = setup(name, opts);
+    let fs = rw(&img);
+    let root = fs.root_ino();
+    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
+    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let mut model: Model = BTreeMap::new();
+    let mut m = BTreeMap::new();
+    for i in 0..n {
+        let nm = name_of(i, long);
+        fs.link(f, d, &nm)
+            .unwrap_or_else(|e| panic!("link {i}: {e}"));
+        m.insert(nm, f.0);
+    }
+    assert_eq!(rxfs_listing(&fs, d), m);
+    if shrink {
+        // Remove in a scrambled order, down to a few entries.
+        let mut names: Vec<Vec<u8>> = m.keys().cloned().collect();
+        let mut r = Rng(n | 1);
+        for i in (1..names.len()).rev() {
+            names.swap(i, r.below(i as u64 + 1) as usize);
+        }
+        for nm in names.iter().skip(3) {
+            fs.unlink(d, nm).unwrap();
+            m.remove(nm);
+        }
+        assert_eq!(rxfs_listing(&fs, d), m);
+    }
+    model.insert(b"d".to_vec(), m);
+    let mut rootm = BTreeMap::new();
+    rootm.insert(b"d".to_vec(), d.0);
+    rootm.insert(b"f".to_vec(), f.0);
+    model.insert(Vec::new(), rootm);
+    finish(fs, &img, &s, &model);
+}
+
+#[test]
+fn leaf_form_block_to_leaf_and_back() {
+    grow_shrink("dleaf_leaf", &[], 300, false, true);
+}
+
+#[test]
+fn leaf_form_grow_only() {
+    grow_shrink("dleaf_leafgrow", &[], 300, false, false);
+}
+
+#[test]
+fn node_form_grow_and_shrink_4k() {
+    grow_shrink("dleaf_node4k", &[], 3000, false, true);
+}
+
+#[test]
+fn node_form_grow_only_4k() {
+    grow_shrink("dleaf_node4kg", &[], 3000, false, false);
+}
+
+#[test]
+fn node_form_1k_blocks_4k_dirblocks() {
+    grow_shrink(
+        "dleaf_node1k",
+        &["-b", "size=1024", "-n", "size=4096"],
+        3000,
+        false,
+        true,
+    );
+}
+
+#[test]
+fn node_form_1k_blocks_deep() {
+    grow_shrink("dleaf_node1kd", &["-b", "size=1024"], 4000, false, false);
+}
+
+#[test]
+fn node_form_8k_dirblocks() {
+    grow_shrink("dleaf_node8k", &["-n", "size=8192"], 3000, false, true);
+}
+
+#[test]
+fn node_form_64k_dirblocks() {
+    grow_shrink("dleaf_node64k", &["-n", "size=65536"], 4000, false, true);
+}
+
+#[test]
+fn node_form_long_names() {
+    grow_shrink("dleaf_long", &[], 1500, true, true);
+}
+
+/// Random add/remove/rename mixes across two directories against a model.
+fn random_mix(name: &str, opts: &[&str], seed: u64, ops: usize) {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let (s, img) = setup(name, opts);
+    let fs = rw(&img);
+    let root = fs.root_ino();
+    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let dirs = [
+        fs.mkdir(root, b"a", &args(0o40755)).unwrap().ino,
+        fs.mkdir(root, b"b", &args(0o40755)).unwrap().ino,
+    ];
+    let mut m: [BTreeMap<Vec<u8>, u64>; 2] = [BTreeMap::new(), BTreeMap::new()];
+    let mut r = Rng(seed);
+    let mut nextino = 0u64;
+    for step in 0..ops {
+        let k = r.below(2) as usize;
+        let op = r.below(10);
+        let len = r.below(4);
+        let mk = |r: &mut Rng| -> Vec<u8> {
+            let i = r.below(4000);
+            match len {
+                0 => format!("n{i}").into_bytes(),
+                1 => name_of(i, true),
+                _ => format!("file-{i:05}-{}", "z".repeat((i % 40) as usize)).into_bytes(),
+            }
+        };
+        if op < 6 || m[k].is_empty() {
+            let nm = mk(&mut r);
+            let res = if r.below(8) == 0 {
+                nextino += 1;
+                fs.create(dirs[k], &nm, &args(0o100644)).map(|ip| ip.ino)
+            } else {
+                fs.link(f, dirs[k], &nm).map(|_| f)
+            };
+            match res {
+                Ok(ino) => {
+                    assert!(m[k].insert(nm, ino.0).is_none(), "step {step}");
+                }
+                Err(rxfs::Error::Exists) => assert!(m[k].contains_key(&nm)),
+                Err(e) => panic!("step {step}: add: {e}"),
+            }
+        } else if op < 9 {
+            let i = r.below(m[k].len() as u64) as usize;
+            let nm = m[k].keys().nth(i).unwrap().clone();
+            fs.unlink(dirs[k], &nm)
+                .unwrap_or_else(|e| panic!("step {step}: unlink: {e}"));
+            m[k].remove(&nm);
+        } else {
+            let i = r.below(m[k].len() as u64) as usize;
+            let nm = m[k].keys().nth(i).unwrap().clone();
+            let k2 = r.below(2) as usize;
+            let to = mk(&mut r);
+            fs.rename(dirs[k], &nm, dirs[k2], &to, RenameFlags::default())
+                .unwrap_or_else(|e| panic!("step {step}: rename: {e}"));
+            // Renaming onto another link of the same inode changes nothing
+            // (POSIX).
+            let ino = m[k][&nm];
+            if m[k2].get(&to) != Some(&ino) {
+                m[k].remove(&nm);
+                m[k2].insert(to, ino);
+            }
+        }
+    }
+    for k in 0..2 {
+        let got = rxfs_listing(&fs, dirs[k]);
+        let extra: Vec<_> = got
+            .iter()
+            .filter(|(n, i)| m[k].get(*n) != Some(i))
+            .collect();
+        let missing: Vec<_> = m[k]
+            .iter()
+            .filter(|(n, i)| got.get(*n) != Some(i))
+            .collect();
+        assert!(
+            extra.is_empty() && missing.is_empty(),
+            "rxfs listing of dir {k}: extra {extra:?}, missing {missing:?}"
+        );
+    }
+    let _ = nextino;
+    let mut model: Model = BTreeMap::new();
+    model.insert(b"a".to_vec(), m[0].clone());
+    model.insert(b"b".to_vec(), m[1].clone());
+    finish(fs, &img, &s, &model);
+}
+
+#[test]
+fn random_mix_leaf_node_4k() {
+    random_mix("dleaf_mix4k", &[], 0x1234_5678, 6000);
+}
+
+#[test]
+fn random_mix_leaf_node_1k_4k_dirblocks() {
+    random_mix(
+        "dleaf_mix1k",
+        &["-b", "size=1024", "-n", "size=4096"],
+        0x9e37_79b9,
+        6000,
+    );
+}
