@@ -6,7 +6,9 @@
 //! state; only with `ro`, as the kernel requires), `rtdev=FILE`, `odirect`
 //! (open devices with O_DIRECT), and the log options `logbufs=N` (2..8),
 //! `logbsize=SIZE` (16k, 32k, 64k, 128k or 256k; bytes or a k/K suffix) and
-//! `ablate_delaylog` (benchmarks only: a checkpoint per transaction).
+//! `ablate_delaylog` (benchmarks only: a checkpoint per transaction), and
+//! `allocsize=SIZE` (EOF preallocation size, a power of two from 4k to 1g;
+//! `allocsize=0` turns it off).
 //! The inspection subcommands always open images read-only (`rw` is
 //! refused there); `rxfs mount` mounts read-write unless `ro` is given, and
 //! additionally takes FUSE and generic mount(8) options, see [`FuseOpts`].
@@ -58,6 +60,8 @@ pub struct Opts {
     pub logbsize: Option<u32>,
     /// `ablate_delaylog`: benchmarks only.
     pub ablate_delaylog: bool,
+    /// `allocsize=SIZE`: EOF preallocation size in bytes (0: none).
+    pub allocsize: Option<u64>,
     pub fuse: FuseOpts,
 }
 
@@ -85,6 +89,32 @@ fn parse_logbsize(v: &str) -> CliResult<u32> {
         .copied()
         .find(|&s| s as u64 == bytes)
         .ok_or_else(bad)
+}
+
+/// `allocsize=SIZE`: a power of two from 4 KiB to 1 GiB (bytes or a
+/// k/m/g suffix, as the kernel takes it), or 0 for no preallocation.
+fn parse_allocsize(v: &str) -> CliResult<u64> {
+    let bad = || {
+        CliError::usage(format!(
+            "bad allocsize '{v}': use a power of two from 4k to 1g, or 0 for none"
+        ))
+    };
+    let (num, mult) = match v.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&v[..i], 1u64 << 10),
+        Some((i, 'm' | 'M')) => (&v[..i], 1 << 20),
+        Some((i, 'g' | 'G')) => (&v[..i], 1 << 30),
+        _ => (v, 1),
+    };
+    if num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let n: u64 = num.parse().map_err(|_| bad())?;
+    let bytes = n.checked_mul(mult).ok_or_else(bad)?;
+    if bytes == 0 || (bytes.is_power_of_two() && (4096..=1 << 30).contains(&bytes)) {
+        Ok(bytes)
+    } else {
+        Err(bad())
+    }
 }
 
 /// `logbufs=N`, N in 2..=8.
@@ -156,10 +186,11 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             ("logbufs", Some(v)) => o.logbufs = Some(parse_logbufs(v)?),
             ("logbsize", Some(v)) => o.logbsize = Some(parse_logbsize(v)?),
             ("ablate_delaylog", None) => o.ablate_delaylog = true,
+            ("allocsize", Some(v)) => o.allocsize = Some(parse_allocsize(v)?),
             _ if !mount => {
                 return Err(CliError::usage(format!(
                     "unknown option '{opt}' (known: ro, norecovery, rtdev=FILE, odirect, \
-                     logbufs=N, logbsize=SIZE, ablate_delaylog)"
+                     logbufs=N, logbsize=SIZE, allocsize=SIZE, ablate_delaylog)"
                 )))
             }
             ("allow_other", None) => o.fuse.allow_other = true,
@@ -279,6 +310,7 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
         logbufs: opts.logbufs,
         logbsize: opts.logbsize,
         ablate_delaylog: opts.ablate_delaylog,
+        allocsize: opts.allocsize,
     };
     Filesystem::open_path(image, opts.rtdev.as_deref(), mo).map_err(|e| CliError::fs(&shown, &e))
 }
@@ -326,6 +358,26 @@ mod tests {
         assert!(p(&["nonsense=1"], true).is_err());
         assert!(p(&["ro=1"], true).is_err());
         assert!(o.read_only);
+    }
+
+    #[test]
+    fn allocsize_option() {
+        assert_eq!(
+            p(&["allocsize=64k"], true).unwrap().allocsize,
+            Some(64 << 10)
+        );
+        assert_eq!(p(&["allocsize=1g"], true).unwrap().allocsize, Some(1 << 30));
+        assert_eq!(p(&["allocsize=0"], true).unwrap().allocsize, Some(0));
+        assert_eq!(p(&["allocsize=8192"], true).unwrap().allocsize, Some(8192));
+        for bad in [
+            "allocsize=3k",
+            "allocsize=2k",
+            "allocsize=2g",
+            "allocsize=",
+            "allocsize=k",
+        ] {
+            assert!(p(&[bad], true).is_err(), "{bad}");
+        }
     }
 
     #[test]

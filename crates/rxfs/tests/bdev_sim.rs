@@ -22,6 +22,7 @@ const RO: MountOptions = MountOptions {
     logbufs: None,
     logbsize: None,
     ablate_delaylog: false,
+    allocsize: None,
 };
 
 /// A kernel-populated image: a directory of 200 small files (several inode

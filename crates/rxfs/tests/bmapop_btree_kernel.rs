@@ -54,8 +54,10 @@ use rxfs::fs::ops_data::SetAttr;
 use rxfs::Filesystem;
 
 fn open_rw(img: &Path) -> Arc<Filesystem> {
+    // No speculative preallocation: these tests count extents and holes.
     let opts = rxfs::MountOptions {
         read_only: false,
+        allocsize: Some(0),
         ..Default::default()
     };
     Filesystem::open(open_dev(img), None, opts).unwrap()

@@ -76,6 +76,11 @@ pub struct MountOptions {
     /// Benchmarks only: push a checkpoint after every transaction (the
     /// behaviour before delayed logging), to measure what the CIL saves.
     pub ablate_delaylog: bool,
+    /// Speculative preallocation past EOF (`allocsize=SIZE`): `None`
+    /// grows it with the file (see [`prealloc`]), `Some(bytes)` fixes its
+    /// size as the kernel's option does, `Some(0)` turns it off (an rxfs
+    /// extension, for tests that count extents).
+    pub allocsize: Option<u64>,
 }
 
 /// Inodes kept decoded in memory.

@@ -17,6 +17,9 @@
 //! tried again), as the kernel's EOF-blocks scan does. A crash leaves it
 //! as unwritten blocks past EOF, which the kernel and `xfs_repair` accept.
 //!
+//! The `allocsize=SIZE` mount option fixes the size instead, and
+//! `allocsize=0` turns speculative preallocation off.
+//!
 //! Invariant: preallocation never changes what a file reads as (size and
 //! bytes): its extents lie past EOF and are unwritten.
 
@@ -74,7 +77,11 @@ impl Filesystem {
         if self.bmap(&ip.data, FileBlock(eof)).0.is_some() {
             return;
         }
-        let want = eof.clamp(PREALLOC_MIN_BLOCKS, PREALLOC_MAX_BLOCKS);
+        let want = match self.options().allocsize {
+            Some(0) => return,
+            Some(bytes) => bytes.div_ceil(bs),
+            None => eof.clamp(PREALLOC_MIN_BLOCKS, PREALLOC_MAX_BLOCKS),
+        };
         // Only where space is plentiful.
         let free = rw.counters().fdblocks.max(0) as u64;
         if free < 8 * want + 1024 {
