@@ -297,3 +297,143 @@ fn random_mix_leaf_node_1k_4k_dirblocks() {
         6000,
     );
 }
+
+/// Names sharing one hash: chunks of 4 bytes whose hash contributions are
+/// equal (toggling bit 0 of one byte and bit 7 of the next leaves the hash
+/// unchanged), so every choice of two chunks plus a common suffix gives 64
+/// names with the same hash; groups span leafn blocks with 1 KiB blocks.
+fn collision_group(suffix: &[u8]) -> Vec<Vec<u8>> {
+    let base = [b'a', b'b', b'c', b'd'];
+    let variants: Vec<[u8; 4]> = (0..8u8)
+        .map(|t| {
+            let mut c = base;
+            for k in 0..3 {
+                if t & (1 << k) != 0 {
+                    c[k] ^= 1;
+                    c[k + 1] ^= 0x80;
+                }
+            }
+            c
+        })
+        .collect();
+    let mut out = Vec::new();
+    for a in &variants {
+        for b in &variants {
+            let mut n = a.to_vec();
+            n.extend_from_slice(b);
+            n.extend_from_slice(suffix);
+            out.push(n);
+        }
+    }
+    out
+}
+
+#[test]
+fn node_form_hash_collisions() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let (s, img) = setup("dleaf_coll", &["-b", "size=1024", "-n", "size=4096"]);
+    let fs = rw(&img);
+    let root = fs.root_ino();
+    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
+    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let mut m = BTreeMap::new();
+    let mut all = Vec::new();
+    for g in 0..24 {
+        let names = collision_group(format!("-{g:03}").as_bytes());
+        let h = rxfs::format::da::hashname(&names[0]);
+        assert!(names.iter().all(|n| rxfs::format::da::hashname(n) == h));
+        all.extend(names);
+    }
+    for nm in &all {
+        fs.link(f, d, nm).unwrap();
+        m.insert(nm.clone(), f.0);
+    }
+    // Every name found through its (shared) hash.
+    let dip = fs.iget(d).unwrap();
+    for nm in &all {
+        assert_eq!(fs.lookup(&dip, nm).unwrap(), f);
+    }
+    // Remove every third, rename every fifth of the rest.
+    for (i, nm) in all.iter().enumerate() {
+        if i % 3 == 0 {
+            fs.unlink(d, nm).unwrap();
+            m.remove(nm);
+        } else if i % 5 == 0 {
+            let mut to = nm.clone();
+            to.extend_from_slice(b".r");
+            fs.rename(d, nm, d, &to, RenameFlags::default()).unwrap();
+            m.remove(nm);
+            m.insert(to, f.0);
+        }
+    }
+    assert_eq!(rxfs_listing(&fs, d), m);
+    let mut model: Model = BTreeMap::new();
+    model.insert(b"d".to_vec(), m);
+    finish(fs, &img, &s, &model);
+}
+
+/// A large directory made by the kernel (leaf1/leafn blocks with stale
+/// entries, free index), then changed by rxfs: adds, removes, renames.
+#[test]
+fn node_form_kernel_made_directory_modified() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let (s, img) = setup("dleaf_kmade", &[]);
+    let mnt = s.path("mnt");
+    let mut m = BTreeMap::new();
+    {
+        let k = KernelMount::new(&img, &mnt, "");
+        let dir = mnt.join("big");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(mnt.join("f"), b"x").unwrap();
+        for i in 0..3000 {
+            std::fs::hard_link(mnt.join("f"), dir.join(format!("kernel-{i:05}"))).unwrap();
+        }
+        for i in (0..3000).step_by(7) {
+            std::fs::remove_file(dir.join(format!("kernel-{i:05}"))).unwrap();
+        }
+        let ino = std::fs::metadata(mnt.join("f")).unwrap().ino();
+        for i in 0..3000 {
+            if i % 7 != 0 {
+                m.insert(format!("kernel-{i:05}").into_bytes(), ino);
+            }
+        }
+        k.umount();
+    }
+    let fs = rw(&img);
+    let root = fs.root_ino();
+    let dip = fs.iget(root).unwrap();
+    let d = fs.lookup(&dip, b"big").unwrap();
+    let f = fs.lookup(&dip, b"f").unwrap();
+    assert_eq!(rxfs_listing(&fs, d), m);
+    for i in 0..3000 {
+        let nm = format!("kernel-{i:05}").into_bytes();
+        match i % 4 {
+            0 => {
+                if m.remove(&nm).is_some() {
+                    fs.unlink(d, &nm).unwrap();
+                }
+            }
+            1 => {
+                let to = format!("rxfs-{i:05}-renamed").into_bytes();
+                if let Some(ino) = m.remove(&nm) {
+                    fs.rename(d, &nm, d, &to, RenameFlags::default()).unwrap();
+                    m.insert(to, ino);
+                }
+            }
+            _ => {}
+        }
+        if i % 3 == 0 {
+            let nm = format!("rxfs-new-{i:05}").into_bytes();
+            fs.link(f, d, &nm).unwrap();
+            m.insert(nm, f.0);
+        }
+    }
+    assert_eq!(rxfs_listing(&fs, d), m);
+    let mut model: Model = BTreeMap::new();
+    model.insert(b"big".to_vec(), m);
+    finish(fs, &img, &s, &model);
+}

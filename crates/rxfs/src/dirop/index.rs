@@ -23,6 +23,7 @@
 //! same transaction.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::big::{corrupt, write_buf, BigDir, LeafBlk};
 use crate::bmapop::fork::{self, WhichFork};
@@ -39,6 +40,19 @@ use crate::types::Ino;
 use crate::xact::{BufKind, InodeId, MetaTx};
 
 const _: u32 = DATA_MAGIC;
+
+/// Test knob: when nonzero, leafn blocks and DA nodes hold at most this
+/// many entries (at least 4), so that deep trees come with few entries.
+/// The structures stay valid (just less full than the kernel makes them).
+#[doc(hidden)]
+pub static TEST_FANOUT: AtomicUsize = AtomicUsize::new(0);
+
+fn fanout(cap: usize) -> usize {
+    match TEST_FANOUT.load(Ordering::Relaxed) {
+        0 => cap,
+        k => cap.min(k.max(4)),
+    }
+}
 
 /// Load a leaf or node directory (data fork EXTENTS or BTREE, not block).
 pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
@@ -224,7 +238,7 @@ struct Out {
 
 impl BigDir {
     fn leafn_cap(&self) -> usize {
-        (self.geo.blksize as usize - LEAF_HDR_SIZE) / LEAF_ENTRY_SIZE
+        fanout((self.geo.blksize as usize - LEAF_HDR_SIZE) / LEAF_ENTRY_SIZE)
     }
 
     fn leaf1_bytes_needed(&self) -> usize {
@@ -318,7 +332,7 @@ impl BigDir {
         // DA node levels: (dablk, level, entries) rows, root last.
         let mut rows: Vec<Vec<NodeRow>> = Vec::new();
         if !single {
-            let cap = (n - DA3_NODE_HDR_SIZE) / 8;
+            let cap = fanout((n - DA3_NODE_HDR_SIZE) / 8);
             let mut reuse = self.node_dablks.clone().into_iter();
             let mut items: Vec<(u32, u64)> = self
                 .leaves
