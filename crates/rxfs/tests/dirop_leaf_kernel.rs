@@ -412,11 +412,7 @@ fn node_form_kernel_made_directory_modified() {
     for i in 0..3000 {
         let nm = format!("kernel-{i:05}").into_bytes();
         match i % 4 {
-            0 => {
-                if m.remove(&nm).is_some() {
-                    fs.unlink(d, &nm).unwrap();
-                }
-            }
+            0 if m.remove(&nm).is_some() => fs.unlink(d, &nm).unwrap(),
             1 => {
                 let to = format!("rxfs-{i:05}-renamed").into_bytes();
                 if let Some(ino) = m.remove(&nm) {
