@@ -84,6 +84,9 @@ pub enum Error {
     NameTooLong,
     #[error("no such attribute")]
     NoAttr,
+    /// Permission denied (EACCES), e.g. a default ACL on a non-directory.
+    #[error("permission denied")]
+    Access,
     #[error("result does not fit the buffer")]
     Range,
     #[error("not a symbolic link")]
@@ -99,7 +102,7 @@ pub enum Error {
     #[error("filesystem is shut down")]
     Shutdown,
     /// EPERM: the operation is not permitted on this kind of object (a
-    /// hard link to a directory...).
+    /// hard link to a directory, user xattrs on a symlink...).
     #[error("operation not permitted")]
     Perm,
     /// EINVAL for rename: a directory moved into its own subtree.
@@ -151,6 +154,7 @@ impl Error {
             Error::IsDir => libc::EISDIR,
             Error::NameTooLong => libc::ENAMETOOLONG,
             Error::NoAttr => libc::ENODATA,
+            Error::Access => libc::EACCES,
             Error::Range => libc::ERANGE,
             Error::NotSymlink => libc::EINVAL,
             Error::Shutdown => libc::EIO,

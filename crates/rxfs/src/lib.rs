@@ -31,6 +31,7 @@
 
 pub mod ail;
 pub mod alloc;
+pub mod attrop;
 pub mod bdev;
 pub mod bmapop;
 pub mod cache;

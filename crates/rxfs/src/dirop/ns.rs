@@ -126,6 +126,7 @@ pub fn create(
         return Err(Error::Invalid(format!("create of a {ft:?}")));
     }
     let (ino, ip) = new_inode(tx, dp, name, args, 1)?;
+    crate::attrop::acl::inherit(tx, dp, ip, args.time)?;
     dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 0);
     Ok((ino, ip))
@@ -148,6 +149,7 @@ pub fn mkdir(
     let parent = Ino(di::ino(tx.inode(dp)));
     let (ino, ip) = new_inode(tx, dp, name, args, 2)?;
     dir_init(tx, ip, parent)?;
+    crate::attrop::acl::inherit(tx, dp, ip, args.time)?;
     dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 1);
     Ok((ino, ip))

@@ -248,6 +248,49 @@ pub fn decode_shortform(fork: &[u8], ino: Ino) -> Result<Vec<AttrEntry>> {
     Ok(out)
 }
 
+/// Bytes one shortform entry takes (header, name, value).
+pub fn sf_entsize(namelen: usize, valuelen: usize) -> usize {
+    SF_ENTRY_HDR_SIZE + namelen + valuelen
+}
+
+/// Bytes a shortform list of `entries` takes (header included).
+pub fn sf_totsize(entries: &[AttrEntry]) -> usize {
+    SF_HDR_SIZE
+        + entries
+            .iter()
+            .map(|e| match &e.value {
+                AttrValue::Local(v) => sf_entsize(e.name.len(), v.len()),
+                AttrValue::Remote { .. } => 0,
+            })
+            .sum::<usize>()
+}
+
+/// Encode a shortform attribute list (the inverse of
+/// [`decode_shortform`]). Every entry must be local with name and value
+/// shorter than 256 bytes and at most 255 entries; the caller checks
+/// (a violation is a bug: debug assertion, and the entry is skipped).
+pub fn encode_shortform(entries: &[AttrEntry]) -> Vec<u8> {
+    let mut out = vec![0u8; SF_HDR_SIZE];
+    let mut count = 0u8;
+    for e in entries {
+        let AttrValue::Local(v) = &e.value else {
+            debug_assert!(false, "remote value in a shortform list");
+            continue;
+        };
+        debug_assert!(e.name.len() <= 255 && v.len() <= 255 && count < 255);
+        out.push(e.name.len() as u8);
+        out.push(v.len() as u8);
+        out.push(e.flags & !ATTR_LOCAL & !ATTR_INCOMPLETE);
+        out.extend_from_slice(&e.name);
+        out.extend_from_slice(v);
+        count += 1;
+    }
+    let tot = out.len() as u16;
+    out[0..2].copy_from_slice(&tot.to_be_bytes());
+    out[2] = count;
+    out
+}
+
 /// Decoded v3 leaf header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeafHdr {

@@ -110,6 +110,88 @@ pub fn xfs_acl_to_xattr(v: &[u8], ino: Ino) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// One ACL entry, in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AclEntry {
+    pub tag: u16,
+    pub perm: u16,
+    /// uid/gid for USER/GROUP entries; [`ACL_UNDEFINED_ID`] for the others.
+    pub id: u32,
+}
+
+/// Decode a Linux xattr ACL value (version 2, little-endian). `Ok(None)`
+/// for an empty ACL (header only), which removes the ACL. Errors as Linux
+/// gives them: a short or ragged value or unknown tag is `Invalid`, a
+/// version other than 2 is `NotSupported`. Ids of entries other than
+/// USER/GROUP are ignored.
+pub fn decode_xattr(v: &[u8]) -> Result<Option<Vec<AclEntry>>> {
+    if v.len() < 4 {
+        return Err(Error::Invalid(format!("ACL value of {} bytes", v.len())));
+    }
+    let version = u32::from_le_bytes([v[0], v[1], v[2], v[3]]);
+    if version != POSIX_ACL_XATTR_VERSION {
+        return Err(Error::NotSupported(format!("ACL xattr version {version}")));
+    }
+    if !(v.len() - 4).is_multiple_of(8) {
+        return Err(Error::Invalid(format!("ACL value of {} bytes", v.len())));
+    }
+    let count = (v.len() - 4) / 8;
+    if count == 0 {
+        return Ok(None);
+    }
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let e = &v[4 + 8 * i..12 + 8 * i];
+        let tag = u16::from_le_bytes([e[0], e[1]]);
+        let perm = u16::from_le_bytes([e[2], e[3]]);
+        let id = match tag {
+            ACL_USER | ACL_GROUP => u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+            ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_MASK | ACL_OTHER => ACL_UNDEFINED_ID,
+            _ => return Err(Error::Invalid(format!("ACL entry {i} has tag {tag:#x}"))),
+        };
+        out.push(AclEntry { tag, perm, id });
+    }
+    Ok(Some(out))
+}
+
+/// Encode entries in the Linux xattr format.
+pub fn encode_xattr(acl: &[AclEntry]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 + 8 * acl.len());
+    out.extend_from_slice(&POSIX_ACL_XATTR_VERSION.to_le_bytes());
+    for e in acl {
+        out.extend_from_slice(&e.tag.to_le_bytes());
+        out.extend_from_slice(&e.perm.to_le_bytes());
+        out.extend_from_slice(&e.id.to_le_bytes());
+    }
+    out
+}
+
+/// Encode entries in the XFS on-disk format (the inverse of
+/// [`xfs_acl_to_xattr`]): object entries get id 0xffffffff, as the kernel
+/// writes them. At most [`XFS_ACL_MAX_ENTRIES`] entries (the caller checks).
+pub fn encode_xfs(acl: &[AclEntry]) -> Vec<u8> {
+    debug_assert!(acl.len() <= XFS_ACL_MAX_ENTRIES);
+    let mut out = Vec::with_capacity(XFS_ACL_HDR + XFS_ACL_ENTRY * acl.len());
+    out.extend_from_slice(&(acl.len() as u32).to_be_bytes());
+    for e in acl {
+        let id = match e.tag {
+            ACL_USER | ACL_GROUP => e.id,
+            _ => ACL_UNDEFINED_ID,
+        };
+        out.extend_from_slice(&(e.tag as u32).to_be_bytes());
+        out.extend_from_slice(&id.to_be_bytes());
+        out.extend_from_slice(&e.perm.to_be_bytes());
+        out.extend_from_slice(&[0, 0]);
+    }
+    out
+}
+
+/// Decode an XFS on-disk ACL of inode `ino` into entries.
+pub fn decode_xfs(v: &[u8], ino: Ino) -> Result<Vec<AclEntry>> {
+    let x = xfs_acl_to_xattr(v, ino)?;
+    Ok(decode_xattr(&x)?.unwrap_or_default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,6 +243,28 @@ mod tests {
         assert!(xfs_acl_to_xattr(&d, Ino(1)).unwrap_err().is_corrupt());
         // Empty ACL: header only.
         assert_eq!(xfs_acl_to_xattr(&[0; 4], Ino(1)).unwrap(), vec![2, 0, 0, 0]);
+    }
+
+    #[test]
+    fn xfs_encoder_inverts_the_kernel_pair() {
+        let disk = hex(
+            "0000000500000001ffffffff0006000000000002000004d20006000000000004\
+             ffffffff0004000000000010ffffffff0006000000000020ffffffff00040000",
+        );
+        let x = xfs_acl_to_xattr(&disk, Ino(1)).unwrap();
+        let entries = decode_xattr(&x).unwrap().unwrap();
+        assert_eq!(entries.len(), 5);
+        assert_eq!(encode_xfs(&entries), disk);
+        assert_eq!(encode_xattr(&entries), x);
+        assert_eq!(decode_xattr(&[2, 0, 0, 0]).unwrap(), None);
+        assert!(matches!(
+            decode_xattr(&[3, 0, 0, 0]),
+            Err(Error::NotSupported(_))
+        ));
+        assert!(matches!(
+            decode_xattr(&[2, 0, 0, 0, 1]),
+            Err(Error::Invalid(_))
+        ));
     }
 
     #[test]

@@ -1,22 +1,72 @@
 //! Extended attribute changes on a read-write mount: setxattr (with
-//! XATTR_CREATE / XATTR_REPLACE) and removexattr, in every attr fork form.
+//! XATTR_CREATE / XATTR_REPLACE) and removexattr. The names are the full
+//! Linux names `getxattr` takes; the algorithms are in [`crate::attrop`]
+//! (one transaction per call, under the inode lock).
 //!
-//! (API stub for issue 4: the xattr helper fills it in.)
+//! Errors as Linux gives them: a full name of more than 255 bytes or none
+//! at all `Range`; a prefix with nothing after it `Invalid`; a value over
+//! 64 KiB `Range`; "user." attributes of anything but files and
+//! directories `Perm`; other "system." names and unknown prefixes
+//! `NotSupported`; XATTR_CREATE of a present name `Exists`, XATTR_REPLACE
+//! or removal of an absent one `NoAttr` (ENODATA). ACL names ignore the
+//! create/replace flags, as Linux does.
 
 use super::Filesystem;
+use crate::attrop::acl::{self, AclKind};
+use crate::attrop::{self};
 use crate::error::{Error, Result};
+use crate::format::attr::{self, Namespace, XATTR_SIZE_MAX};
+use crate::format::dinode_edit as di;
+use crate::format::inode::Timestamp;
 use crate::types::Ino;
+use crate::xact::{InodeId, MetaTx, Resv};
 
-/// setxattr(2) flags.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum XattrSet {
-    /// Create or replace.
-    #[default]
-    Any,
-    /// XATTR_CREATE: fail with `Exists` when the name exists.
-    Create,
-    /// XATTR_REPLACE: fail with `NoAttr` / `NotFound` when it does not.
-    Replace,
+pub use crate::attrop::XattrSet;
+
+use super::attr::XATTR_NAME_MAX;
+
+fn now() -> Timestamp {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    Timestamp {
+        sec: d.as_secs() as i64,
+        nsec: d.subsec_nanos(),
+    }
+}
+
+/// What a full xattr name addresses.
+enum Target<'a> {
+    Acl(AclKind),
+    Attr(Namespace, &'a [u8]),
+}
+
+fn resolve(name: &[u8]) -> Result<Target<'_>> {
+    if name.is_empty() || name.len() > XATTR_NAME_MAX {
+        return Err(Error::Range);
+    }
+    if let Some(k) = AclKind::from_xattr_name(name) {
+        return Ok(Target::Acl(k));
+    }
+    let (ns, short) = attr::split_name(name).ok_or_else(|| {
+        Error::NotSupported(format!(
+            "xattr namespace of {:?}",
+            String::from_utf8_lossy(name)
+        ))
+    })?;
+    if short.is_empty() {
+        return Err(Error::Invalid("empty attribute name".into()));
+    }
+    Ok(Target::Attr(ns, short))
+}
+
+/// Linux refuses user attributes on anything but files and directories.
+fn check_user_ns(tx: &dyn MetaTx, ip: InodeId, ns: Namespace) -> Result<()> {
+    let fmt = di::mode(tx.inode(ip)) as u32 & di::S_IFMT;
+    if ns == Namespace::User && fmt != di::S_IFREG && fmt != di::S_IFDIR {
+        return Err(Error::Perm);
+    }
+    Ok(())
 }
 
 impl Filesystem {
@@ -24,13 +74,52 @@ impl Filesystem {
     /// `getxattr` takes it: "user.x", "trusted.x", "security.x",
     /// "system.posix_acl_access", ...) to `value`.
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
-        let _ = (ino, name, value, how);
-        Err(Error::NotSupported("setxattr (issue 4)".into()))
+        let target = resolve(name)?;
+        if value.len() > XATTR_SIZE_MAX as usize {
+            return Err(Error::Range);
+        }
+        let t = now();
+        self.attr_transaction(ino, Resv::AttrSet, &mut |tx, ip| match target {
+            Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, Some(value), t),
+            Target::Attr(ns, short) => {
+                check_user_ns(tx, ip, ns)?;
+                attrop::attr_set(tx, ip, ns, short, value, how, t)
+            }
+        })
     }
 
     /// Remove attribute `name`.
     pub fn removexattr(&self, ino: Ino, name: &[u8]) -> Result<()> {
-        let _ = (ino, name);
-        Err(Error::NotSupported("removexattr (issue 4)".into()))
+        let target = resolve(name)?;
+        let t = now();
+        self.attr_transaction(ino, Resv::AttrRemove, &mut |tx, ip| match target {
+            Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, None, t),
+            Target::Attr(ns, short) => {
+                check_user_ns(tx, ip, ns)?;
+                attrop::attr_remove(tx, ip, ns, short, t)
+            }
+        })
+    }
+
+    /// Run `f` on the joined inode `ino` in one transaction (inode locked);
+    /// commit on success, cancel on error.
+    fn attr_transaction(
+        &self,
+        ino: Ino,
+        resv: Resv,
+        f: &mut dyn FnMut(&mut dyn MetaTx, InodeId) -> Result<()>,
+    ) -> Result<()> {
+        let _lock = self.ilock(ino)?;
+        let mut tx = self.trans_alloc(resv)?;
+        match tx.ijoin(ino).and_then(|ip| f(&mut tx, ip)) {
+            Ok(()) => {
+                tx.commit()?;
+                Ok(())
+            }
+            Err(e) => {
+                tx.cancel();
+                Err(e)
+            }
+        }
     }
 }
