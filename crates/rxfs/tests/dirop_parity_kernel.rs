@@ -163,9 +163,9 @@ fn parity(tag: &str, mkfs_opts: &[&str]) {
                 // Would it need the leaf form? Then neither side adds it.
                 let mut tx = memtx(&mirror);
                 let dp = tx.ijoin(Ino(dir)).unwrap();
-                match dirop::dir_can_add(&mut tx, dp, &name, Ino(dir)) {
-                    Ok(()) => {}
-                    Err(rxfs::Error::NotSupported(_)) => {
+                match dirop::dir_add_needs_leaf(&mut tx, dp, &name, Ino(dir)) {
+                    Ok(false) => {}
+                    Ok(true) => {
                         full += 1;
                         refused_in_row += 1;
                         if matches!(phase, Phase::Fill(_)) && refused_in_row > 30 {

@@ -303,9 +303,17 @@ pub fn dir_can_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> R
     plan_add(tx, dp, name, ino, 0).map(|_| ())
 }
 
+/// Whether adding `name` to `dp` would leave (or find) the directory in
+/// leaf or node form, i.e. past shortform and single-block forms.
+pub fn dir_add_needs_leaf(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> Result<bool> {
+    Ok(matches!(
+        plan_add(tx, dp, name, ino, 0)?,
+        AddPlan::BlockToLeaf(_) | AddPlan::Big(_)
+    ))
+}
+
 /// Add the entry `name -> ino` (with directory-entry file type `ftype`).
-/// `Err(Exists)` when the name is there; `Err(NotSupported)` when the
-/// directory would need the leaf form.
+/// `Err(Exists)` when the name is there.
 pub fn dir_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) -> Result<()> {
     dir_add_from(tx, dp, name, ino, ftype, false)
 }
