@@ -433,3 +433,72 @@ fn node_form_kernel_made_directory_modified() {
     model.insert(b"big".to_vec(), m);
     finish(fs, &img, &s, &model);
 }
+
+/// A directory whose blocks are scattered (each new directory block is
+/// followed on disk by a block of another file) until its data fork turns
+/// into a bmbt (format BTREE); lookups, then removal of most entries (the
+/// fork shrinks back to extents), kernel oracle at the end.
+#[test]
+fn node_form_btree_data_fork() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let (s, img) = setup("dleaf_bmbt", &["-b", "size=1024"]);
+    // No speculative preallocation: the other file takes exactly the
+    // block after each new directory block.
+    let opts = rxfs::MountOptions {
+        allocsize: Some(0),
+        ..Default::default()
+    };
+    let fs = Filesystem::open_path(&img, None, opts).unwrap();
+    let root = fs.root_ino();
+    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
+    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let g = fs.create(root, b"g", &args(0o100644)).unwrap().ino;
+    let mut m = BTreeMap::new();
+    let (mut i, mut gblocks, mut blocks) = (0u64, 0u64, 0u64);
+    while fs.iget(d).unwrap().core.format != 3 {
+        let nm = name_of(i, true);
+        fs.link(f, d, &nm).unwrap();
+        m.insert(nm, f.0);
+        i += 1;
+        let nb = fs.iget(d).unwrap().core.nblocks;
+        if nb != blocks {
+            blocks = nb;
+            fs.write(g, gblocks * 1024, &pattern(gblocks, 1024))
+                .unwrap();
+            gblocks += 1;
+        }
+        assert!(i < 20_000, "the directory fork never became a btree");
+    }
+    // Grow some more as a btree, then look everything up.
+    for _ in 0..500 {
+        let nm = name_of(i, true);
+        fs.link(f, d, &nm).unwrap();
+        m.insert(nm, f.0);
+        i += 1;
+    }
+    let dip = fs.iget(d).unwrap();
+    for nm in m.keys() {
+        assert_eq!(fs.lookup(&dip, nm).unwrap(), f);
+    }
+    assert_eq!(rxfs_listing(&fs, d), m);
+    let names: Vec<Vec<u8>> = m.keys().cloned().collect();
+    for (k, nm) in names.iter().enumerate() {
+        if k % 50 != 0 {
+            fs.unlink(d, nm).unwrap();
+            m.remove(nm);
+        }
+    }
+    let core = fs.iget(d).unwrap().core.clone();
+    assert_ne!(
+        core.format, 3,
+        "still a btree with {} extents",
+        core.nextents
+    );
+    assert_eq!(rxfs_listing(&fs, d), m);
+    eprintln!("btree directory: {i} entries added, {gblocks} interleaved blocks");
+    let mut model: Model = BTreeMap::new();
+    model.insert(b"d".to_vec(), m);
+    finish(fs, &img, &s, &model);
+}
