@@ -45,6 +45,9 @@ pub struct FuseOpts {
     pub fsname: Option<String>,
     /// Worker threads serving requests.
     pub threads: Option<usize>,
+    /// `writeback_cache`: the kernel caches writes in its page cache and
+    /// sends them later (off by default, see [`crate::fuse`]).
+    pub writeback_cache: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -195,6 +198,7 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             }
             ("allow_other", None) => o.fuse.allow_other = true,
             ("auto_unmount", None) => o.fuse.auto_unmount = true,
+            ("writeback_cache", None) => o.fuse.writeback_cache = true,
             ("fsname", Some(v)) => o.fuse.fsname = Some(v.to_string()),
             ("subtype", Some(_)) => {}
             ("threads", Some(v)) => {

@@ -24,32 +24,47 @@ use random_support::targets::PosixTarget;
 use random_support::view::{diff, of_model, of_mount};
 use random_support::{close_all, run_ops, Counts};
 
-fn rxfs_mount(img: &Path, mnt: &Path) -> KernelMount {
+fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
     std::fs::create_dir_all(mnt).unwrap();
     rxfs_ok(&[
         OsStr::new("mount"),
         img.as_os_str(),
         mnt.as_os_str(),
         OsStr::new("-o"),
-        OsStr::new("rw"),
+        OsStr::new(opts),
     ]);
     KernelMount::adopt(mnt)
 }
 
 #[test]
 fn random_ops_through_fuse() {
+    run("random_ops_through_fuse", "rw", 0..3);
+}
+
+/// The same with the kernel's write-back cache on: writes reach rxfs at
+/// writeback, fsync, close or unmount instead of at each write(2).
+#[test]
+fn random_ops_through_fuse_writeback_cache() {
+    run(
+        "random_ops_through_fuse_writeback_cache",
+        "rw,writeback_cache",
+        10..12,
+    );
+}
+
+fn run(tag: &str, opts: &str, seeds: std::ops::Range<u64>) {
     if kernel_tests_disabled() {
         return;
     }
     require_root();
-    let seeds = 3u64;
     let mut c = Counts::default();
-    for seed in 0..seeds {
-        let s = Scratch::new("rnd_fuse");
+    let nseeds = seeds.end - seeds.start;
+    for seed in seeds {
+        let s = Scratch::new(tag);
         let img = s.path("img");
         mkfs(&img, 512 << 20, &[]);
         let mnt = s.path("m");
-        let guard = rxfs_mount(&img, &mnt);
+        let guard = rxfs_mount(&img, &mnt, opts);
         let mut t = PosixTarget::new(mnt.clone());
         let mut m = Model::new();
         let p = Params {
@@ -87,7 +102,7 @@ fn random_ops_through_fuse() {
         );
     }
     eprintln!(
-        "random_ops_through_fuse: {seeds} seeds, {} operations ({} errnos as the model said)",
+        "{tag}: {nseeds} seeds, {} operations ({} errnos as the model said)",
         c.ops, c.errors
     );
 }

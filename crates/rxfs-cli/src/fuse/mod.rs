@@ -13,10 +13,21 @@
 //! - [`stats_file`]: the counters file `rxfs stats` reads.
 //!
 //! Node ids: 1 is the root; every other node id is the XFS inode number.
-//! Operations the library cannot do yet (rename, link, symlink, xattr
-//! writes, fallocate) answer EOPNOTSUPP on a read-write mount, EROFS on a
-//! read-only one; copy_file_range answers ENOSYS so the kernel falls back
-//! to reads and writes.
+//! Operations the library cannot do answer EOPNOTSUPP on a read-write
+//! mount, EROFS on a read-only one; copy_file_range answers ENOSYS so the
+//! kernel falls back to reads and writes.
+//!
+//! Write caching: by default every write(2) reaches rxfs at once (the
+//! kernel's page cache holds clean pages only), so a file's size, mtime
+//! and blocks are rxfs's at every instant and another process (or the
+//! image opened elsewhere after a crash) sees each completed write.
+//! `-o writeback_cache` asks for FUSE_WRITEBACK_CACHE: the kernel then
+//! keeps dirty pages and writes them back later, as a kernel filesystem
+//! does (small writes get much faster; data reaches the image at fsync,
+//! close or writeback, so an un-fsync'd write is lost in a crash exactly
+//! as on a kernel mount; the kernel owns size and mtime while pages are
+//! dirty). It stays opt-in because a FUSE daemon killed outright loses
+//! dirty pages that a kernel filesystem would have kept.
 
 pub mod attr;
 pub mod node;
@@ -36,6 +47,7 @@ use std::time::SystemTime;
 
 use fuser::consts::{
     FUSE_CACHE_SYMLINKS, FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS, FUSE_READDIRPLUS_AUTO,
+    FUSE_WRITEBACK_CACHE,
 };
 use fuser::{
     KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -57,6 +69,8 @@ const MAX_WRITE_BYTES: u32 = 1 << 20;
 pub struct RxFuse {
     core: Arc<Core>,
     pool: Pool,
+    /// Ask the kernel for FUSE_WRITEBACK_CACHE (`-o writeback_cache`).
+    writeback_cache: bool,
 }
 
 impl RxFuse {
@@ -68,7 +82,14 @@ impl RxFuse {
         Ok(RxFuse {
             core: Arc::new(Core::new(fs, log_errors)),
             pool: Pool::new(threads, threads * QUEUE_PER_THREAD)?,
+            writeback_cache: false,
         })
+    }
+
+    /// Let the kernel cache writes (see the module docs).
+    pub fn with_writeback_cache(mut self, on: bool) -> Self {
+        self.writeback_cache = on;
+        self
     }
 
     /// Run `f` on the pool with the shared core.
@@ -94,6 +115,9 @@ impl fuser::Filesystem for RxFuse {
         let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
         let _ = config.add_capabilities(FUSE_PARALLEL_DIROPS);
         let _ = config.add_capabilities(FUSE_CACHE_SYMLINKS);
+        if self.writeback_cache {
+            let _ = config.add_capabilities(FUSE_WRITEBACK_CACHE);
+        }
         let _ = config.set_max_readahead(MAX_READ_BYTES);
         let _ = config.set_max_write(MAX_WRITE_BYTES);
         Ok(())
