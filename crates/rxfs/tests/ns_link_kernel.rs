@@ -260,3 +260,78 @@ fn tmpfile_linked_and_dropped() {
     }
     check(&img, &s, &want);
 }
+
+fn set_nlink(img: &std::path::Path, ino: rxfs::types::Ino, n: u32) {
+    run(
+        "xfs_db",
+        &[
+            "-x",
+            "-c",
+            &format!("inode {}", ino.0),
+            "-c",
+            &format!("write core.nlinkv2 {n}"),
+            img.to_str().unwrap(),
+        ],
+    );
+}
+
+/// XFS's link count limit (2^31 - 1): link to such a file, mkdir in such a
+/// directory and moving a directory into it fail with EMLINK and change
+/// nothing, as in the kernel (checked on the same image first).
+#[test]
+fn nlink_limit_refused_like_the_kernel() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let (s, img) = setup("nslink_max", &[]);
+    let fs = rw(&img);
+    let root = fs.root_ino();
+    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
+    let e = fs.mkdir(root, b"e", &args(0o40755)).unwrap().ino;
+    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    fs.unmount().unwrap();
+    drop(fs);
+    const MAX: u32 = 0x7fff_ffff;
+    set_nlink(&img, f, MAX);
+    set_nlink(&img, d, MAX);
+    // The kernel's answers.
+    let mnt = s.path("k");
+    let k = KernelMount::new(&img, &mnt, "");
+    let emlink = |r: std::io::Result<()>| r.err().and_then(|e| e.raw_os_error());
+    assert_eq!(
+        emlink(std::fs::hard_link(mnt.join("f"), mnt.join("g"))),
+        Some(libc::EMLINK)
+    );
+    assert_eq!(
+        emlink(std::fs::create_dir(mnt.join("d/sub"))),
+        Some(libc::EMLINK)
+    );
+    assert_eq!(
+        emlink(std::fs::rename(mnt.join("e"), mnt.join("d/e"))),
+        Some(libc::EMLINK)
+    );
+    k.umount();
+    // rxfs's.
+    let fs = rw(&img);
+    let too_many = |r: rxfs::Result<()>| matches!(r, Err(rxfs::Error::TooManyLinks));
+    assert!(too_many(fs.link(f, root, b"g").map(|_| ())));
+    assert!(too_many(fs.mkdir(d, b"sub", &args(0o40755)).map(|_| ())));
+    assert!(too_many(fs.rename(
+        root,
+        b"e",
+        d,
+        b"e",
+        rxfs::fs::ops_rename::RenameFlags::default()
+    )));
+    assert_eq!(fs.iget(f).unwrap().core.nlink, MAX);
+    fs.unmount().unwrap();
+    drop(fs);
+    // Nothing else changed: with the true counts back, repair is clean.
+    set_nlink(&img, f, 1);
+    set_nlink(&img, d, 2);
+    let mut want = BTreeMap::new();
+    want.insert("/d".into(), seen(d, 2, b"<dir>"));
+    want.insert("/e".into(), seen(e, 2, b"<dir>"));
+    want.insert("/f".into(), seen(f, 1, b""));
+    check(&img, &s, &want);
+}
