@@ -145,6 +145,11 @@ fn dirop_concurrent_namespace_ops_kernel() {
         })
         .collect();
     let models: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     drop(fs);
     done.store(true, Ordering::Relaxed);

@@ -169,12 +169,22 @@ fn enospc_fill_delete_refill() {
         full.bfree,
         empty.bfree
     );
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     drop(fs);
     check_kernel(&s, &img, &made);
     // statfs through the kernel equals rxfs's after a fresh mount.
     let fs = open();
     let ours = fs.statfs().unwrap();
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     drop(fs);
     // Read-only: a read-write kernel mount holds back its reserve pool.
@@ -209,6 +219,11 @@ fn enospc_fill_delete_refill() {
     }
     let freed = fs.statfs().unwrap();
     let (made2, bytes2) = fill(&fs, 2, 2);
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     drop(fs);
     check_kernel(&s, &img, &made2);

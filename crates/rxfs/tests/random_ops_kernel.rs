@@ -187,6 +187,11 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
         close_all(&mut m, &mut t, &mut c).unwrap();
         btree_files += count_btree_forks(&fs);
         big_dirs += count_big_dirs(&fs, p.dirblk as u64);
+        assert_eq!(
+            fs.stats().ag_lock_order_violations,
+            0,
+            "AG header lock order"
+        );
         fs.unmount().unwrap();
         drop(t);
         drop(fs);
@@ -279,6 +284,11 @@ fn random_ops_interleaved_with_kernel() {
             run_ops(&mut g, &mut m, &mut t, 150, &mut c)
                 .unwrap_or_else(|e| panic!("round {round} (rxfs): {e}"));
             close_all(&mut m, &mut t, &mut c).unwrap();
+            assert_eq!(
+                fs.stats().ag_lock_order_violations,
+                0,
+                "AG header lock order"
+            );
             fs.unmount().unwrap();
             drop(t);
             drop(fs);
@@ -408,6 +418,11 @@ fn crash_seed(
             ok_view(&got),
             "{case}: rxfs recovery shows a tree no prefix of the ops gives:\n{}",
             diff(&tl.views[last].1, &got)
+        );
+        assert_eq!(
+            fs.stats().ag_lock_order_violations,
+            0,
+            "AG header lock order"
         );
         fs.unmount().unwrap();
         drop(fs);

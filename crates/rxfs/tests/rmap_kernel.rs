@@ -334,6 +334,11 @@ fn check(fs: Arc<Filesystem>, img: &Path, mnt: &Path, m: &Model) -> Arc<Filesyst
     let st = fs.stats();
     assert_eq!(st.trans_resv_overruns, 0, "log reservations too small");
     assert_eq!(st.trans_cancels, 0, "cancelled transactions");
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     drop(fs);
     rmap_tiles_ags(img);
@@ -407,6 +412,11 @@ fn mixed_ops(name: &str, opts: &[&str]) {
         remove(&fs, &mut m, p.to_str().unwrap());
     }
     let fs = check(fs, &img, &mnt, &m);
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     kernel_uses(&img, &mnt);
 }
@@ -478,6 +488,11 @@ fn rmap_deep_tree_kernel() {
         ents: BTreeMap::new(),
     };
     many_files(&fs, &mut m, 200, 10);
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     drop(fs);
     let levels = (0..2)
@@ -499,6 +514,11 @@ fn rmap_deep_tree_kernel() {
         }
     }
     let fs = check(fs, &img, &mnt, &m);
+    assert_eq!(
+        fs.stats().ag_lock_order_violations,
+        0,
+        "AG header lock order"
+    );
     fs.unmount().unwrap();
     kernel_uses(&img, &mnt);
 }

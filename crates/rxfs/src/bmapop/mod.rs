@@ -136,6 +136,19 @@ fn map_range(
             "more extents than the fork's counter allows".into(),
         ));
     }
+    if !converted.is_empty() && tx.sb().has_rmapbt() {
+        // Lock order: the conversion edits the rmapbt of the converted
+        // blocks' AGs; join their AGFs (ascending) before the allocation
+        // below, which then only moves to those AGs or higher ones.
+        let geo = tx.geo();
+        let ags: std::collections::BTreeSet<u32> = converted
+            .iter()
+            .map(|e| geo.fsb_agno(crate::types::FsBlock(e.start)).0)
+            .collect();
+        for a in ags {
+            crate::alloc::lock_agf(tx, crate::types::AgNumber(a))?;
+        }
+    }
     let geo = tx.geo();
     let home = geo.agb_to_fsb(geo.ino_agno(ino), geo.agino_agbno(geo.ino_agino(ino)));
     let mut space = TxSpace {

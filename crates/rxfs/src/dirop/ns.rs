@@ -29,7 +29,7 @@ use crate::format::dinode_edit as di;
 use crate::format::inode::{
     Timestamp, DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS, FMT_LOCAL,
 };
-use crate::ialloc::{ialloc, ifree, NewInode};
+use crate::ialloc::{ifree, NewInode};
 use crate::types::{AgIno, AgNumber, FileBlock, FileType, Ino};
 use crate::xact::{InodeId, MetaTx};
 
@@ -104,7 +104,7 @@ pub(super) fn new_inode(
         nlink,
         time: args.time,
     };
-    ialloc(tx, parent, &init)
+    crate::ialloc::ialloc_from(tx, parent, &init, args.alloc_from_ag0)
 }
 
 pub(super) fn ftype_of(mode: u32) -> Result<(FileType, u8)> {

@@ -212,7 +212,7 @@ pub fn tmpfile(tx: &mut dyn MetaTx, dp: InodeId, args: &NsCreate) -> Result<(Ino
         nlink: 0,
         time: args.time,
     };
-    let (ino, ip) = crate::ialloc::ialloc(tx, parent, &init)?;
+    let (ino, ip) = crate::ialloc::ialloc_from(tx, parent, &init, args.alloc_from_ag0)?;
     crate::ialloc::unlinked::add(tx, ip)?;
     Ok((ino, ip))
 }

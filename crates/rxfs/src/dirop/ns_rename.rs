@@ -27,7 +27,7 @@ use super::{check_name, dir_add_from, dir_can_add, dir_is_empty, dir_lookup, dir
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
 use crate::format::inode::Timestamp;
-use crate::types::Ino;
+use crate::types::{AgNumber, Ino};
 use crate::xact::{InodeId, MetaTx};
 
 /// The inodes of a rename, joined by the caller.
@@ -140,6 +140,19 @@ pub fn rename(
     let t_keep = t_last && open(t_ino);
     if t_last && !t_keep {
         check_can_free(tx, t)?;
+    }
+    if t_last {
+        // Lock order, as in unlink: the target's AGI before any AGF, then
+        // (rmapbt) every AGF the directory edits and the freeing of the
+        // target's blocks and chunk will take, ascending.
+        crate::ialloc::lock_agi(tx, t_ino)?;
+        let chunk_ag = [tx.geo().ino_agno(t_ino)];
+        let (forks, also): (&[InodeId], &[AgNumber]) = if t_keep {
+            (&[ri.sdp, ri.ddp], &[])
+        } else {
+            (&[ri.sdp, ri.ddp, t], &chunk_ag)
+        };
+        crate::rmap::prelock_fork_agfs(tx, forks, also)?;
     }
     let ft = ftype(tx, ri.src)?;
     dir_replace(tx, ri.ddp, dname, s_ino, ft)?;

@@ -163,10 +163,11 @@ impl Filesystem {
     /// [`Filesystem::link`] gave it a name first.
     pub fn tmpfile(&self, parent: Ino, args: &CreateArgs) -> Result<Arc<Inode>> {
         let rw = self.rw_live()?;
-        let ns = args.ns();
-        let ino = self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
-            let dp = tx.ijoin(parent)?;
-            ns_link::tmpfile(tx, dp, &ns).map(|(ino, _)| ino)
+        let ino = self.retry_from_ag0(args, &mut |ns| {
+            self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
+                let dp = tx.ijoin(parent)?;
+                ns_link::tmpfile(tx, dp, ns).map(|(ino, _)| ino)
+            })
         })?;
         rw.open.linkable.lock().insert(ino.0);
         self.inode_ref(ino);

@@ -63,6 +63,9 @@ pub struct RwCore {
     shut: AtomicBool,
     unmounted: AtomicBool,
     cancels: AtomicU64,
+    /// AG header joins against the lock order (see [`crate::xact`]):
+    /// an AGI after an AGF or a higher AGI, an AGF after a higher AGF.
+    pub(crate) lock_order_violations: AtomicU64,
     /// Open references and O_TMPFILE inodes (see [`super::ops_link`]).
     pub(crate) open: super::ops_link::OpenRefs,
     /// Serialises renames between directories (the VFS's rename mutex):
@@ -244,6 +247,7 @@ impl Filesystem {
             shut: AtomicBool::new(false),
             unmounted: AtomicBool::new(false),
             cancels: AtomicU64::new(0),
+            lock_order_violations: AtomicU64::new(0),
             open: Default::default(),
             rename_lock: Mutex::new(()),
             allocbt_hint: AtomicU64::new(0),
@@ -347,6 +351,7 @@ impl Filesystem {
         FsStats {
             trans_commits: c.commits,
             trans_cancels: rw.cancels.load(Relaxed),
+            ag_lock_order_violations: rw.lock_order_violations.load(Relaxed),
             trans_resv_overruns: c.resv_short,
             cil_items: c.items,
             cil_relogged: c.relogged,

@@ -12,6 +12,9 @@ pub struct FsStats {
     /// too small for the operation: a bug to report; the CIL still writes
     /// them, from the log's headroom).
     pub trans_resv_overruns: u64,
+    /// AGI/AGF joins out of lock order (AGIs before AGFs, each ascending):
+    /// a deadlock waiting for the right interleaving; a bug to report.
+    pub ag_lock_order_violations: u64,
     /// Log items inserted into the CIL (one per item per commit), and
     /// those that were already in the CIL (relogged in the same checkpoint).
     pub cil_items: u64,
@@ -43,6 +46,7 @@ impl FsStats {
             ("trans_commits", self.trans_commits),
             ("trans_cancels", self.trans_cancels),
             ("trans_resv_overruns", self.trans_resv_overruns),
+            ("ag_lock_order_violations", self.ag_lock_order_violations),
             ("cil_items", self.cil_items),
             ("cil_relogged", self.cil_relogged),
             ("checkpoints", self.checkpoints),

@@ -23,12 +23,29 @@ pub const UNLINKED_BUCKETS: u32 = 64;
 /// The AGI of `agno`, joined to the transaction, after a sanity check of
 /// the fields inode allocation relies on.
 pub fn read(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<BufId> {
+    read_inner(tx, agno, false).map(|b| b.expect("a blocking read always joins"))
+}
+
+/// [`read`] if no other transaction holds the AGI (`None` then): for an
+/// AGI joined against the lock order, which must not wait.
+pub fn try_read(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<Option<BufId>> {
+    read_inner(tx, agno, true)
+}
+
+fn read_inner(tx: &mut dyn MetaTx, agno: AgNumber, try_only: bool) -> Result<Option<BufId>> {
     let geo = tx.geo();
     let daddr = geo.ag_header_daddr(agno, 2);
     let len = geo.sectsize as usize;
     let ag_len = geo.ag_size(agno);
     let max_inodes = (ag_len as u64) << geo.inopblog;
-    let b = tx.read_buf(daddr, len, BufKind::Agi)?;
+    let b = if try_only {
+        match tx.try_read_buf(daddr, len, BufKind::Agi)? {
+            Some(b) => b,
+            None => return Ok(None),
+        }
+    } else {
+        tx.read_buf(daddr, len, BufKind::Agi)?
+    };
     let buf = tx.buf(b);
     let bad = |d: String| Err(Error::corrupt("AGI", Location::Daddr(daddr.0), d));
     if buf.len() < 344 {
@@ -45,7 +62,7 @@ pub fn read(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<BufId> {
     if count as u64 > max_inodes || free > count {
         return bad(format!("count {count} freecount {free}"));
     }
-    Ok(b)
+    Ok(Some(b))
 }
 
 pub fn get(tx: &dyn MetaTx, b: BufId, off: usize) -> u32 {

@@ -73,7 +73,7 @@ use crate::format::btree::InobtRec;
 use crate::format::dinode_edit::{self as de, init_dinode, NULLAGINO};
 use crate::format::inode::{DINODE_MAGIC, DINODE_V3_CORE_SIZE, FMT_EXTENTS};
 use crate::types::{AgIno, AgNumber, Ino};
-use crate::xact::{BufId, InodeId, MetaTx, SbCounter};
+use crate::xact::{BufId, BufKind, InodeId, MetaTx, SbCounter};
 
 pub use crate::format::dinode_edit::NewInode;
 pub use chunk::chunk_blocks;
@@ -141,16 +141,46 @@ pub fn lock_agi(tx: &mut dyn MetaTx, ino: Ino) -> Result<()> {
 /// it to the transaction with `ijoin_new`. `Err(NoSpace)` when no AG has a
 /// free inode or room for a new chunk.
 pub fn ialloc(tx: &mut dyn MetaTx, parent: Ino, init: &NewInode) -> Result<(Ino, InodeId)> {
+    ialloc_from(tx, parent, init, false)
+}
+
+/// [`ialloc`]; with `from_ag0` the AGs are tried from AG 0 upwards (the
+/// retry, in a new transaction, after `NoSpace`: every AG then comes in
+/// lock order).
+pub fn ialloc_from(
+    tx: &mut dyn MetaTx,
+    parent: Ino,
+    init: &NewInode,
+    from_ag0: bool,
+) -> Result<(Ino, InodeId)> {
     if !valid_mode(init.mode) {
         return Err(Error::Invalid(format!("ialloc: mode {:#o}", init.mode)));
     }
     chunk::chunk_blocks(tx)?;
     let is_dir = init.mode & de::S_IFMT == de::S_IFDIR;
-    let order: Vec<AgNumber> = ag_order(tx, parent, is_dir).collect();
+    let order: Vec<AgNumber> = if from_ag0 {
+        (0..tx.geo().agcount).map(AgNumber).collect()
+    } else {
+        ag_order(tx, parent, is_dir).collect()
+    };
     for agno in order {
-        let agi_b = agi::read(tx, agno)?;
+        // The AGs after the first (wrapping round, or after a chunk
+        // allocation that joined an AGF and failed) come against the lock
+        // order: join their AGIs only if free now (the kernel's trylock
+        // pass); the caller's retry in a new transaction covers the rest.
+        let agi_b = if tx.ag_join_out_of_order(BufKind::Agi, agno) {
+            match agi::try_read(tx, agno)? {
+                Some(b) => b,
+                None => continue,
+            }
+        } else {
+            agi::read(tx, agno)?
+        };
         let (rec, new_gen) = if agi::get(tx, agi_b, agi::FREECOUNT) > 0 {
             (find_free(tx, agno, agi_b, parent)?, None)
+        } else if tx.ag_join_out_of_order(BufKind::Agf, agno) {
+            // A new chunk needs this AG's AGF, below one already held.
+            continue;
         } else {
             match chunk::alloc_chunk(tx, agno, agi_b) {
                 Ok((rec, gen)) => (rec, Some(gen)),

@@ -40,10 +40,11 @@
 //! it inside the operation's transaction, so an edit may need the AGF of
 //! an AG lower than one the transaction already holds. unlink and rmdir
 //! join the AGI and then every AGF their edits will need, ascending
-//! ([`prelock_fork_agfs`]). Not pre-joined yet: a write that converts
-//! unwritten extents in a lower AG than the one it allocates in, and
-//! rename over a target that is freed (their AGF order can invert against
-//! a concurrent transaction). Shared extents (reflink) are never made, so
+//! ([`prelock_fork_agfs`]); so does a rename over a target whose last link
+//! goes. A write that converts unwritten extents joins the AGFs of the
+//! converted blocks before it allocates (`bmapop::map_range`), and the
+//! allocator then only moves upwards from the highest AGF held. Shared
+//! extents (reflink) are never made, so
 //! the refcount btree is left as mkfs made it; freeing blocks of an inode
 //! flagged REFLINK stays refused in [`crate::bmapop`].
 

@@ -116,6 +116,19 @@ pub trait MetaTx {
     /// same `(daddr, len)` joined twice gives the same id; a different
     /// length at the same address is `Err(Invalid)`.
     fn read_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId>;
+    /// [`MetaTx::read_buf`] only if no other transaction holds the buffer
+    /// (`Ok(None)` then): for a join against the lock order, which must
+    /// never wait (the kernel's trylock).
+    fn try_read_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<Option<BufId>> {
+        self.read_buf(daddr, len, kind).map(Some)
+    }
+    /// Whether joining the AG header `kind` (AGI or AGF) of `agno` now
+    /// would go against the lock order (an AGI after any AGF or a higher
+    /// AGI; an AGF after a higher AGF).
+    fn ag_join_out_of_order(&self, kind: BufKind, agno: AgNumber) -> bool {
+        let _ = (kind, agno);
+        false
+    }
     /// Join a buffer for a block just allocated: zeroed, not read.
     fn new_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId>;
     fn buf(&self, b: BufId) -> &[u8];

@@ -119,7 +119,50 @@ impl<'a> Trans<'a> {
             .expect("a transaction exists only on a read-write mount")
     }
 
+    /// AG of a header buffer address.
+    fn ag_of(&self, d: Daddr) -> u64 {
+        let geo = self.fs.geo();
+        d.0 / (geo.agblocks as u64 * geo.bb_per_block() as u64)
+    }
+
+    /// See [`MetaTx::ag_join_out_of_order`].
+    fn out_of_order(&self, kind: BufKind, agno: u64) -> bool {
+        self.bufs.iter().any(|b| match (kind, b.kind) {
+            (BufKind::Agi, BufKind::Agf) => true,
+            (BufKind::Agi, BufKind::Agi) | (BufKind::Agf, BufKind::Agf) => {
+                self.ag_of(b.buf.daddr) > agno
+            }
+            _ => false,
+        })
+    }
+
+    /// Count (and log) a blocking join of AG header `kind` at `daddr`
+    /// against the lock order: AGIs before AGFs, each ascending.
+    fn check_ag_order(&self, daddr: Daddr, kind: BufKind) {
+        let agno = self.ag_of(daddr);
+        if self.out_of_order(kind, agno) {
+            self.core()
+                .lock_order_violations
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            tracing::warn!("{} of AG {agno} joined out of lock order", kind.name());
+        }
+    }
+
     fn join(&mut self, daddr: Daddr, len: usize, kind: BufKind, read: bool) -> Result<BufId> {
+        self.join_inner(daddr, len, kind, read, false)
+            .map(|b| b.expect("a blocking join always joins"))
+    }
+
+    /// Join a buffer; with `try_only`, `Ok(None)` when another transaction
+    /// holds it (never waits).
+    fn join_inner(
+        &mut self,
+        daddr: Daddr,
+        len: usize,
+        kind: BufKind,
+        read: bool,
+        try_only: bool,
+    ) -> Result<Option<BufId>> {
         if let Some(&id) = self.by_addr.get(&daddr.0) {
             let b = &mut self.bufs[id.0 as usize];
             if b.data.len() != len {
@@ -135,12 +178,22 @@ impl<'a> Trans<'a> {
                 b.stale = false;
                 b.dirty = true;
             }
-            return Ok(id);
+            return Ok(Some(id));
+        }
+        if !try_only && matches!(kind, BufKind::Agf | BufKind::Agi) {
+            self.check_ag_order(daddr, kind);
         }
         let rw = self.core();
         let uuid = self.fs.sb().metadata_uuid();
         let buf = rw.bufs.get(&*rw.raw, &uuid, daddr, len, kind, read)?;
-        let guard = buf.tx_lock();
+        let guard = if try_only {
+            match buf.tx_try_lock() {
+                Some(g) => g,
+                None => return Ok(None),
+            }
+        } else {
+            buf.tx_lock()
+        };
         let data = {
             let st = buf.st.lock();
             if !read {
@@ -175,7 +228,7 @@ impl<'a> Trans<'a> {
             ordered: false,
         });
         self.by_addr.insert(daddr.0, id);
-        Ok(id)
+        Ok(Some(id))
     }
 
     fn item(&self, ino: Ino, fresh: Option<&[u8]>) -> Result<Arc<InodeItem>> {
@@ -387,6 +440,12 @@ impl MetaTx for Trans<'_> {
     }
     fn read_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId> {
         self.join(daddr, len, kind, true)
+    }
+    fn try_read_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<Option<BufId>> {
+        self.join_inner(daddr, len, kind, true, true)
+    }
+    fn ag_join_out_of_order(&self, kind: BufKind, agno: AgNumber) -> bool {
+        self.out_of_order(kind, agno.0 as u64)
     }
     fn new_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId> {
         self.join(daddr, len, kind, false)
