@@ -66,6 +66,8 @@ pub struct RwCore {
     /// AG header joins against the lock order (see [`crate::xact`]):
     /// an AGI after an AGF or a higher AGI, an AGF after a higher AGF.
     pub(crate) lock_order_violations: AtomicU64,
+    /// The directory rotor of this mount (see [`crate::ialloc`]).
+    pub(crate) dir_rotor: std::sync::atomic::AtomicU32,
     /// Open references and O_TMPFILE inodes (see [`super::ops_link`]).
     pub(crate) open: super::ops_link::OpenRefs,
     /// Serialises renames between directories (the VFS's rename mutex):
@@ -248,6 +250,7 @@ impl Filesystem {
             unmounted: AtomicBool::new(false),
             cancels: AtomicU64::new(0),
             lock_order_violations: AtomicU64::new(0),
+            dir_rotor: Default::default(),
             open: Default::default(),
             rename_lock: Mutex::new(()),
             allocbt_hint: AtomicU64::new(0),

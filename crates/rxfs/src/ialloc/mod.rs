@@ -78,9 +78,10 @@ use crate::xact::{BufId, BufKind, InodeId, MetaTx, SbCounter};
 pub use crate::format::dinode_edit::NewInode;
 pub use chunk::chunk_blocks;
 
-/// Rotor for the AG of new directories (a placement hint only: sharing it
-/// between filesystems in one process is harmless).
-static DIR_ROTOR: AtomicU32 = AtomicU32::new(0);
+/// Rotor for the AG of new directories of transactions that have no
+/// mount of their own (unlogged test transactions); a mounted filesystem
+/// has its own ([`MetaTx::dir_rotor`]).
+pub(crate) static DIR_ROTOR: AtomicU32 = AtomicU32::new(0);
 
 /// An unpredictable 32-bit number for generation numbers (no crate
 /// dependency: std's per-process random hash keys, a counter and the
@@ -102,7 +103,7 @@ fn ag_order(tx: &dyn MetaTx, parent: Ino, is_dir: bool) -> impl Iterator<Item = 
     let geo = tx.geo();
     let n = geo.agcount.max(1);
     let start = if is_dir {
-        DIR_ROTOR.fetch_add(1, Ordering::Relaxed) % n
+        tx.dir_rotor() % n
     } else if geo.ino_valid(parent) {
         geo.ino_agno(parent).0
     } else {

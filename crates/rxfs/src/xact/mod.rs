@@ -129,6 +129,11 @@ pub trait MetaTx {
         let _ = (kind, agno);
         false
     }
+    /// The next value of the filesystem's directory rotor (the AG a new
+    /// directory's inode is looked for in first, round robin).
+    fn dir_rotor(&self) -> u32 {
+        crate::ialloc::DIR_ROTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
     /// Join a buffer for a block just allocated: zeroed, not read.
     fn new_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId>;
     fn buf(&self, b: BufId) -> &[u8];

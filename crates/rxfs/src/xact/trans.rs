@@ -444,6 +444,11 @@ impl MetaTx for Trans<'_> {
     fn try_read_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<Option<BufId>> {
         self.join_inner(daddr, len, kind, true, true)
     }
+    fn dir_rotor(&self) -> u32 {
+        self.core()
+            .dir_rotor
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
     fn ag_join_out_of_order(&self, kind: BufKind, agno: AgNumber) -> bool {
         self.out_of_order(kind, agno.0 as u64)
     }
