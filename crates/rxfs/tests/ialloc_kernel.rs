@@ -111,14 +111,7 @@ fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) -> ((u32, u32),
 
     // ---- second cycle: reuse, no new chunks, generations bumped ----
     let (again, chunks2) = alloc_all(&img, n, 101);
-    // Free inodes are reused; only a directory sent by the rotor (shared by
-    // the tests running in this process) to an AG without free inodes
-    // may start a new chunk there, as in the kernel.
-    let empty_ags = freed.iter().filter(|a| a.freecount == 0).count();
-    assert!(
-        chunks2 <= empty_ags,
-        "{name}: free inodes must be reused ({chunks2} new chunks, {empty_ags} AGs without free inodes)"
-    );
+    assert_eq!(chunks2, 0, "{name}: free inodes must be reused");
     let old: std::collections::HashMap<u64, u32> = inos.iter().map(|(i, g)| (i.0, *g)).collect();
     for (ino, gen) in &again {
         if let Some(g) = old.get(&ino.0) {

@@ -51,6 +51,9 @@ pub struct MemTx {
     busy: Vec<(AgNumber, AgBlock, u32)>,
     /// Raw items logged (for tests to inspect; MemTx has no log).
     pub raw_items: Vec<Vec<Vec<u8>>>,
+    /// The directory rotor to use (tests share one per image so that
+    /// placement does not depend on other tests); `None`: process-wide.
+    pub dir_rotor: Option<Arc<std::sync::atomic::AtomicU32>>,
 }
 
 impl MemTx {
@@ -69,6 +72,7 @@ impl MemTx {
             icreates: Vec::new(),
             busy: Vec::new(),
             raw_items: Vec::new(),
+            dir_rotor: None,
         })
     }
 
@@ -146,6 +150,13 @@ impl MemTx {
 }
 
 impl MetaTx for MemTx {
+    fn dir_rotor(&self) -> u32 {
+        use std::sync::atomic::Ordering::Relaxed;
+        match &self.dir_rotor {
+            Some(r) => r.fetch_add(1, Relaxed),
+            None => crate::ialloc::DIR_ROTOR.fetch_add(1, Relaxed),
+        }
+    }
     fn geo(&self) -> &Geometry {
         &self.geo
     }

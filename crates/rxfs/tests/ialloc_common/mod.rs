@@ -26,9 +26,24 @@ pub fn kernel_ok() -> bool {
     true
 }
 
+/// An unlogged transaction on `img`, with a directory rotor of its own
+/// per image (placement independent of the other tests in the process).
 pub fn memtx(img: &Path) -> MemTx {
+    use std::collections::HashMap;
+    use std::sync::atomic::AtomicU32;
+    use std::sync::Mutex;
+    static ROTORS: Mutex<Option<HashMap<std::path::PathBuf, Arc<AtomicU32>>>> = Mutex::new(None);
     let dev = Arc::new(FileDevice::open(img, false, false).unwrap());
-    MemTx::new(dev).unwrap()
+    let mut tx = MemTx::new(dev).unwrap();
+    let rotor = ROTORS
+        .lock()
+        .unwrap()
+        .get_or_insert_with(HashMap::new)
+        .entry(img.to_path_buf())
+        .or_default()
+        .clone();
+    tx.dir_rotor = Some(rotor);
+    tx
 }
 
 /// Inode counts per AG, checked for internal consistency.
