@@ -18,13 +18,20 @@
 //!  empty fork:   forkoff != 0, aformat EXTENTS, anextents 0 (what the
 //!                kernel leaves after some failures): becomes shortform
 //!  shortform:    aformat LOCAL, the list at byte 176 + forkoff * 8
+//!  blocks:       aformat EXTENTS/BTREE, a leaf or a DA node at attr fork
+//!                block 0 (see [`blocks`]), remote values in other blocks
 //! ```
-//! Leaf and node forms (attr fork blocks) are `NotSupported` for now, as
-//! is a change that would need them (a name or value of 255 bytes or more,
-//! or a list that does not fit the inode); nothing has changed then.
+//! A shortform list that no longer fits the inode (or an entry too long
+//! for it) moves to a leaf block; a removal that leaves one leaf whose
+//! entries fit inline moves back, as the kernel does. Adding an attr fork
+//! moves the data fork's end ([`crate::bmapop::fork::set_forkoff`]:
+//! extent lists become a bmbt when they no longer fit); only an inline
+//! (local) data fork that would not fit is `NotSupported`.
 //!
-//! Invariants kept: every change is planned before the dinode is touched,
-//! so an `Err` leaves the transaction as it was. The shortform list keeps
+//! Invariants kept: a shortform change is planned before the dinode is
+//! touched; a block-form change may fail half way (`NoSpace` from an
+//! allocation), and the caller then cancels the transaction, as it does
+//! for every error. The shortform list keeps
 //! at most one complete entry per (namespace, name); a replaced entry moves
 //! to the end of the list (the kernel removes, then appends). The attr fork
 //! never takes bytes the data fork uses (local bytes, extent records);
@@ -33,13 +40,17 @@
 //! an empty list, as the kernel does).
 
 pub mod acl;
+pub mod blocks;
 pub mod forkoff;
 pub mod sf;
+
+use blocks::Tree;
 
 use crate::error::{Error, Location, Result};
 use crate::format::attr::{self, AttrEntry, AttrValue, Namespace, ATTR_NAME_MAX, XATTR_SIZE_MAX};
 use crate::format::dinode_edit as di;
 use crate::format::inode::{Timestamp, FMT_BTREE, FMT_DEV, FMT_EXTENTS, FMT_LOCAL};
+use crate::types::Ino;
 use crate::xact::{InodeId, MetaTx};
 
 /// setxattr(2) flags.
@@ -68,10 +79,6 @@ enum Form {
 
 fn corrupt(ino: u64, detail: impl Into<String>) -> Error {
     Error::corrupt("attr fork", Location::Ino(ino), detail)
-}
-
-fn not_yet(what: &str) -> Error {
-    Error::NotSupported(format!("{what}: attr leaf/node forms (issue 4)"))
 }
 
 /// Read the attr fork of `ip`.
@@ -134,8 +141,46 @@ pub fn attr_get(
                     AttrValue::Remote { .. } => Vec::new(),
                 }))
         }
-        Form::Blocks => Err(not_yet("attribute lookup")),
+        Form::Blocks => {
+            let ino = Ino(di::ino(tx.inode(ip)));
+            let t = Tree::load(tx, ip, ino)?;
+            match t.find(ns, name) {
+                None => Ok(None),
+                Some((li, ei)) => {
+                    let e = t.entries_of(li)[ei].clone();
+                    t.value(tx, ip, &e).map(Some)
+                }
+            }
+        }
     }
+}
+
+/// A leaf entry for `name` in `ns` with `value`: local, or written to
+/// remote value blocks of `ip` when too big for a leaf.
+fn new_entry(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    ino: Ino,
+    ns: Namespace,
+    name: &[u8],
+    value: &[u8],
+) -> Result<AttrEntry> {
+    let bs = tx.geo().blocksize as usize;
+    let v = if blocks::value_is_local(name.len(), value.len(), bs) {
+        AttrValue::Local(value.to_vec())
+    } else {
+        let blk = blocks::write_remote(tx, ip, ino, value)?;
+        AttrValue::Remote {
+            blk,
+            len: value.len() as u32,
+        }
+    };
+    Ok(AttrEntry {
+        flags: ns.flags(),
+        name: name.to_vec(),
+        hashval: crate::format::da::hashname(name),
+        value: v,
+    })
 }
 
 /// Set attribute `name` in `ns` of the joined inode `ip` to `value`
@@ -150,11 +195,29 @@ pub fn attr_set(
     now: Timestamp,
 ) -> Result<()> {
     check_args(name, value.len())?;
-    let form = load(tx, ip)?;
-    let list = match form {
+    let ino = Ino(di::ino(tx.inode(ip)));
+    let list = match load(tx, ip)? {
         Form::None | Form::Empty => Vec::new(),
         Form::Short(l) => l,
-        Form::Blocks => return Err(not_yet("setxattr")),
+        Form::Blocks => {
+            let mut t = Tree::load(tx, ip, ino)?;
+            let old = t.find(ns, name);
+            match (how, old.is_some()) {
+                (XattrSet::Create, true) => return Err(Error::Exists),
+                (XattrSet::Replace, false) => return Err(Error::NoAttr),
+                _ => {}
+            }
+            if let Some(at) = old {
+                if let AttrValue::Remote { blk, len } = t.take(at).value {
+                    blocks::free_remote(tx, ip, ino, blk, len)?;
+                }
+            }
+            let e = new_entry(tx, ip, ino, ns, name, value)?;
+            t.insert(e);
+            t.store(tx, ip)?;
+            touch(tx, ip, now);
+            return Ok(());
+        }
     };
     let present = list.iter().any(|e| e.matches(ns, name));
     match (how, present) {
@@ -163,12 +226,39 @@ pub fn attr_set(
         _ => {}
     }
     let new = sf::set(&list, ns, name, value);
-    let d = tx.inode(ip);
-    let Some(fo) = sf::fits(d, &new) else {
-        return Err(not_yet("an attribute list too big for the inode"));
-    };
-    check_data_fits(d, fo)?;
-    store_short(tx, ip, &new, fo);
+    if let Some(fo) = sf::fits(tx.inode(ip), &new) {
+        place_fork(tx, ip, fo)?;
+        store_short(tx, ip, &new, fo);
+        touch(tx, ip, now);
+        return Ok(());
+    }
+    // Shortform -> leaf: an attr fork first if there is none (where the
+    // kernel puts it), then the list and the new entry in a leaf block.
+    if di::forkoff(tx.inode(ip)) == 0 {
+        let d = tx.inode(ip);
+        let want = attr::SF_HDR_SIZE + attr::sf_entsize(name.len(), value.len());
+        let fo = match forkoff::bytes_fit(d, want) {
+            0 => (forkoff::default_offset(d) / 8) as u8,
+            fo => fo,
+        };
+        place_fork(tx, ip, fo)?;
+    }
+    let d = tx.inode_mut(ip);
+    di::attr_fork_mut(d).fill(0);
+    di::set_aformat(d, FMT_EXTENTS);
+    di::set_anextents(d, 0);
+    let mut t = Tree::empty(tx, ino);
+    for e in list.into_iter().filter(|e| !e.matches(ns, name)) {
+        let v = match &e.value {
+            AttrValue::Local(v) => v.clone(),
+            AttrValue::Remote { .. } => return Err(corrupt(ino.0, "remote value in shortform")),
+        };
+        let x = new_entry(tx, ip, ino, e.namespace(), &e.name, &v)?;
+        t.insert(x);
+    }
+    let e = new_entry(tx, ip, ino, ns, name, value)?;
+    t.insert(e);
+    t.store(tx, ip)?;
     touch(tx, ip, now);
     Ok(())
 }
@@ -182,10 +272,20 @@ pub fn attr_remove(
     now: Timestamp,
 ) -> Result<()> {
     check_args(name, 0)?;
+    let ino = Ino(di::ino(tx.inode(ip)));
     let list = match load(tx, ip)? {
         Form::None | Form::Empty => return Err(Error::NoAttr),
         Form::Short(l) => l,
-        Form::Blocks => return Err(not_yet("removexattr")),
+        Form::Blocks => {
+            let mut t = Tree::load(tx, ip, ino)?;
+            let at = t.find(ns, name).ok_or(Error::NoAttr)?;
+            if let AttrValue::Remote { blk, len } = t.take(at).value {
+                blocks::free_remote(tx, ip, ino, blk, len)?;
+            }
+            blocks_to_short_or_store(tx, ip, t)?;
+            touch(tx, ip, now);
+            return Ok(());
+        }
     };
     let Some(new) = sf::remove(&list, ns, name) else {
         return Err(Error::NoAttr);
@@ -198,6 +298,52 @@ pub fn attr_remove(
     }
     touch(tx, ip, now);
     Ok(())
+}
+
+/// After a removal from a leaf/node fork: back to shortform when a single
+/// leaf remains whose entries all fit inline (the kernel's rule), the fork
+/// removed when nothing remains, else the blocks written.
+fn blocks_to_short_or_store(tx: &mut dyn MetaTx, ip: InodeId, mut t: Tree) -> Result<()> {
+    let list: Vec<AttrEntry> = t
+        .entries()
+        .map(|e| AttrEntry {
+            flags: e.flags & attr::ATTR_NSP_ONDISK_MASK,
+            hashval: 0,
+            ..e.clone()
+        })
+        .collect();
+    let fo = di::forkoff(tx.inode(ip));
+    let short_ok = t.is_leaf_form()
+        && sf::entries_inline(&list)
+        && attr::sf_totsize(&list) <= forkoff::litino(tx.inode(ip)) - fo as usize * 8;
+    if !short_ok {
+        return t.store(tx, ip);
+    }
+    t.free_all(tx, ip)?;
+    if list.is_empty() && di::format(tx.inode(ip)) != FMT_BTREE {
+        remove_fork(tx, ip);
+    } else {
+        store_short(tx, ip, &list, fo);
+    }
+    Ok(())
+}
+
+/// Put the data/attr fork boundary at `fo`, keeping the data fork valid
+/// (extent lists that no longer fit become a bmbt, bmbt roots are laid out
+/// again; see [`crate::bmapop::fork::set_forkoff`]).
+fn place_fork(tx: &mut dyn MetaTx, ip: InodeId, fo: u8) -> Result<()> {
+    let d = tx.inode(ip);
+    if di::forkoff(d) == fo {
+        return Ok(());
+    }
+    match di::format(d) {
+        FMT_EXTENTS | FMT_BTREE => crate::bmapop::fork::set_forkoff(tx, ip, fo),
+        _ => {
+            check_data_fits(d, fo)?;
+            di::set_forkoff(tx.inode_mut(ip), fo);
+            Ok(())
+        }
+    }
 }
 
 /// The data fork must keep what it uses when the attr fork starts at

@@ -198,7 +198,7 @@ fn store_sf(tx: &mut dyn MetaTx, dp: InodeId, sf: &SfDir) {
 }
 
 /// Copy the edited block `new` into the buffer and log what changed.
-fn store_block(tx: &mut dyn MetaTx, buf: BufId, new: &[u8]) {
+pub(crate) fn store_block(tx: &mut dyn MetaTx, buf: BufId, new: &[u8]) {
     let ranges = block::diff_ranges(tx.buf(buf), new);
     for r in ranges {
         tx.buf_mut(buf)[r.clone()].copy_from_slice(&new[r.clone()]);

@@ -13,6 +13,7 @@
 pub mod ag;
 pub mod attr;
 pub mod attr_acl;
+pub mod attr_enc;
 pub mod attr_remote;
 pub mod bmbt;
 pub mod btree;

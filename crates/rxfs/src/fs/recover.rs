@@ -303,6 +303,9 @@ pub fn meta_header(buf: &[u8]) -> Option<MetaHeader> {
         0x424d_4133 => mh("bmap btree block", 32, 64, Some(24), Some(40)),
         0x5844_4233 | 0x5844_4433 | 0x5844_4633 => mh("directory block", 16, 4, Some(8), Some(24)),
         0x5853_4c4d => mh("symlink block", 48, 12, Some(40), Some(16)),
+        // Remote attr value blocks: the kernel writes them outside the log
+        // (LSN all ones); rxfs logs them, one buffer per block.
+        0x5841_524d => mh("attr remote block", 48, 12, Some(40), Some(16)),
         _ => None,
     };
     if h.is_some() {

@@ -92,7 +92,12 @@ pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
         Resv::Link => 24 * blk + 2 * ino + 3 * dir,
         Resv::Symlink => 32 * blk + 4 * ino + 3 * dir,
         Resv::Rename => 48 * blk + 4 * ino + 6 * dir,
-        Resv::AttrSet | Resv::AttrRemove => 48 * blk + 2 * ino + 4 * dir,
+        // A remote value of the largest size, logged block by block (the
+        // old one freed), plus leaf and node blocks.
+        Resv::AttrSet | Resv::AttrRemove => {
+            let rmt = 65536 / (geo.blocksize as usize - 56) + 2;
+            (rmt + 48) * blk + 2 * ino + 4 * dir
+        }
     };
     n as u32
 }
