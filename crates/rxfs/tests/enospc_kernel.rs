@@ -1,7 +1,8 @@
 //! ENOSPC (issue 4): a small filesystem filled through the read-write
 //! library with directories, files of mixed sizes (some written in small
 //! scattered pieces: many extents, btree forks), symlinks and hard links
-//! until allocations fail with ENOSPC; every failure must be clean (the
+//! and extended attributes (inline, leaf and node attr forks, remote
+//! values) until allocations fail with ENOSPC; every failure must be clean (the
 //! operation changed nothing, or a write stopped short and said so). Then
 //! unmount, `xfs_repair -n` exit 0, the kernel sees exactly what rxfs says
 //! exists, and statfs agrees between rxfs and the kernel. Then everything
@@ -44,11 +45,36 @@ fn repair_ok(img: &Path) {
 
 /// What the fill made: path -> file bytes (None: a directory or symlink).
 type Made = BTreeMap<String, Option<Vec<u8>>>;
+/// path -> its extended attributes.
+type Xattrs = BTreeMap<String, BTreeMap<Vec<u8>, Vec<u8>>>;
 
-/// Fill until ENOSPC; returns what exists and the file bytes stored.
-fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, u64) {
+/// Give `ino` up to `n` attributes, some with remote values; stops at the
+/// first ENOSPC (which must have changed nothing).
+fn add_xattrs(fs: &Filesystem, ino: Ino, n: u64, seed: u64, out: &mut BTreeMap<Vec<u8>, Vec<u8>>) {
+    for i in 0..n {
+        let name = format!("user.enospc-attribute-{i:03}").into_bytes();
+        let len = match (seed + i) % 5 {
+            0 => 3000,
+            1 => 200,
+            _ => 40,
+        };
+        let val = pattern(seed.wrapping_mul(31) ^ i, len);
+        match fs.setxattr(ino, &name, &val, rxfs::fs::ops_attr::XattrSet::Any) {
+            Ok(()) => {
+                out.insert(name, val);
+            }
+            Err(Error::NoSpace) => return,
+            Err(e) => panic!("setxattr: {e}"),
+        }
+    }
+}
+
+/// Fill until ENOSPC; returns what exists, its xattrs and the file bytes
+/// stored.
+fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, Xattrs, u64) {
     let root = fs.root_ino();
     let mut made = Made::new();
+    let mut xattrs = Xattrs::new();
     let mut bytes = 0u64;
     let mut x = seed;
     let mut rnd = move |n: u64| {
@@ -66,6 +92,10 @@ fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, u64) {
             Err(e) => panic!("mkdir {dname}: {e}"),
         };
         made.insert(format!("/{dname}"), None);
+        if d % 3 == 0 {
+            let x = xattrs.entry(format!("/{dname}")).or_default();
+            add_xattrs(fs, dino, 60, seed + d as u64, x);
+        }
         for f in 0..40u32 {
             let name = format!("f{f}");
             let path = format!("/{dname}/{name}");
@@ -111,6 +141,11 @@ fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, u64) {
             let ip = fs.iget(ino).unwrap();
             content.resize(ip.core.size as usize, 0);
             made.insert(path.clone(), Some(content));
+            let nx = [0, 0, 3, 12, 40][rnd(5) as usize];
+            if nx > 0 {
+                let x = xattrs.entry(path.clone()).or_default();
+                add_xattrs(fs, ino, nx, seed ^ ((d as u64) << 16) ^ f as u64, x);
+            }
             if rnd(5) == 0 {
                 let l = format!("/{dname}/s{f}");
                 match fs.symlink(dino, format!("s{f}").as_bytes(), &[b'x'; 600], &args(0)) {
@@ -123,10 +158,43 @@ fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, u64) {
             }
         }
     }
-    (made, bytes)
+    (made, xattrs, bytes)
 }
 
-fn check_kernel(s: &Scratch, img: &Path, made: &Made) {
+/// The user attributes of `p` through the kernel.
+fn kernel_xattrs(p: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    use std::os::unix::ffi::OsStrExt;
+    let c = cpath(p);
+    let mut names = vec![0u8; 1 << 16];
+    let n = unsafe { libc::llistxattr(c.as_ptr(), names.as_mut_ptr() as *mut _, names.len()) };
+    assert!(n >= 0, "llistxattr {p:?}");
+    let mut out = BTreeMap::new();
+    for name in names[..n as usize]
+        .split(|&b| b == 0)
+        .filter(|s| !s.is_empty())
+    {
+        let cn = std::ffi::CString::new(name).unwrap();
+        let mut val = vec![0u8; 1 << 16];
+        let l = unsafe {
+            libc::lgetxattr(
+                c.as_ptr(),
+                cn.as_ptr(),
+                val.as_mut_ptr() as *mut _,
+                val.len(),
+            )
+        };
+        assert!(
+            l >= 0,
+            "lgetxattr {p:?} {:?}",
+            std::ffi::OsStr::from_bytes(name)
+        );
+        val.truncate(l as usize);
+        out.insert(name.to_vec(), val);
+    }
+    out
+}
+
+fn check_kernel(s: &Scratch, img: &Path, made: &Made, xattrs: &Xattrs) {
     repair_ok(img);
     let mnt = s.path("k");
     let k = KernelMount::new(img, &mnt, "");
@@ -143,6 +211,13 @@ fn check_kernel(s: &Scratch, img: &Path, made: &Made) {
             );
         } else {
             assert!(md.is_dir() || md.file_type().is_symlink(), "{p}");
+        }
+        if !md.file_type().is_symlink() {
+            let want = xattrs.get(p).cloned().unwrap_or_default();
+            assert!(
+                kernel_xattrs(&mnt.join(&p[1..])) == want,
+                "{p}: xattrs differ"
+            );
         }
     }
     k.umount();
@@ -161,7 +236,9 @@ fn enospc_fill_delete_refill() {
     let open = || Filesystem::open_path(&img, None, MountOptions::default()).unwrap();
     let fs = open();
     let empty = fs.statfs().unwrap();
-    let (made, bytes1) = fill(&fs, 1, 1);
+    let (made, xattrs, bytes1) = fill(&fs, 1, 1);
+    let nx: usize = xattrs.values().map(|x| x.len()).sum();
+    assert!(nx > 100, "only {nx} xattrs were set");
     let full = fs.statfs().unwrap();
     assert!(
         full.bfree * 50 < empty.bfree,
@@ -176,7 +253,7 @@ fn enospc_fill_delete_refill() {
     );
     fs.unmount().unwrap();
     drop(fs);
-    check_kernel(&s, &img, &made);
+    check_kernel(&s, &img, &made, &xattrs);
     // statfs through the kernel equals rxfs's after a fresh mount.
     let fs = open();
     let ours = fs.statfs().unwrap();
@@ -218,7 +295,12 @@ fn enospc_fill_delete_refill() {
         fs.rmdir(root, &d.as_bytes()[1..]).unwrap();
     }
     let freed = fs.statfs().unwrap();
-    let (made2, bytes2) = fill(&fs, 2, 2);
+    assert_eq!(
+        (freed.bfree, freed.files - freed.ffree),
+        (empty.bfree, empty.files - empty.ffree),
+        "after deleting everything: free blocks and used inodes as when empty"
+    );
+    let (made2, xattrs2, bytes2) = fill(&fs, 2, 2);
     assert_eq!(
         fs.stats().ag_lock_order_violations,
         0,
@@ -226,7 +308,7 @@ fn enospc_fill_delete_refill() {
     );
     fs.unmount().unwrap();
     drop(fs);
-    check_kernel(&s, &img, &made2);
+    check_kernel(&s, &img, &made2, &xattrs2);
     assert!(
         bytes2 * 100 >= bytes1 * 97,
         "second fill stored {bytes2} bytes, the first {bytes1} (free after delete {} vs empty {})",
@@ -234,8 +316,8 @@ fn enospc_fill_delete_refill() {
         empty.bfree
     );
     eprintln!(
-        "enospc: fill 1 stored {bytes1} bytes in {} entries; after deleting, {} of {} blocks \
-         free; fill 2 stored {bytes2} bytes",
+        "enospc: fill 1 stored {bytes1} bytes in {} entries with {nx} xattrs; after deleting, \
+         {} of {} blocks free; fill 2 stored {bytes2} bytes",
         made.len(),
         freed.bfree,
         empty.bfree

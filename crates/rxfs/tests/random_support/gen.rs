@@ -163,15 +163,31 @@ impl Gen {
         (off + len <= self.p.max_file).then(|| (off, self.rng.bytes(len as usize)))
     }
 
+    /// Attribute names: mostly a few short ones per namespace (so sets
+    /// replace and removes find something), sometimes one of many long
+    /// ones (so lists outgrow the inode, a leaf block, then a node).
     fn xkey(&mut self) -> Vec<u8> {
-        format!("user.k{}", self.rng.below(10)).into_bytes()
+        let ns = ["user.", "user.", "trusted.", "security."][self.rng.below(4) as usize];
+        let name = match self.rng.below(10) {
+            0..=6 => format!("k{}", self.rng.below(8)),
+            7..=8 => format!("many-{:04}", self.rng.below(200)),
+            _ => {
+                let n = self.rng.below(40);
+                let len = 20 + (n * 37) % 230;
+                format!("long{n:02}-{}", "x".repeat(len as usize))
+            }
+        };
+        format!("{ns}{name}").into_bytes()
     }
 
+    /// Values: mostly small (shortform and local leaf values), some over a
+    /// block (remote values), now and then the 64 KiB maximum.
     fn xval(&mut self) -> Vec<u8> {
-        let len = match self.rng.below(10) {
-            0..=5 => self.rng.below(64),
-            6..=8 => self.rng.below(1500),
-            _ => self.rng.below(20_000),
+        let len = match self.rng.below(20) {
+            0..=11 => self.rng.below(64),
+            12..=16 => self.rng.below(1500),
+            17..=18 => self.rng.below(20_000),
+            _ => 65536,
         };
         self.rng.bytes(len as usize)
     }

@@ -72,6 +72,14 @@ pub fn of_model(m: &Model, content: bool) -> View {
     v
 }
 
+/// The attributes the tester makes (no ACLs: their names are
+/// `system.*`, and an ACL the mode expresses is not stored).
+fn shown_xattr(name: &[u8]) -> bool {
+    [&b"user."[..], b"trusted.", b"security."]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
 fn user_xattrs(p: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let c = CString::new(p.as_os_str().as_bytes()).unwrap();
     let mut names = vec![0u8; 1 << 16];
@@ -84,7 +92,7 @@ fn user_xattrs(p: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
         .split(|&b| b == 0)
         .filter(|s| !s.is_empty())
     {
-        if !name.starts_with(b"user.") {
+        if !shown_xattr(name) {
             continue;
         }
         let cn = CString::new(name).unwrap();
@@ -207,7 +215,7 @@ pub fn of_rxfs(fs: &Filesystem, content: bool) -> Result<View, String> {
                 let names = fs
                     .listxattr(&ip)
                     .map_err(|e| format!("listxattr {path}: {e}"))?;
-                for n in names.into_iter().filter(|n| n.starts_with(b"user.")) {
+                for n in names.into_iter().filter(|n| shown_xattr(n)) {
                     let val = fs
                         .getxattr(&ip, &n)
                         .map_err(|e| format!("getxattr {path}: {e}"))?;
