@@ -73,7 +73,7 @@ fn run(tag: &str, opts: &str, seeds: std::ops::Range<u64>) {
             names: 20,
             dirblk: 4096,
             big_dirs: false,
-            xattrs: false,
+            xattrs: true,
             falloc: true,
             // FUSE passes no collapse/insert range (EOPNOTSUPP).
             shift: false,

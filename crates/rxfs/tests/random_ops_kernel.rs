@@ -60,7 +60,7 @@ fn params(blocksize: u64, ops: usize) -> Params {
         names: 20,
         dirblk: 4096,
         big_dirs: false,
-        xattrs: false,
+        xattrs: true,
         falloc: true,
         shift: true,
         bs: blocksize,

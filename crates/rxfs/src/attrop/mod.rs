@@ -200,6 +200,7 @@ pub fn attr_set(
         Form::None | Form::Empty => Vec::new(),
         Form::Short(l) => l,
         Form::Blocks => {
+            prelock_attr_agfs(tx, ip)?;
             let mut t = Tree::load(tx, ip, ino)?;
             let old = t.find(ns, name);
             match (how, old.is_some()) {
@@ -277,6 +278,7 @@ pub fn attr_remove(
         Form::None | Form::Empty => return Err(Error::NoAttr),
         Form::Short(l) => l,
         Form::Blocks => {
+            prelock_attr_agfs(tx, ip)?;
             let mut t = Tree::load(tx, ip, ino)?;
             let at = t.find(ns, name).ok_or(Error::NoAttr)?;
             if let AttrValue::Remote { blk, len } = t.take(at).value {
@@ -328,6 +330,27 @@ fn blocks_to_short_or_store(tx: &mut dyn MetaTx, ip: InodeId, mut t: Tree) -> Re
     Ok(())
 }
 
+/// Lock order on rmapbt filesystems: a change may free attr fork blocks
+/// (reverse-mapping edits in their AGs) after allocating new ones; join
+/// the AGFs of every AG the attr fork has blocks in first, ascending, so
+/// allocations then only move upwards.
+fn prelock_attr_agfs(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
+    if !tx.sb().has_rmapbt() {
+        return Ok(());
+    }
+    let map = crate::bmapop::attrfork::attr_map(tx, ip)?;
+    let geo = tx.geo();
+    let ags: std::collections::BTreeSet<u32> = map
+        .exts
+        .iter()
+        .map(|e| geo.fsb_agno(crate::types::FsBlock(e.start)).0)
+        .collect();
+    for a in ags {
+        crate::alloc::lock_agf(tx, crate::types::AgNumber(a))?;
+    }
+    Ok(())
+}
+
 /// Put the data/attr fork boundary at `fo`, keeping the data fork valid
 /// (extent lists that no longer fit become a bmbt, bmbt roots are laid out
 /// again; see [`crate::bmapop::fork::set_forkoff`]).
@@ -336,6 +359,13 @@ fn place_fork(tx: &mut dyn MetaTx, ip: InodeId, fo: u8) -> Result<()> {
     if di::forkoff(d) == fo {
         return Ok(());
     }
+    let is_dir = di::mode(d) as u32 & di::S_IFMT == di::S_IFDIR;
+    if di::format(d) == FMT_LOCAL && is_dir && forkoff::data_bytes(d) > fo as usize * 8 {
+        // The shortform directory no longer fits: it becomes a block
+        // directory (as the kernel does when it adds an attr fork).
+        crate::dirop::dir_sf_to_block(tx, ip)?;
+    }
+    let d = tx.inode(ip);
     match di::format(d) {
         FMT_EXTENTS | FMT_BTREE => crate::bmapop::fork::set_forkoff(tx, ip, fo),
         _ => {

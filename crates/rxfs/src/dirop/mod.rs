@@ -341,21 +341,30 @@ pub fn dir_add_from(
             store_block(tx, b.buf, &bytes);
             Ok(())
         }
-        AddPlan::Convert(s) => sf_to_block(tx, dp, &s, name, ino, ftype, from_ag0),
+        AddPlan::Convert(s) => sf_to_block(tx, dp, &s, Some((name, ino, ftype)), from_ag0),
         AddPlan::BlockToLeaf(b) => leaf::from_block(tx, dp, b.buf, &b.st, name, ino, ftype),
         AddPlan::Big(mut d) => leaf::add(tx, &mut d, name, ino, ftype),
     }
 }
 
-/// Allocate the directory block, build it from `s` plus the new entry,
-/// and switch the fork to one extent.
+/// Turn the shortform directory `dp` into a block directory with the same
+/// entries (the room its inline data took is needed, e.g. by a new attr
+/// fork, as the kernel does).
+pub fn dir_sf_to_block(tx: &mut dyn MetaTx, dp: InodeId) -> Result<()> {
+    match load(tx, dp)? {
+        Dir::Short(s) => sf_to_block(tx, dp, &s, None, false),
+        _ => Ok(()),
+    }
+}
+
+/// Allocate the directory block, build it from `s` plus the new entry
+/// `add` (name, inode, file type) if any, and switch the fork to one
+/// extent.
 fn sf_to_block(
     tx: &mut dyn MetaTx,
     dp: InodeId,
     s: &SfDir,
-    name: &[u8],
-    ino: Ino,
-    ftype: u8,
+    add: Option<(&[u8], Ino, u8)>,
     from_ag0: bool,
 ) -> Result<()> {
     let geo = dir_geo(tx);
@@ -390,7 +399,9 @@ fn sf_to_block(
     let daddr = tx.geo().fsb_to_daddr(fsb);
     let uuid = tx.sb().metadata_uuid();
     let (mut bytes, mut st) = block::block_from_sf(&geo, s, dp_ino, daddr, &uuid)?;
-    block::block_add(&geo, &mut bytes, &mut st, name, ino, ftype)?;
+    if let Some((name, ino, ftype)) = add {
+        block::block_add(&geo, &mut bytes, &mut st, name, ino, ftype)?;
+    }
     let buf = tx.new_buf(daddr, bytes.len(), BufKind::DirBlock)?;
     tx.buf_mut(buf).copy_from_slice(&bytes);
     tx.log_buf(buf, 0..bytes.len());

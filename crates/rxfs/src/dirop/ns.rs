@@ -159,11 +159,6 @@ pub fn mkdir(
 /// code cannot give back.
 pub(super) fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     let d = tx.inode(ip);
-    if di::forkoff(d) != 0 && di::aformat(d) != FMT_LOCAL && di::anextents(d) != 0 {
-        return Err(Error::NotSupported(
-            "freeing attribute fork blocks: issue 4".into(),
-        ));
-    }
     let mapped = matches!(di::format(d), FMT_EXTENTS | FMT_BTREE);
     if mapped && di::flags(d) & DIFLAG_REALTIME != 0 {
         return Err(Error::NotSupported("freeing realtime file blocks".into()));
@@ -183,6 +178,7 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
         stale_meta_blocks(tx, ip)?;
         crate::bmapop::free_range(tx, ip, FileBlock(0))?;
     }
+    free_attr_blocks(tx, ip)?;
     let d = tx.inode_mut(ip);
     if di::nblocks(d) != 0 {
         return Err(Error::corrupt(
@@ -199,6 +195,26 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
     let (agno, agino) = (g.ino_agno(ino), g.ino_agino(ino).0);
     crate::fs::recover_iunlink::free_chunk_if_empty(tx, agno, agino)?;
     Ok(())
+}
+
+/// Free every block of the attr fork of `ip` (leaf, node and remote value
+/// blocks, their buffers cancelled first) when it is in block form.
+fn free_attr_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
+    let d = tx.inode(ip);
+    if di::forkoff(d) == 0 || di::aformat(d) == FMT_LOCAL {
+        return Ok(());
+    }
+    let map = crate::bmapop::attrfork::attr_map(tx, ip)?;
+    let bs = tx.geo().blocksize as usize;
+    for e in &map.exts {
+        for i in 0..e.len {
+            let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start + i));
+            let b = tx.new_buf(daddr, bs, crate::xact::BufKind::AttrLeaf)?;
+            tx.stale_buf(b);
+        }
+    }
+    let end = map.exts.last().map_or(0, |e| e.end());
+    crate::bmapop::attrfork::attr_free(tx, ip, FileBlock(0), end)
 }
 
 /// Cancel the buffers of the metadata blocks a symlink or directory maps

@@ -177,8 +177,8 @@ pub fn rmap_free_any_owner(
 }
 
 /// Lock order help for operations whose rmap edits come late: join, in
-/// ascending order, the AGF of every AG where the data fork of one of
-/// `inodes` (EXTENTS format) has blocks, and of the AGs in `also` (where
+/// ascending order, the AGF of every AG where the data or attr fork of one
+/// of `inodes` (EXTENTS format) has blocks, and of the AGs in `also` (where
 /// an inode chunk may be freed), so that the later edits find their AGFs
 /// already held instead of locking a lower AG after a higher one. Call it
 /// after the AGIs the operation needs and before any AGF.
@@ -194,12 +194,20 @@ pub fn prelock_fork_agfs(
     }
     let mut ags: std::collections::BTreeSet<u32> = also.iter().map(|a| a.0).collect();
     for &ip in inodes {
-        if di::format(tx.inode(ip)) != FMT_EXTENTS {
-            continue;
+        let d = tx.inode(ip);
+        let attr_mapped = di::forkoff(d) != 0 && di::aformat(d) == FMT_EXTENTS;
+        let mut forks = Vec::new();
+        if di::format(d) == FMT_EXTENTS {
+            forks.push(WhichFork::Data);
         }
-        let (map, _) = crate::bmapop::load(tx, ip, WhichFork::Data)?;
-        let geo = tx.geo();
-        ags.extend(map.exts.iter().map(|e| geo.fsb_agno(FsBlock(e.start)).0));
+        if attr_mapped {
+            forks.push(WhichFork::Attr);
+        }
+        for w in forks {
+            let (map, _) = crate::bmapop::load(tx, ip, w)?;
+            let geo = tx.geo();
+            ags.extend(map.exts.iter().map(|e| geo.fsb_agno(FsBlock(e.start)).0));
+        }
     }
     for a in ags {
         crate::alloc::lock_agf(tx, AgNumber(a))?;

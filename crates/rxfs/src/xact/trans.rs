@@ -273,10 +273,13 @@ impl<'a> Trans<'a> {
     /// fails leaves the filesystem shut down (the intent stays in the log
     /// for recovery), as the kernel does.
     pub fn commit(mut self) -> Result<u64> {
-        let deferred = std::mem::take(&mut self.deferred);
+        let mut deferred = std::mem::take(&mut self.deferred);
         if deferred.is_empty() {
             return self.commit_one();
         }
+        // Each follow-up transaction frees in ascending AG order (AGF
+        // lock order).
+        deferred.sort_by_key(|&(a, b, _)| (a.0, b.0));
         let rw = self.core();
         let o = rw.cil.log().config().order;
         let geo = self.fs.geo();

@@ -372,6 +372,10 @@ impl Model {
             }
             Op::SetXattr { e, key, val, how } => {
                 let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                // Linux: a full name over 255 bytes is ERANGE.
+                if key.len() > 255 {
+                    return Err(libc::ERANGE);
+                }
                 let x = &mut self.nodes.get_mut(&id).unwrap().xattrs;
                 match (how, x.contains_key(key)) {
                     (XHow::Create, true) => return Err(libc::EEXIST),
@@ -383,6 +387,9 @@ impl Model {
             }
             Op::RemoveXattr { e, key } => {
                 let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                if key.len() > 255 {
+                    return Err(libc::ERANGE);
+                }
                 let x = &mut self.nodes.get_mut(&id).unwrap().xattrs;
                 x.remove(key).map(|_| ()).ok_or(libc::ENODATA)
             }
