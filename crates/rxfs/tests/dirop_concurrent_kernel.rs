@@ -76,6 +76,7 @@ fn dirop_concurrent_namespace_ops_kernel() {
         uid: 0,
         gid: 0,
         rdev: 0,
+        umask: 0,
     };
     let dargs = CreateArgs {
         mode: 0o040755,

@@ -120,6 +120,7 @@ fn namespace_ops_survive_power_cuts() {
         uid: 0,
         gid: 0,
         rdev: 0,
+        umask: 0,
     };
     let b = *dirs
         .iter()

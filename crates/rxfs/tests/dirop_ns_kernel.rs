@@ -243,6 +243,7 @@ fn dirop_namespace_ops_kernel() {
                         uid: 1000,
                         gid: 100,
                         rdev: (1 << 18) | 3,
+                        umask: 0,
                         time: ts(clock),
                         alloc_from_ag0: false,
                     };
@@ -274,6 +275,7 @@ fn dirop_namespace_ops_kernel() {
                         uid: 0,
                         gid: 0,
                         rdev: 0,
+                        umask: 0,
                         time: ts(clock),
                         alloc_from_ag0: false,
                     };
@@ -441,6 +443,7 @@ fn dirop_filesystem_ns_ops_kernel() {
                     uid: 1000 + step,
                     gid: 100,
                     rdev: dev as u32,
+                    umask: 0,
                 };
                 let r = fs.create(Ino(d), &name, &args);
                 if t.dirs[&d].1.contains_key(&name) {
@@ -467,6 +470,7 @@ fn dirop_filesystem_ns_ops_kernel() {
                     uid: 7,
                     gid: 8,
                     rdev: 0,
+                    umask: 0,
                 };
                 let r = fs.mkdir(Ino(d), &name, &args);
                 if t.dirs[&d].1.contains_key(&name) {
@@ -546,7 +550,8 @@ fn dirop_filesystem_ns_ops_kernel() {
                 mode: 0o100644,
                 uid: 0,
                 gid: 0,
-                rdev: 0
+                rdev: 0,
+                umask: 0,
             }
         ),
         Err(Error::NameTooLong)
@@ -640,6 +645,7 @@ fn dirop_block_from_ag0_when_high_ags_are_full_kernel() {
         uid: 0,
         gid: 0,
         rdev: 0,
+        umask: 0,
         time: ts(1_700_000_000 + i as i64),
         alloc_from_ag0: ag0,
     };

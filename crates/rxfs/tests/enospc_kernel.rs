@@ -26,6 +26,7 @@ fn args(mode: u32) -> CreateArgs {
         uid: 0,
         gid: 0,
         rdev: 0,
+        umask: 0,
     }
 }
 

@@ -38,12 +38,14 @@ const FILE: CreateArgs = CreateArgs {
     uid: 0,
     gid: 0,
     rdev: 0,
+    umask: 0,
 };
 const DIR: CreateArgs = CreateArgs {
     mode: 0o040755,
     uid: 0,
     gid: 0,
     rdev: 0,
+    umask: 0,
 };
 
 fn print_stats(what: &str, s: &FsStats) {

@@ -26,6 +26,7 @@ fn interleaved_appends_get_few_extents() {
         uid: 0,
         gid: 0,
         rdev: 0,
+        umask: 0,
     };
     let files: Vec<_> = (0..3)
         .map(|i| {

@@ -46,8 +46,8 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use fuser::consts::{
-    FUSE_CACHE_SYMLINKS, FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS, FUSE_READDIRPLUS_AUTO,
-    FUSE_WRITEBACK_CACHE,
+    FUSE_CACHE_SYMLINKS, FUSE_DONT_MASK, FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS, FUSE_POSIX_ACL,
+    FUSE_READDIRPLUS_AUTO, FUSE_WRITEBACK_CACHE,
 };
 use fuser::{
     KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -107,6 +107,17 @@ fn caller(req: &Request<'_>) -> Caller {
     Caller {
         uid: req.uid(),
         gid: req.gid(),
+        umask: 0,
+    }
+}
+
+/// The caller of a create-like request, with its umask (FUSE_POSIX_ACL:
+/// the kernel no longer applies it, the library does unless the parent
+/// has a default ACL).
+fn creator(req: &Request<'_>, umask: u32) -> Caller {
+    Caller {
+        umask: umask & 0o777,
+        ..caller(req)
     }
 }
 
@@ -115,6 +126,9 @@ impl fuser::Filesystem for RxFuse {
         let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
         let _ = config.add_capabilities(FUSE_PARALLEL_DIROPS);
         let _ = config.add_capabilities(FUSE_CACHE_SYMLINKS);
+        // The kernel checks permissions with the ACLs it reads through
+        // getxattr; DONT_MASK leaves the umask to us (see `creator`).
+        let _ = config.add_capabilities(FUSE_POSIX_ACL | FUSE_DONT_MASK);
         if self.writeback_cache {
             let _ = config.add_capabilities(FUSE_WRITEBACK_CACHE);
         }
@@ -242,8 +256,8 @@ impl fuser::Filesystem for RxFuse {
         _flags: i32,
         reply: ReplyCreate,
     ) {
-        let (name, who) = (bytes(name), caller(req));
-        self.spawn(move |c| c.create(parent, &name, mode & !umask, who, reply));
+        let (name, who) = (bytes(name), creator(req, umask));
+        self.spawn(move |c| c.create(parent, &name, mode, who, reply));
     }
 
     fn mknod(
@@ -256,8 +270,8 @@ impl fuser::Filesystem for RxFuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let (name, who) = (bytes(name), caller(req));
-        self.spawn(move |c| c.mknod(parent, &name, mode & !umask, rdev, who, reply));
+        let (name, who) = (bytes(name), creator(req, umask));
+        self.spawn(move |c| c.mknod(parent, &name, mode, rdev, who, reply));
     }
 
     fn mkdir(
@@ -269,8 +283,8 @@ impl fuser::Filesystem for RxFuse {
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let (name, who) = (bytes(name), caller(req));
-        self.spawn(move |c| c.mkdir(parent, &name, mode & !umask, who, reply));
+        let (name, who) = (bytes(name), creator(req, umask));
+        self.spawn(move |c| c.mkdir(parent, &name, mode, who, reply));
     }
 
     fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {

@@ -77,6 +77,10 @@ pub fn encode_xfs_dev(major: u32, minor: u32) -> u32 {
 pub struct Caller {
     pub uid: u32,
     pub gid: u32,
+    /// The creating process's umask (create, mknod, mkdir): the kernel
+    /// leaves it to us with FUSE_POSIX_ACL; applied unless the parent has
+    /// a default ACL.
+    pub umask: u32,
 }
 
 /// Owner and mode of a new inode under `parent`, as `inode_init_owner`
@@ -135,6 +139,7 @@ impl Core {
             uid,
             gid,
             rdev,
+            umask: who.umask,
         })
     }
 
@@ -144,8 +149,8 @@ impl Core {
         (file_attr(&self.fs, ip), ip.core.gen as u64)
     }
 
-    /// CREATE: a regular file, opened. (`mode`s arrive with the umask
-    /// applied, see [`super::RxFuse`].)
+    /// CREATE: a regular file, opened. (`mode`s arrive without the umask,
+    /// which goes with the caller, see [`Caller::umask`].)
     pub fn create(&self, parent: u64, name: &[u8], mode: u32, who: Caller, reply: ReplyCreate) {
         let mode = libc::S_IFREG | (mode & 0o7777);
         let args = match self.create_args(parent, name, mode, 0, who) {
@@ -346,6 +351,7 @@ mod tests {
         let who = Caller {
             uid: 1000,
             gid: 100,
+            umask: 0,
         };
         let plain = fake_inode(128, 0o40755);
         assert_eq!(new_owner(&plain, 0o100644, who), (0o100644, 1000, 100));
@@ -355,7 +361,11 @@ mod tests {
         assert_eq!(new_owner(&sg, 0o100644, who), (0o100644, 1000, 50));
         // Set-gid on a file in a group the creator is not in is dropped.
         assert_eq!(new_owner(&sg, 0o102755, who), (0o100755, 1000, 50));
-        let root = Caller { uid: 0, gid: 0 };
+        let root = Caller {
+            uid: 0,
+            gid: 0,
+            umask: 0,
+        };
         assert_eq!(new_owner(&sg, 0o102755, root), (0o102755, 0, 50));
     }
 }

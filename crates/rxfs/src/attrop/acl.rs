@@ -306,15 +306,25 @@ pub fn set_acl_xattr(
 }
 
 /// Give the new inode `ip` (mode already set from its create mode) the
-/// ACLs its parent directory `dp`'s default ACL implies, and mask its mode.
-/// Nothing happens for symlinks or when `dp` has no default ACL.
-pub fn inherit(tx: &mut dyn MetaTx, dp: InodeId, ip: InodeId, now: Timestamp) -> Result<()> {
+/// ACLs its parent directory `dp`'s default ACL implies, and mask its mode
+/// with it; without a default ACL, clear the `umask` bits instead (as the
+/// VFS does). Nothing happens for symlinks.
+pub fn inherit(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    ip: InodeId,
+    umask: u32,
+    now: Timestamp,
+) -> Result<()> {
     let mode = di::mode(tx.inode(ip)) as u32;
     let fmt = mode & di::S_IFMT;
     if fmt == di::S_IFLNK {
         return Ok(());
     }
     let Some(def) = get_acl(tx, dp, AclKind::Default)? else {
+        if umask & 0o777 != 0 {
+            di::set_mode(tx.inode_mut(ip), (mode & !(umask & 0o777)) as u16);
+        }
         return Ok(());
     };
     let mut access = def.clone();

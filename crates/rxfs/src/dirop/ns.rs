@@ -44,6 +44,8 @@ pub struct NsCreate {
     pub gid: u32,
     /// Device number in the XFS encoding (major << 18 | minor).
     pub rdev: u32,
+    /// Permission bits to clear when the parent has no default ACL.
+    pub umask: u32,
     pub time: Timestamp,
     /// Look for a directory block from AG 0 on (the retry after
     /// `NoSpace`, see [`super::dir_add_from`]).
@@ -126,7 +128,7 @@ pub fn create(
         return Err(Error::Invalid(format!("create of a {ft:?}")));
     }
     let (ino, ip) = new_inode(tx, dp, name, args, 1)?;
-    crate::attrop::acl::inherit(tx, dp, ip, args.time)?;
+    crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
     dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 0);
     Ok((ino, ip))
@@ -149,7 +151,7 @@ pub fn mkdir(
     let parent = Ino(di::ino(tx.inode(dp)));
     let (ino, ip) = new_inode(tx, dp, name, args, 2)?;
     dir_init(tx, ip, parent)?;
-    crate::attrop::acl::inherit(tx, dp, ip, args.time)?;
+    crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
     dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 1);
     Ok((ino, ip))

@@ -213,6 +213,7 @@ pub fn tmpfile(tx: &mut dyn MetaTx, dp: InodeId, args: &NsCreate) -> Result<(Ino
         time: args.time,
     };
     let (ino, ip) = crate::ialloc::ialloc_from(tx, parent, &init, args.alloc_from_ag0)?;
+    crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
     crate::ialloc::unlinked::add(tx, ip)?;
     Ok((ino, ip))
 }

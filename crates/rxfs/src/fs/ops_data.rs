@@ -95,13 +95,21 @@ impl Filesystem {
             let _lock = self.ilock(ino)?;
             let resv = if attr.size.is_some() {
                 Resv::Truncate
+            } else if attr.mode.is_some() {
+                // chmod rewrites the access ACL's bits too.
+                Resv::AttrSet
             } else {
                 Resv::SetAttr
             };
             let mut tx = self.trans_alloc(resv)?;
-            let r = tx
-                .ijoin(ino)
-                .and_then(|ip| data::setattr(&mut tx, self.dev(), ip, attr, data::now()));
+            let now = data::now();
+            let r = tx.ijoin(ino).and_then(|ip| {
+                data::setattr(&mut tx, self.dev(), ip, attr, now)?;
+                if attr.mode.is_some() {
+                    crate::attrop::acl::chmod(&mut tx, ip, now)?;
+                }
+                Ok(())
+            });
             match r {
                 Ok(()) => {
                     tx.commit()?;

@@ -28,6 +28,9 @@ pub struct CreateArgs {
     pub gid: u32,
     /// Device number (Linux encoding) for block and character devices.
     pub rdev: u32,
+    /// The creator's umask: cleared from the permission bits unless the
+    /// parent directory has a default ACL (which masks them instead).
+    pub umask: u32,
 }
 
 /// Tries of unlink/rmdir when the entry changes under them.
@@ -58,6 +61,7 @@ impl CreateArgs {
             uid: self.uid,
             gid: self.gid,
             rdev: xfs_rdev(self.rdev),
+            umask: self.umask & 0o777,
             time: now(),
             alloc_from_ag0: false,
         }

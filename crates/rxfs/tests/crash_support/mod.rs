@@ -157,6 +157,7 @@ fn prefill(fs: &Filesystem, fraction: f64) -> rxfs::Result<()> {
         uid: 0,
         gid: 0,
         rdev: 0,
+        umask: 0,
     };
     let root = fs.root_ino();
     let mut round = 0;

@@ -109,6 +109,7 @@ impl Target for LibTarget {
             uid: 0,
             gid: 0,
             rdev: 0,
+            umask: 0,
         };
         let name = name_of(path);
         let ip = if dir {

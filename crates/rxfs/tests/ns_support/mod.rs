@@ -23,6 +23,7 @@ pub fn args(mode: u32) -> CreateArgs {
         uid: 0,
         gid: 0,
         rdev: 0,
+        umask: 0,
     }
 }
 

@@ -65,6 +65,7 @@ impl LibTarget {
             uid: 0,
             gid: 0,
             rdev: 0,
+            umask: 0,
         };
         match op {
             Op::Create { e, kind, .. } => {
