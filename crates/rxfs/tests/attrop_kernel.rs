@@ -611,3 +611,122 @@ fn random_mix_1k_blocks_rmapbt() {
         2000,
     );
 }
+
+/// A Linux-format POSIX ACL xattr value: (tag, perm, id) entries.
+fn acl_value(ents: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut v = 2u32.to_le_bytes().to_vec();
+    for &(tag, perm, id) in ents {
+        v.extend_from_slice(&tag.to_le_bytes());
+        v.extend_from_slice(&perm.to_le_bytes());
+        v.extend_from_slice(&id.to_le_bytes());
+    }
+    v
+}
+
+fn getfacl(p: &Path) -> String {
+    let out = std::process::Command::new("getfacl")
+        .args(["-n", "-c", "-p"])
+        .arg(p)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "getfacl {p:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// POSIX ACLs through the library: access ACLs set the mode, default ACLs
+/// only on directories, invalid ACLs refused with the kernel's errors,
+/// default ACLs inherited by new files and directories (the umask then
+/// ignored), chmod carried into the ACL mask; the kernel reads them back.
+#[test]
+fn acl_set_inherit_chmod() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_tools(&["getfacl"]);
+    const UO: u16 = 1;
+    const U: u16 = 2;
+    const GO: u16 = 4;
+    const M: u16 = 0x10;
+    const O: u16 = 0x20;
+    const ID: u32 = u32::MAX;
+    let (s, img, fs, inos) = start("attr_acl", &[]);
+    let (f, d) = (inos["f"], inos["d"]);
+    let access = acl_value(&[
+        (UO, 6, ID),
+        (U, 4, 1000),
+        (GO, 4, ID),
+        (M, 4, ID),
+        (O, 0, ID),
+    ]);
+    fs.setxattr(f, b"system.posix_acl_access", &access, XattrSet::Any)
+        .unwrap();
+    assert_eq!(fs.iget(f).unwrap().core.mode & 0o777, 0o640);
+    // Invalid: a named user without a mask; a default ACL on a file.
+    let bad = acl_value(&[(UO, 6, ID), (U, 4, 1000), (GO, 4, ID), (O, 0, ID)]);
+    assert!(matches!(
+        fs.setxattr(inos["g"], b"system.posix_acl_access", &bad, XattrSet::Any),
+        Err(Error::Invalid(_))
+    ));
+    let def = acl_value(&[
+        (UO, 7, ID),
+        (U, 7, 1000),
+        (GO, 5, ID),
+        (M, 7, ID),
+        (O, 0, ID),
+    ]);
+    assert!(matches!(
+        fs.setxattr(inos["g"], b"system.posix_acl_default", &def, XattrSet::Any),
+        Err(Error::Access)
+    ));
+    fs.setxattr(d, b"system.posix_acl_default", &def, XattrSet::Any)
+        .unwrap();
+    let mut a = args(0o100666);
+    a.umask = 0o077;
+    let f2 = fs.create(d, b"f2", &a).unwrap();
+    let mut a = args(0o40777);
+    a.umask = 0o077;
+    let sub = fs.mkdir(d, b"sub", &a).unwrap();
+    let mut a = args(0o100666);
+    a.umask = 0o027;
+    let plain = fs.create(fs.root_ino(), b"plain", &a).unwrap();
+    assert_eq!(
+        plain.core.mode & 0o777,
+        0o640,
+        "no default ACL: the umask applies"
+    );
+    assert_eq!(
+        f2.core.mode & 0o777,
+        0o660,
+        "default ACL: masked by it, no umask"
+    );
+    assert_eq!(sub.core.mode & 0o777, 0o770);
+    // chmod: the mask follows the group bits.
+    let set = rxfs::fs::ops_data::SetAttr {
+        mode: Some(0o600),
+        ..Default::default()
+    };
+    fs.setattr(f, &set).unwrap();
+    fs.unmount().unwrap();
+    drop(fs);
+    if let Err(e) = repair(&img) {
+        panic!("{e}");
+    }
+    let mnt = s.path("mnt");
+    let k = KernelMount::new(&img, &mnt, "ro");
+    let fa = getfacl(&mnt.join("f"));
+    let f2a = getfacl(&mnt.join("d/f2"));
+    let suba = getfacl(&mnt.join("d/sub"));
+    k.umount();
+    assert!(
+        fa.contains("user:1000:r--\t#effective:---") && fa.contains("mask::---"),
+        "{fa}"
+    );
+    assert!(
+        f2a.contains("user:1000:rwx\t#effective:rw-") && f2a.contains("mask::rw-"),
+        "{f2a}"
+    );
+    assert!(
+        suba.contains("default:user:1000:rwx") && suba.contains("user:1000:rwx"),
+        "{suba}"
+    );
+}
