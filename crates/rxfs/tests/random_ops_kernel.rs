@@ -84,8 +84,11 @@ fn kernel_check(s: &Scratch, img: &Path, m: &Model, what: &str) {
 }
 
 /// Regular files whose data fork is in btree format.
-fn count_btree_forks(fs: &Filesystem) -> usize {
+/// (regular files with btree-format data forks, inodes whose attr fork
+/// is in block form: leaf, node or remote values).
+fn count_btree_forks(fs: &Filesystem) -> (usize, usize) {
     let mut n = 0;
+    let mut attr_blocks = 0;
     let mut stack = vec![fs.root_ino()];
     while let Some(d) = stack.pop() {
         let dip = fs.iget(d).unwrap();
@@ -99,6 +102,9 @@ fn count_btree_forks(fs: &Filesystem) -> usize {
         .unwrap();
         for k in kids {
             let ip = fs.iget(k).unwrap();
+            if ip.core.forkoff != 0 && ip.core.aformat != 1 && ip.core.anextents > 0 {
+                attr_blocks += 1;
+            }
             match ip.core.mode as u32 & 0o170000 {
                 0o040000 => stack.push(k),
                 0o100000 if ip.core.format == rxfs::format::inode::FMT_BTREE => n += 1,
@@ -106,7 +112,7 @@ fn count_btree_forks(fs: &Filesystem) -> usize {
             }
         }
     }
-    n
+    (n, attr_blocks)
 }
 
 /// Directories larger than one directory block (leaf, node or btree form).
@@ -148,6 +154,7 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
     require_root();
     let mut c = Counts::default();
     let mut btree_files = 0;
+    let mut attr_block_forks = 0;
     let mut big_dirs = 0;
     for seed in 0..seeds {
         let s = Scratch::new(name);
@@ -185,7 +192,9 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
             );
         }
         close_all(&mut m, &mut t, &mut c).unwrap();
-        btree_files += count_btree_forks(&fs);
+        let (b, a) = count_btree_forks(&fs);
+        btree_files += b;
+        attr_block_forks += a;
         big_dirs += count_big_dirs(&fs, p.dirblk as u64);
         assert_eq!(
             fs.stats().ag_lock_order_violations,
@@ -199,7 +208,8 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
     }
     eprintln!(
         "{name}: {seeds} seeds, {} operations ({} answered with an errno, as the model said); \
-         {btree_files} files ended with btree-format data forks",
+         {btree_files} files ended with btree-format data forks, {attr_block_forks} inodes with \
+         attr forks in leaf/node form",
         c.ops, c.errors
     );
     eprintln!("{name}: {big_dirs} directories ended past one directory block");
@@ -210,6 +220,10 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
     assert!(
         p.big_dirs || btree_files > 0,
         "{name}: no file reached the btree form"
+    );
+    assert!(
+        attr_block_forks > 0,
+        "{name}: no attr fork reached the leaf form"
     );
 }
 
