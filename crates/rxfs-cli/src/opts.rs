@@ -45,9 +45,6 @@ pub struct FuseOpts {
     pub fsname: Option<String>,
     /// Worker threads serving requests.
     pub threads: Option<usize>,
-    /// `writeback_cache`: the kernel caches writes in its page cache and
-    /// sends them later (off by default, see [`crate::fuse`]).
-    pub writeback_cache: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -198,7 +195,12 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             }
             ("allow_other", None) => o.fuse.allow_other = true,
             ("auto_unmount", None) => o.fuse.auto_unmount = true,
-            ("writeback_cache", None) => o.fuse.writeback_cache = true,
+            ("writeback_cache", None) => {
+                return Err(CliError::usage(
+                    "writeback_cache is not supported: rxfs serves every write(2) at once \
+                     (see the fuse module docs)",
+                ))
+            }
             ("fsname", Some(v)) => o.fuse.fsname = Some(v.to_string()),
             ("subtype", Some(_)) => {}
             ("threads", Some(v)) => {
@@ -362,6 +364,8 @@ mod tests {
         assert!(p(&["nonsense=1"], true).is_err());
         assert!(p(&["ro=1"], true).is_err());
         assert!(o.read_only);
+        let e = p(&["writeback_cache"], true).unwrap_err();
+        assert!(e.msg.contains("not supported"), "{}", e.msg);
     }
 
     #[test]

@@ -41,17 +41,6 @@ fn random_ops_through_fuse() {
     run("random_ops_through_fuse", "rw", 0..3);
 }
 
-/// The same with the kernel's write-back cache on: writes reach rxfs at
-/// writeback, fsync, close or unmount instead of at each write(2).
-#[test]
-fn random_ops_through_fuse_writeback_cache() {
-    run(
-        "random_ops_through_fuse_writeback_cache",
-        "rw,writeback_cache",
-        10..12,
-    );
-}
-
 fn run(tag: &str, opts: &str, seeds: std::ops::Range<u64>) {
     if kernel_tests_disabled() {
         return;

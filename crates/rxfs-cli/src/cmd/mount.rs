@@ -33,8 +33,7 @@ use crate::{CliError, CliResult};
 /// logbsize=SIZE (16k, 32k, 64k, 128k or 256k); ablate_delaylog (for
 /// benchmarks only: a checkpoint per transaction, as before delayed
 /// logging); rtdev=FILE, odirect, allow_other, auto_unmount, fsname=NAME,
-/// threads=N, writeback_cache (the kernel caches writes: faster small
-/// writes, data durable at fsync as always), and the kernel flags dev, nodev, suid, nosuid, exec, noexec,
+/// threads=N, and the kernel flags dev, nodev, suid, nosuid, exec, noexec,
 /// atime, noatime, sync, dirsync; generic mount(8) options (defaults,
 /// nofail, _netdev, x-*, ...) are ignored. The mount always uses
 /// default_permissions (the kernel checks permissions). A read-write

@@ -17,17 +17,14 @@
 //! mount, EROFS on a read-only one; copy_file_range answers ENOSYS so the
 //! kernel falls back to reads and writes.
 //!
-//! Write caching: by default every write(2) reaches rxfs at once (the
-//! kernel's page cache holds clean pages only), so a file's size, mtime
-//! and blocks are rxfs's at every instant and another process (or the
-//! image opened elsewhere after a crash) sees each completed write.
-//! `-o writeback_cache` asks for FUSE_WRITEBACK_CACHE: the kernel then
-//! keeps dirty pages and writes them back later, as a kernel filesystem
-//! does (small writes get much faster; data reaches the image at fsync,
-//! close or writeback, so an un-fsync'd write is lost in a crash exactly
-//! as on a kernel mount; the kernel owns size and mtime while pages are
-//! dirty). It stays opt-in because a FUSE daemon killed outright loses
-//! dirty pages that a kernel filesystem would have kept.
+//! Write caching: every write(2) reaches rxfs at once (the kernel's page
+//! cache holds clean pages only), so a file's size, mtime and blocks are
+//! rxfs's at every instant. FUSE_WRITEBACK_CACHE is not asked for: with
+//! it the kernel owns size and mtime while pages are dirty, and a killed
+//! daemon loses writes the application saw succeed. A trial (an opt-in
+//! `-o writeback_cache`, now refused) passed the random tester on this
+//! machine but once, in CI, left a file whose bytes on disk differed from
+//! what the page cache had shown; until that is understood it stays off.
 
 pub mod attr;
 pub mod node;
@@ -47,7 +44,7 @@ use std::time::SystemTime;
 
 use fuser::consts::{
     FUSE_CACHE_SYMLINKS, FUSE_DONT_MASK, FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS, FUSE_POSIX_ACL,
-    FUSE_READDIRPLUS_AUTO, FUSE_WRITEBACK_CACHE,
+    FUSE_READDIRPLUS_AUTO,
 };
 use fuser::{
     KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -69,8 +66,6 @@ const MAX_WRITE_BYTES: u32 = 1 << 20;
 pub struct RxFuse {
     core: Arc<Core>,
     pool: Pool,
-    /// Ask the kernel for FUSE_WRITEBACK_CACHE (`-o writeback_cache`).
-    writeback_cache: bool,
 }
 
 impl RxFuse {
@@ -82,14 +77,7 @@ impl RxFuse {
         Ok(RxFuse {
             core: Arc::new(Core::new(fs, log_errors)),
             pool: Pool::new(threads, threads * QUEUE_PER_THREAD)?,
-            writeback_cache: false,
         })
-    }
-
-    /// Let the kernel cache writes (see the module docs).
-    pub fn with_writeback_cache(mut self, on: bool) -> Self {
-        self.writeback_cache = on;
-        self
     }
 
     /// Run `f` on the pool with the shared core.
@@ -129,9 +117,6 @@ impl fuser::Filesystem for RxFuse {
         // The kernel checks permissions with the ACLs it reads through
         // getxattr; DONT_MASK leaves the umask to us (see `creator`).
         let _ = config.add_capabilities(FUSE_POSIX_ACL | FUSE_DONT_MASK);
-        if self.writeback_cache {
-            let _ = config.add_capabilities(FUSE_WRITEBACK_CACHE);
-        }
         let _ = config.set_max_readahead(MAX_READ_BYTES);
         let _ = config.set_max_write(MAX_WRITE_BYTES);
         Ok(())

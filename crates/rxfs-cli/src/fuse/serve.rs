@@ -123,7 +123,7 @@ pub fn serve(
     };
     let threads = cfg.fuse.threads.unwrap_or_else(default_threads);
     let rx = match RxFuse::new(fs.clone(), threads, cfg.foreground) {
-        Ok(r) => r.with_writeback_cache(cfg.fuse.writeback_cache),
+        Ok(r) => r,
         Err(e) => return fail(mount_err(format!("starting workers: {e}")), ready),
     };
     let mut session = match Session::new(rx, &cfg.mountpoint, &mount_options(cfg)) {
