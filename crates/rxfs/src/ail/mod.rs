@@ -15,9 +15,13 @@
 //!    checkpoint not yet stable) are skipped and the log is forced after
 //!    the pass, as the kernel's pusher does;
 //! 2. buffers: the committed snapshot with the item's LSN stamped and the
-//!    CRC recomputed; inodes: copied into their cluster buffer (di_lsn,
-//!    CRC), one write per cluster; a cluster buffer locked by a
-//!    transaction is skipped (the pusher never waits on a transaction);
+//!    CRC recomputed, the buffer's transaction lock held (try-locked) from
+//!    the check until it is marked clean, so that a transaction freeing
+//!    its block (staling it) waits for the write instead of the write
+//!    landing on the block after its reuse; inodes: copied into their
+//!    cluster buffer (di_lsn, CRC), one write per cluster; a buffer or
+//!    cluster locked by a transaction is skipped (the pusher never waits
+//!    on a transaction);
 //! 3. writes sorted by address, adjacent ones merged into one I/O; one
 //!    device flush; then
 //! 4. items whose snapshot is still the committed one are clean and leave
@@ -367,9 +371,19 @@ impl Ail {
         let mut clean: Vec<(Key, AilItem, Arc<Vec<u8>>)> = Vec::new();
         let mut clusters: HashMap<u64, ClusterInodes> = HashMap::new();
         let mut cluster_views = Vec::new();
+        // Transaction locks of the buffers being written, held until they
+        // are marked clean: a transaction that would stale one (its block
+        // freed, then maybe reused for file data) waits for the write
+        // instead of having it land on the reused block afterwards.
+        let mut buf_guards = Vec::new();
         for (key, it) in cands {
             match &it {
                 AilItem::Buf(b) => {
+                    let Some(g) = b.tx_try_lock() else {
+                        // A transaction holds it: next pass.
+                        continue;
+                    };
+                    buf_guards.push(g);
                     let st = b.st.lock();
                     let snap = st.committed.clone();
                     if st.log.pin > 0 {
@@ -529,6 +543,7 @@ impl Ail {
                 }
             }
         }
+        drop(buf_guards);
         self.c.written.fetch_add(written, Relaxed);
         self.move_tail();
         if need_force {
