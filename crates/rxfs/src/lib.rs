@@ -35,6 +35,7 @@ pub mod attrop;
 pub mod bdev;
 pub mod bmapop;
 pub mod cache;
+pub mod check;
 pub mod cil;
 pub mod dirop;
 pub mod error;

@@ -101,6 +101,8 @@ struct Walker<'a> {
     root: BtreeRoot,
     check: BlockCheck,
     blocks_read: u64,
+    /// Every block read, when the caller asked for them (checkers).
+    visited: Option<Vec<u32>>,
 }
 
 impl<'a> Walker<'a> {
@@ -131,6 +133,7 @@ impl<'a> Walker<'a> {
             root: *root,
             check,
             blocks_read: 0,
+            visited: None,
         })
     }
 
@@ -151,6 +154,9 @@ impl<'a> Walker<'a> {
         self.blocks_read += 1;
         if self.blocks_read > self.check.ag_len as u64 {
             return Err(self.corrupt(agbno, "walk read more blocks than the AG holds".into()));
+        }
+        if let Some(v) = &mut self.visited {
+            v.push(agbno);
         }
         let daddr = self.daddr(agbno);
         let (kind, c) = (self.root.kind, &self.check);
@@ -361,6 +367,23 @@ impl Filesystem {
         f: &mut dyn FnMut(&[u8]) -> Result<bool>,
     ) -> Result<WalkStats> {
         Walker::new(self, root)?.walk(f)
+    }
+
+    /// Like [`Filesystem::btree_walk_raw`], and also return the AG block
+    /// numbers of every block the walk read (also when it failed part way:
+    /// then the blocks read before the failure), in reading order.
+    pub fn btree_walk_blocks(
+        &self,
+        root: &BtreeRoot,
+        f: &mut dyn FnMut(&[u8]) -> Result<bool>,
+    ) -> (Result<WalkStats>, Vec<u32>) {
+        let mut w = match Walker::new(self, root) {
+            Ok(w) => w,
+            Err(e) => return (Err(e), Vec::new()),
+        };
+        w.visited = Some(Vec::new());
+        let r = w.walk(f);
+        (r, w.visited.take().unwrap_or_default())
     }
 
     /// Visit every record of a btree in key order as typed records.

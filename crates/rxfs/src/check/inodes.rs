@@ -1,0 +1,263 @@
+//! Per-AG inode side: the AGI, the inobt and finobt, every inode chunk and
+//! every inode in it.
+//!
+//! Invariants checked: inobt chunks in order and not overlapping; AGI
+//! count/freecount (and iblocks/fblocks with inobtcount) equal to the
+//! chunks' sums; the finobt holds exactly the chunks with free inodes; an
+//! inode's free bit agrees with its core (free = mode 0); every in-use
+//! inode decodes (verifier, fork format vs mode, extents in range, sorted,
+//! not overlapping, bmbt consistent) and its di_nblocks equals the blocks
+//! its forks map plus its bmbt blocks. Every chunk block, extent and bmbt
+//! block is claimed in the space map. The AGI unlinked lists are walked
+//! (bounded by the AG's inode count) to know which inodes may be
+//! unreferenced.
+
+use super::ag::walk_tree;
+use super::space::Owner;
+use super::{bmbt, Checker, InodeInfo};
+use crate::format::ag::{Agi, NULL_AGINO};
+use crate::format::btree::BtreeKind;
+use crate::format::btree_rec::InobtRec;
+use crate::format::inode::{self as dinode, InodeCore, FMT_BTREE};
+use crate::fs::btree::BtreeRoot;
+use crate::fs::Fork;
+use crate::types::{AgIno, AgNumber, FileType, Ino};
+
+pub(crate) fn check_ag_inodes(c: &mut Checker, agno: u32) {
+    let fs = c.fs;
+    let agi = match fs.read_agi(AgNumber(agno)) {
+        Ok(a) => a,
+        Err(e) => {
+            c.add_ag("agi-bad", agno, None, e.to_string());
+            c.space.mark_incomplete(agno);
+            c.sums_complete = false;
+            return;
+        }
+    };
+    let root = BtreeRoot::from_agi(BtreeKind::Ino, AgNumber(agno), &agi);
+    let Some((chunks, iblocks)) = walk_tree::<InobtRec>(c, &root) else {
+        return;
+    };
+    let (mut count, mut free) = (0u64, 0u64);
+    for w in chunks.windows(2) {
+        if w[1].startino < w[0].startino.saturating_add(64) {
+            let msg = format!(
+                "chunk {:#x} after chunk {:#x}",
+                w[1].startino, w[0].startino
+            );
+            c.add_ag("inobt-order", agno, None, msg);
+        }
+    }
+    for ch in &chunks {
+        count += ch.count as u64;
+        free += ch.freecount as u64;
+    }
+    c.sum_icount += count;
+    c.sum_ifree += free;
+    if agi.count as u64 != count {
+        let msg = format!("AGI count {}, inobt chunks hold {count}", agi.count);
+        c.add_ag("agi-count", agno, None, msg);
+    }
+    if agi.freecount as u64 != free {
+        let msg = format!("AGI freecount {}, inobt counts {free} free", agi.freecount);
+        c.add_ag("agi-freecount", agno, None, msg);
+    }
+    if fs.sb().has_inobtcount() && agi.iblocks as u64 != iblocks {
+        let msg = format!("AGI iblocks {}, inobt has {iblocks}", agi.iblocks);
+        c.add_ag("agi-iblocks", agno, None, msg);
+    }
+    if fs.sb().has_finobt() {
+        check_finobt(c, agno, &agi, &chunks);
+    }
+    for ch in &chunks {
+        check_chunk(c, agno, ch);
+    }
+    walk_unlinked(c, agno, &agi);
+}
+
+fn check_finobt(c: &mut Checker, agno: u32, agi: &Agi, chunks: &[InobtRec]) {
+    let root = BtreeRoot::from_agi(BtreeKind::Fino, AgNumber(agno), agi);
+    let Some((frecs, fblocks)) = walk_tree::<InobtRec>(c, &root) else {
+        return;
+    };
+    if c.fs.sb().has_inobtcount() && agi.fblocks as u64 != fblocks {
+        let msg = format!("AGI fblocks {}, finobt has {fblocks}", agi.fblocks);
+        c.add_ag("agi-fblocks", agno, None, msg);
+    }
+    let want: Vec<&InobtRec> = chunks.iter().filter(|r| r.freecount > 0).collect();
+    let mut reported = 0;
+    for r in &frecs {
+        if !want.iter().any(|w| *w == r) && reported < 16 {
+            reported += 1;
+            let msg = format!("finobt record {r:?} is not an inobt chunk with free inodes");
+            c.add_ag("finobt-mismatch", agno, None, msg);
+        }
+    }
+    for w in want {
+        if !frecs.contains(w) && reported < 16 {
+            reported += 1;
+            let msg = format!("inobt chunk {w:?} has free inodes but is not in the finobt");
+            c.add_ag("finobt-mismatch", agno, None, msg);
+        }
+    }
+}
+
+/// Claim the chunk's blocks and check each inode in it.
+fn check_chunk(c: &mut Checker, agno: u32, ch: &InobtRec) {
+    let fs = c.fs;
+    let geo = fs.geo();
+    let isize = geo.inodesize as usize;
+    let inopb = geo.inopblock;
+    // Claim each block that holds present inodes, once.
+    let mut last_block = None;
+    for idx in (0..64u32).filter(|&i| !ch.is_hole(i)) {
+        let agbno = (ch.startino + idx) >> geo.inopblog;
+        if last_block == Some(agbno) {
+            continue;
+        }
+        last_block = Some(agbno);
+        // Several chunks share a block when a block holds more than 64
+        // inodes; the first inode of the block claims it.
+        if inopb > 64 && (ch.startino + idx) % inopb != 0 {
+            continue;
+        }
+        c.claim(agno, agbno, 1, Owner::Inodes);
+    }
+    for idx in 0..64u32 {
+        if ch.is_hole(idx) {
+            continue;
+        }
+        let ino = geo.agino_to_ino(AgNumber(agno), AgIno(ch.startino + idx));
+        let (daddr, off) = geo.ino_location(ino);
+        let buf = match fs.read_raw(daddr, off + isize) {
+            Ok(b) => b[off..].to_vec(),
+            Err(e) => {
+                c.add_ino("inode-bad", ino.0, e.to_string());
+                continue;
+            }
+        };
+        let uuid = fs.sb().metadata_uuid();
+        let core = match dinode::decode_core(&buf, ino, &uuid, fs.sb().has_nrext64()) {
+            Ok(core) => core,
+            Err(e) => {
+                c.add_ino("inode-bad", ino.0, e.to_string());
+                if !ch.is_free(idx) {
+                    c.inodes.insert(ino.0, InodeInfo { nlink: 0, ftype: None });
+                }
+                continue;
+            }
+        };
+        let free = ch.is_free(idx);
+        if free != (core.mode == 0) {
+            let msg = if free {
+                format!("inobt says free, the inode is in use (mode {:#o})", core.mode)
+            } else {
+                "inobt says in use, the inode is free (mode 0)".to_string()
+            };
+            c.add_ino("inobt-free-mismatch", ino.0, msg);
+        }
+        if free || core.mode == 0 {
+            c.report.stats.inodes_free += 1;
+            continue;
+        }
+        c.report.stats.inodes_used += 1;
+        check_inode(c, ino, &core, &buf);
+    }
+}
+
+/// Check one in-use inode: decode it fully, claim its blocks, compare
+/// di_nblocks.
+fn check_inode(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u8]) {
+    let fs = c.fs;
+    let ftype = FileType::from_mode(core.mode);
+    c.inodes.insert(
+        ino.0,
+        InodeInfo {
+            nlink: core.nlink,
+            ftype,
+        },
+    );
+    if ftype == Some(FileType::Directory) {
+        c.dirs.push(ino.0);
+    }
+    let ip = match fs.read_inode(ino) {
+        Ok(ip) => ip,
+        Err(e) => {
+            c.add_ino("inode-bad", ino.0, e.to_string());
+            return;
+        }
+    };
+    super::dirs::check_attrs(c, &ip);
+    let realtime = ip.is_realtime();
+    let mut blocks = 0u64;
+    for e in ip.data.extents() {
+        blocks += e.len;
+        c.report.stats.extents += 1;
+        if !realtime {
+            c.claim_fsb(e.start, e.len, Owner::Data(ino.0));
+        }
+    }
+    if let Some(Fork::Extents { list, .. }) = &ip.attr {
+        for e in list {
+            blocks += e.len;
+            c.report.stats.extents += 1;
+            c.claim_fsb(e.start, e.len, Owner::Attr(ino.0));
+        }
+    }
+    let isize = buf.len();
+    let dsize = core.data_fork_size(isize);
+    let core_end = dinode::DINODE_V3_CORE_SIZE;
+    let mut roots = Vec::new();
+    if core.format == FMT_BTREE {
+        roots.push(&buf[core_end..core_end + dsize]);
+    }
+    if core.forkoff != 0 && core.aformat == FMT_BTREE {
+        roots.push(&buf[core.attr_fork_offset()..isize]);
+    }
+    for root in roots {
+        let w = bmbt::walk(fs, ino, root);
+        for p in &w.problems {
+            c.add_ino("bmbt-bad", ino.0, p.clone());
+        }
+        blocks += w.blocks.len() as u64;
+        for b in &w.blocks {
+            c.claim_fsb(*b, 1, Owner::Bmbt(ino.0));
+        }
+    }
+    if core.nblocks != blocks {
+        let msg = format!(
+            "di_nblocks {}, its forks map {blocks} blocks (bmbt blocks included)",
+            core.nblocks
+        );
+        c.add_ino("inode-nblocks", ino.0, msg);
+    }
+}
+
+/// Collect the inodes on the AGI unlinked lists.
+fn walk_unlinked(c: &mut Checker, agno: u32, agi: &Agi) {
+    let fs = c.fs;
+    let geo = fs.geo();
+    let limit = agi.count as usize + 1;
+    for (bucket, &head) in agi.unlinked.iter().enumerate() {
+        let mut agino = head;
+        let mut steps = 0;
+        while agino != NULL_AGINO {
+            steps += 1;
+            let ino = geo.agino_to_ino(AgNumber(agno), AgIno(agino));
+            if steps > limit || !geo.ino_valid(ino) || !c.unlinked.insert(ino.0) {
+                let msg = format!("unlinked bucket {bucket} list is broken at agino {agino:#x}");
+                c.add_ag("agi-unlinked", agno, None, msg);
+                break;
+            }
+            let (daddr, off) = geo.ino_location(ino);
+            let next = fs
+                .read_raw(daddr, off + geo.inodesize as usize)
+                .ok()
+                .map(|b| crate::format::be32(&b, off + 96));
+            match next {
+                Some(n) => agino = n,
+                None => break,
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+//! The space map: one bit per block of every AG, set when some structure
+//! claims the block.
+//!
+//! Invariants checked: every block is claimed exactly once, except blocks
+//! that the refcountbt records as shared, which any number of file data
+//! mappings may claim (a second bitmap remembers which claims were file
+//! data, on reflink filesystems only). A second claim is reported as
+//! `block-multiply-claimed`, once per claiming extent; blocks nobody claims
+//! as `block-unclaimed`, one finding per run. An AG whose trees could not
+//! all be walked is not reported for unclaimed blocks (the missing tree's
+//! blocks would all show up as noise).
+
+use super::Checker;
+use crate::geometry::Geometry;
+use crate::types::AgNumber;
+
+/// What claims a block; used in messages and for the reflink rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Owner {
+    Headers,
+    Log,
+    Free,
+    Agfl,
+    Btree(&'static str),
+    Inodes,
+    Data(u64),
+    Attr(u64),
+    Bmbt(u64),
+    Cow,
+}
+
+impl std::fmt::Display for Owner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Owner::Headers => write!(f, "the AG headers"),
+            Owner::Log => write!(f, "the log"),
+            Owner::Free => write!(f, "free space (bnobt)"),
+            Owner::Agfl => write!(f, "the AGFL"),
+            Owner::Btree(n) => write!(f, "a {n} block"),
+            Owner::Inodes => write!(f, "an inode chunk"),
+            Owner::Data(i) => write!(f, "data of inode {i}"),
+            Owner::Attr(i) => write!(f, "attr fork of inode {i}"),
+            Owner::Bmbt(i) => write!(f, "a bmbt block of inode {i}"),
+            Owner::Cow => write!(f, "CoW staging (refcountbt)"),
+        }
+    }
+}
+
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: u32) -> Self {
+        Bits(vec![0; (n as usize).div_ceil(64)])
+    }
+    fn get(&self, i: u32) -> bool {
+        self.0[(i / 64) as usize] & (1 << (i % 64)) != 0
+    }
+    fn set(&mut self, i: u32) {
+        self.0[(i / 64) as usize] |= 1 << (i % 64);
+    }
+}
+
+struct AgMap {
+    len: u32,
+    used: Bits,
+    /// Claimed by file data (reflink filesystems only).
+    data: Option<Bits>,
+    /// Shared according to the refcountbt (reflink filesystems only).
+    shared: Option<Bits>,
+    /// Some tree of this AG could not be walked.
+    incomplete: bool,
+}
+
+pub(crate) struct SpaceMap {
+    ags: Vec<AgMap>,
+}
+
+impl SpaceMap {
+    pub fn new(geo: &Geometry, reflink: bool) -> Self {
+        let ags = (0..geo.agcount)
+            .map(|a| {
+                let len = geo.ag_size(AgNumber(a));
+                AgMap {
+                    len,
+                    used: Bits::new(len),
+                    data: reflink.then(|| Bits::new(len)),
+                    shared: reflink.then(|| Bits::new(len)),
+                    incomplete: false,
+                }
+            })
+            .collect();
+        SpaceMap { ags }
+    }
+
+    pub fn mark_incomplete(&mut self, agno: u32) {
+        if let Some(m) = self.ags.get_mut(agno as usize) {
+            m.incomplete = true;
+        }
+    }
+
+    pub fn mark_shared(&mut self, agno: u32, start: u32, len: u32) {
+        if let Some(m) = self.ags.get_mut(agno as usize) {
+            let end = (start as u64 + len as u64).min(m.len as u64) as u32;
+            if let Some(s) = &mut m.shared {
+                (start..end).for_each(|b| s.set(b));
+            }
+        }
+    }
+}
+
+impl Checker<'_> {
+    /// Claim `len` blocks from `agbno` of AG `agno` for `owner`.
+    pub fn claim(&mut self, agno: u32, agbno: u32, len: u64, owner: Owner) {
+        let Some(m) = self.space.ags.get_mut(agno as usize) else {
+            let msg = format!("{owner} claims blocks in AG {agno}, which does not exist");
+            self.add("block-out-of-range", Some(agno), Some(agbno as u64), None, msg);
+            return;
+        };
+        let end = agbno as u64 + len;
+        if end > m.len as u64 {
+            let msg = format!(
+                "{owner} claims blocks {agbno}..{end}, past the AG's {} blocks",
+                m.len
+            );
+            self.add("block-out-of-range", Some(agno), Some(agbno as u64), None, msg);
+            return;
+        }
+        let is_data = matches!(owner, Owner::Data(_));
+        let mut dup: Option<(u32, u32)> = None;
+        for b in agbno..end as u32 {
+            let shared_ok = is_data
+                && m.shared.as_ref().is_some_and(|s| s.get(b))
+                && m.data.as_ref().is_some_and(|d| d.get(b));
+            if m.used.get(b) && !shared_ok {
+                dup = Some(match dup {
+                    None => (b, 1),
+                    Some((s, n)) => (s, n + 1),
+                });
+            }
+            m.used.set(b);
+            if is_data {
+                if let Some(d) = &mut m.data {
+                    d.set(b);
+                }
+            }
+        }
+        if let Some((first, n)) = dup {
+            let msg = format!(
+                "{n} block(s) of {owner} ({agbno}+{len}) from {first} were already claimed"
+            );
+            self.add("block-multiply-claimed", Some(agno), Some(first as u64), None, msg);
+        }
+    }
+
+    /// Claim a filesystem-block extent (may be reported out of range).
+    pub fn claim_fsb(&mut self, fsb: u64, len: u64, owner: Owner) {
+        let geo = self.fs.geo();
+        let agno = (fsb >> geo.agblklog) as u32;
+        let agbno = (fsb & ((1u64 << geo.agblklog) - 1)) as u32;
+        self.claim(agno, agbno, len, owner);
+    }
+}
+
+/// Report the runs of blocks nobody claimed.
+pub(crate) fn report_unclaimed(c: &mut Checker) {
+    let mut out = Vec::new();
+    for (agno, m) in c.space.ags.iter().enumerate() {
+        if m.incomplete {
+            continue;
+        }
+        let mut b = 0u32;
+        while b < m.len {
+            if m.used.get(b) {
+                b += 1;
+                continue;
+            }
+            let start = b;
+            while b < m.len && !m.used.get(b) {
+                b += 1;
+            }
+            out.push((agno as u32, start, b - start));
+        }
+    }
+    for (agno, start, n) in out {
+        let msg = format!("{n} block(s) from {start} are neither free nor in use");
+        c.add_ag("block-unclaimed", agno, Some(start as u64), msg);
+    }
+}
