@@ -69,6 +69,7 @@ pub struct HelperArgs {
 const SUBCOMMANDS: &[&str] = &[
     "info",
     "ls",
+    "check",
     "cat",
     "stat",
     "get",

@@ -24,8 +24,10 @@ const LOOKUP_PROBLEMS_MAX: usize = 8;
 pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
     let fs = c.fs;
     let root = fs.sb().rootino;
+    let ag_of = |ino: u64| fs.geo().ino_agno(Ino(ino)).0;
     match c.inodes.get(&root) {
         Some(i) if i.ftype == Some(FileType::Directory) => {}
+        _ if c.inode_ags_bad.contains(&ag_of(root)) => {}
         _ => c.add_ino("sb-rootino", root, "the root inode is not an in-use directory"),
     }
     let mut refs: HashMap<u64, u32> = HashMap::new();
@@ -65,6 +67,9 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
             c.report.stats.dir_entries += 1;
             let name = String::from_utf8_lossy(&e.name).into_owned();
             let Some(info) = c.inodes.get(&e.ino.0).copied() else {
+                if c.inode_ags_bad.contains(&ag_of(e.ino.0)) {
+                    continue;
+                }
                 let msg = format!("entry {name:?} names inode {}, which is free", e.ino.0);
                 c.add_ino("dir-entry-free-inode", d, msg);
                 continue;
@@ -108,7 +113,9 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
             }
         }
     }
-    check_links(c, root, &refs, &subdirs);
+    if c.inode_ags_bad.is_empty() {
+        check_links(c, root, &refs, &subdirs);
+    }
     c.dirs = dirs;
 }
 

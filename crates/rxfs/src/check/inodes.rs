@@ -29,6 +29,7 @@ pub(crate) fn check_ag_inodes(c: &mut Checker, agno: u32) {
         Ok(a) => a,
         Err(e) => {
             c.add_ag("agi-bad", agno, None, e.to_string());
+            c.inode_ags_bad.insert(agno);
             c.space.mark_incomplete(agno);
             c.sums_complete = false;
             return;
@@ -36,6 +37,7 @@ pub(crate) fn check_ag_inodes(c: &mut Checker, agno: u32) {
     };
     let root = BtreeRoot::from_agi(BtreeKind::Ino, AgNumber(agno), &agi);
     let Some((chunks, iblocks)) = walk_tree::<InobtRec>(c, &root) else {
+        c.inode_ags_bad.insert(agno);
         return;
     };
     let (mut count, mut free) = (0u64, 0u64);

@@ -54,7 +54,11 @@ pub struct Finding {
 
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:", self.code)?;
+        write!(f, "{}", self.code)?;
+        let located = self.ag.is_some() || self.block.is_some() || self.ino.is_some();
+        if located {
+            write!(f, ":")?;
+        }
         if let Some(a) = self.ag {
             write!(f, " ag {a}")?;
         }
@@ -141,6 +145,9 @@ pub(crate) struct Checker<'a> {
     pub sum_fdblocks: u64,
     /// The AG headers/trees could all be read (counters comparable).
     pub sums_complete: bool,
+    /// AGs whose AGI or inobt could not be read: their inodes are unknown,
+    /// so entries naming them and link counts are not judged.
+    pub inode_ags_bad: HashSet<u32>,
 }
 
 impl<'a> Checker<'a> {
@@ -188,6 +195,7 @@ pub fn check(fs: &Filesystem, progress: Progress) -> Report {
         sum_ifree: 0,
         sum_fdblocks: 0,
         sums_complete: true,
+        inode_ags_bad: HashSet::new(),
     };
     let log_dirty = fs.log_state().is_some_and(|s| s.needs_recovery());
     if log_dirty {

@@ -2,8 +2,9 @@
 //! the primary's summary counters against what the AG trees hold.
 //!
 //! Secondaries are compared on the geometry and feature fields only, as
-//! `xfs_repair` does: their counters and root inode numbers are not kept
-//! up to date by the kernel. The summary counters are compared only when
+//! `xfs_repair` does: their counters, root inode numbers and the feature
+//! bits the kernel turns on at run time (versionnum's ATTR/QUOTA bits,
+//! features2's ATTR2) are not kept up to date by the kernel. The summary counters are compared only when
 //! the log is clean (a clean unmount writes them; with lazy counters they
 //! are stale while a log is dirty).
 
@@ -24,7 +25,9 @@ fn geometry(sb: &Superblock) -> Vec<(&'static str, u64)> {
         ("agcount", sb.agcount as u64),
         ("rbmblocks", sb.rbmblocks as u64),
         ("logblocks", sb.logblocks as u64),
-        ("versionnum", sb.versionnum as u64),
+        // The feature bits of versionnum and features2 (ATTR, QUOTA,
+        // ATTR2) are set on the primary at run time, not on secondaries.
+        ("version", (sb.versionnum & 0xf) as u64),
         ("sectsize", sb.sectsize as u64),
         ("inodesize", sb.inodesize as u64),
         ("inopblock", sb.inopblock as u64),
@@ -42,7 +45,6 @@ fn geometry(sb: &Superblock) -> Vec<(&'static str, u64)> {
         ("logsectlog", sb.logsectlog as u64),
         ("logsectsize", sb.logsectsize as u64),
         ("logsunit", sb.logsunit as u64),
-        ("features2", sb.features2 as u64),
         ("features_compat", sb.features_compat as u64),
         ("features_ro_compat", sb.features_ro_compat as u64),
         ("features_incompat", sb.features_incompat as u64),
