@@ -50,7 +50,12 @@ pub(crate) fn walk_tree<R: BtreeRecord>(
     match res {
         Ok(_) => Some((recs, blocks.len() as u64)),
         Err(e) => {
-            c.add_ag(bad_code(root.kind), agno, Some(root.root.0 as u64), e.to_string());
+            c.add_ag(
+                bad_code(root.kind),
+                agno,
+                Some(root.root.0 as u64),
+                e.to_string(),
+            );
             c.space.mark_incomplete(agno);
             c.sums_complete = false;
             None
@@ -79,8 +84,14 @@ pub(crate) fn check_ag(c: &mut Checker, agno: u32) {
         }
     };
     let flcount = check_agfl(c, agno, &agf);
-    let bno = walk_tree::<AllocRec>(c, &BtreeRoot::from_agf(BtreeKind::Bno, AgNumber(agno), &agf));
-    let cnt = walk_tree::<AllocRec>(c, &BtreeRoot::from_agf(BtreeKind::Cnt, AgNumber(agno), &agf));
+    let bno = walk_tree::<AllocRec>(
+        c,
+        &BtreeRoot::from_agf(BtreeKind::Bno, AgNumber(agno), &agf),
+    );
+    let cnt = walk_tree::<AllocRec>(
+        c,
+        &BtreeRoot::from_agf(BtreeKind::Cnt, AgNumber(agno), &agf),
+    );
     let mut btreeblks = Some(0u64);
     let mut freeblks = None;
     if let Some((recs, n)) = &bno {
@@ -238,15 +249,24 @@ fn check_cntbt(c: &mut Checker, agno: u32, recs: &[AllocRec], bno: Option<&Vec<A
             }
             (Some(x), Some(y)) if x < y => {
                 i += 1;
-                (format!("cntbt has {}+{}, the bnobt not", x.start, x.len), x.start)
+                (
+                    format!("cntbt has {}+{}, the bnobt not", x.start, x.len),
+                    x.start,
+                )
             }
             (Some(x), None) => {
                 i += 1;
-                (format!("cntbt has {}+{}, the bnobt not", x.start, x.len), x.start)
+                (
+                    format!("cntbt has {}+{}, the bnobt not", x.start, x.len),
+                    x.start,
+                )
             }
             (_, Some(y)) => {
                 j += 1;
-                (format!("bnobt has {}+{}, the cntbt not", y.start, y.len), y.start)
+                (
+                    format!("bnobt has {}+{}, the cntbt not", y.start, y.len),
+                    y.start,
+                )
             }
             (None, None) => break,
         };

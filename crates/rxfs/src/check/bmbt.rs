@@ -19,9 +19,11 @@ use crate::types::{FsBlock, Ino};
 
 const NULL_FSBLOCK: u64 = u64::MAX;
 
-/// Blocks of the tree (in walk order) and the problems found.
+/// Blocks of the tree (in walk order), the leaf records, and the problems
+/// found.
 pub(crate) struct BmbtWalk {
     pub blocks: Vec<u64>,
+    pub extents: Vec<bmbt::Extent>,
     pub problems: Vec<String>,
 }
 
@@ -29,6 +31,7 @@ pub(crate) struct BmbtWalk {
 pub(crate) fn walk(fs: &Filesystem, ino: Ino, root: &[u8]) -> BmbtWalk {
     let mut w = BmbtWalk {
         blocks: Vec::new(),
+        extents: Vec::new(),
         problems: Vec::new(),
     };
     if root.len() < 4 {
@@ -44,7 +47,9 @@ pub(crate) fn walk(fs: &Filesystem, ino: Ino, root: &[u8]) -> BmbtWalk {
         return w;
     }
     let keys: Vec<u64> = (0..n).map(|i| be64(root, 4 + i * 8)).collect();
-    let ptrs: Vec<u64> = (0..n).map(|i| be64(root, 4 + maxrecs * 8 + i * 8)).collect();
+    let ptrs: Vec<u64> = (0..n)
+        .map(|i| be64(root, 4 + maxrecs * 8 + i * 8))
+        .collect();
     if let Err(p) = keys_increasing(&keys) {
         w.problems.push(format!("bmbt root: {p}"));
     }
@@ -86,9 +91,10 @@ pub(crate) fn walk(fs: &Filesystem, ino: Ino, root: &[u8]) -> BmbtWalk {
             prev = Some((ptr, right));
             let n = crate::format::be16(&buf, 6) as usize;
             let keys: Vec<u64> = if lvl == 0 {
-                (0..n)
-                    .map(|i| bmbt::Extent::decode(&buf[LBLOCK_HDR_SIZE + i * 16..]).off.0)
-                    .collect()
+                let recs = (0..n).map(|i| bmbt::Extent::decode(&buf[LBLOCK_HDR_SIZE + i * 16..]));
+                let first = w.extents.len();
+                w.extents.extend(recs);
+                w.extents[first..].iter().map(|e| e.off.0).collect()
             } else {
                 (0..n)
                     .map(|i| be64(&buf, LBLOCK_HDR_SIZE + i * 8))
@@ -101,7 +107,8 @@ pub(crate) fn walk(fs: &Filesystem, ino: Ino, root: &[u8]) -> BmbtWalk {
                 ));
             }
             if let Err(p) = keys_increasing(&keys) {
-                w.problems.push(format!("bmbt block {ptr} (level {lvl}): {p}"));
+                w.problems
+                    .push(format!("bmbt block {ptr} (level {lvl}): {p}"));
             }
             if lvl > 0 {
                 let maxrecs = bmbt::block_maxrecs(bs, false);
@@ -126,7 +133,12 @@ pub(crate) fn walk(fs: &Filesystem, ino: Ino, root: &[u8]) -> BmbtWalk {
 fn keys_increasing(keys: &[u64]) -> Result<(), String> {
     for (i, k) in keys.windows(2).enumerate() {
         if k[1] <= k[0] {
-            return Err(format!("key {} ({}) not above key {i} ({})", i + 1, k[1], k[0]));
+            return Err(format!(
+                "key {} ({}) not above key {i} ({})",
+                i + 1,
+                k[1],
+                k[0]
+            ));
         }
     }
     Ok(())

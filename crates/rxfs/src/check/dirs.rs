@@ -28,7 +28,11 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
     match c.inodes.get(&root) {
         Some(i) if i.ftype == Some(FileType::Directory) => {}
         _ if c.inode_ags_bad.contains(&ag_of(root)) => {}
-        _ => c.add_ino("sb-rootino", root, "the root inode is not an in-use directory"),
+        _ => c.add_ino(
+            "sb-rootino",
+            root,
+            "the root inode is not an in-use directory",
+        ),
     }
     let mut refs: HashMap<u64, u32> = HashMap::new();
     let mut subdirs: HashMap<u64, u32> = HashMap::new();
@@ -77,7 +81,10 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
             *refs.entry(e.ino.0).or_default() += 1;
             if let (Some(ft), Some(it)) = (e.ftype, info.ftype) {
                 if ft != it {
-                    let msg = format!("entry {name:?} has ftype {ft:?}, inode {} is {it:?}", e.ino.0);
+                    let msg = format!(
+                        "entry {name:?} has ftype {ft:?}, inode {} is {it:?}",
+                        e.ino.0
+                    );
                     c.add_ino("dir-ftype", d, msg);
                 }
             }
@@ -109,7 +116,11 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
         };
         if let Some(p) = want {
             if dd != p {
-                c.add_ino("dir-dotdot", d, format!("'..' names {dd}, the parent is {p}"));
+                c.add_ino(
+                    "dir-dotdot",
+                    d,
+                    format!("'..' names {dd}, the parent is {p}"),
+                );
             }
         }
     }
@@ -120,12 +131,7 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
 }
 
 /// Link counts and reachability.
-fn check_links(
-    c: &mut Checker,
-    root: u64,
-    refs: &HashMap<u64, u32>,
-    subdirs: &HashMap<u64, u32>,
-) {
+fn check_links(c: &mut Checker, root: u64, refs: &HashMap<u64, u32>, subdirs: &HashMap<u64, u32>) {
     let sb = c.fs.sb();
     let meta: Vec<u64> = [sb.rbmino, sb.rsumino, sb.uquotino, sb.gquotino, sb.pquotino]
         .into_iter()

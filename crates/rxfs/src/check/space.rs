@@ -113,7 +113,13 @@ impl Checker<'_> {
     pub fn claim(&mut self, agno: u32, agbno: u32, len: u64, owner: Owner) {
         let Some(m) = self.space.ags.get_mut(agno as usize) else {
             let msg = format!("{owner} claims blocks in AG {agno}, which does not exist");
-            self.add("block-out-of-range", Some(agno), Some(agbno as u64), None, msg);
+            self.add(
+                "block-out-of-range",
+                Some(agno),
+                Some(agbno as u64),
+                None,
+                msg,
+            );
             return;
         };
         let end = agbno as u64 + len;
@@ -122,7 +128,13 @@ impl Checker<'_> {
                 "{owner} claims blocks {agbno}..{end}, past the AG's {} blocks",
                 m.len
             );
-            self.add("block-out-of-range", Some(agno), Some(agbno as u64), None, msg);
+            self.add(
+                "block-out-of-range",
+                Some(agno),
+                Some(agbno as u64),
+                None,
+                msg,
+            );
             return;
         }
         let is_data = matches!(owner, Owner::Data(_));
@@ -148,7 +160,13 @@ impl Checker<'_> {
             let msg = format!(
                 "{n} block(s) of {owner} ({agbno}+{len}) from {first} were already claimed"
             );
-            self.add("block-multiply-claimed", Some(agno), Some(first as u64), None, msg);
+            self.add(
+                "block-multiply-claimed",
+                Some(agno),
+                Some(first as u64),
+                None,
+                msg,
+            );
         }
     }
 
