@@ -100,7 +100,14 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
                     Ok(i) if i == e.ino => {}
                     r => {
                         lookup_problems += 1;
-                        let msg = format!("lookup of {name:?} through the index gave {r:?}");
+                        let got = match r {
+                            Ok(i) => format!("inode {}", i.0),
+                            Err(e) => e.to_string(),
+                        };
+                        let msg = format!(
+                            "lookup of {name:?} (inode {}) through the hash index gave {got}",
+                            e.ino.0
+                        );
                         c.add_ino("dir-index-bad", d, msg);
                     }
                 }

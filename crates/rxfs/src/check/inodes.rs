@@ -16,9 +16,9 @@ use super::ag::walk_tree;
 use super::space::Owner;
 use super::{bmbt, Checker, InodeInfo};
 use crate::format::ag::{Agi, NULL_AGINO};
+use crate::format::bmbt as bmbt_fmt;
 use crate::format::btree::BtreeKind;
 use crate::format::btree_rec::InobtRec;
-use crate::format::bmbt as bmbt_fmt;
 use crate::format::inode::{self as dinode, InodeCore, FMT_BTREE, FMT_EXTENTS};
 use crate::fs::btree::BtreeRoot;
 use crate::types::{AgIno, AgNumber, FileType, Ino};
@@ -89,7 +89,7 @@ fn check_finobt(c: &mut Checker, agno: u32, agi: &Agi, chunks: &[InobtRec]) {
     let want: Vec<&InobtRec> = chunks.iter().filter(|r| r.freecount > 0).collect();
     let mut reported = 0;
     for r in &frecs {
-        if !want.iter().any(|w| *w == r) && reported < 16 {
+        if !want.contains(&r) && reported < 16 {
             reported += 1;
             let msg = format!("finobt record {r:?} is not an inobt chunk with free inodes");
             c.add_ag("finobt-mismatch", agno, None, msg);
@@ -120,7 +120,7 @@ fn check_chunk(c: &mut Checker, agno: u32, ch: &InobtRec) {
         last_block = Some(agbno);
         // Several chunks share a block when a block holds more than 64
         // inodes; the first inode of the block claims it.
-        if inopb > 64 && (ch.startino + idx) % inopb != 0 {
+        if inopb > 64 && (ch.startino + idx) & (inopb - 1) != 0 {
             continue;
         }
         c.claim(agno, agbno, 1, Owner::Inodes);
@@ -200,7 +200,15 @@ fn check_inode(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u8]) {
     let mut blocks = claim_fork(c, ino, dfork, core.format, core.nextents, realtime, false);
     if core.forkoff != 0 {
         let afork = &buf[core.attr_fork_offset()..isize];
-        blocks += claim_fork(c, ino, afork, core.aformat, core.anextents as u64, false, true);
+        blocks += claim_fork(
+            c,
+            ino,
+            afork,
+            core.aformat,
+            core.anextents as u64,
+            false,
+            true,
+        );
     }
     if core.nblocks != blocks {
         let msg = format!(

@@ -6,13 +6,14 @@
 //! mappings may claim (a second bitmap remembers which claims were file
 //! data, on reflink filesystems only). A second claim is reported as
 //! `block-multiply-claimed`, once per claiming extent; blocks nobody claims
-//! as `block-unclaimed`, one finding per run. An AG whose trees could not
+//! as `block-unclaimed`, one finding per run (`inobt-chunk-missing` when
+//! the run starts with an inode: a chunk the inobt lost). An AG whose trees could not
 //! all be walked is not reported for unclaimed blocks (the missing tree's
 //! blocks would all show up as noise).
 
 use super::Checker;
 use crate::geometry::Geometry;
-use crate::types::AgNumber;
+use crate::types::{AgBlock, AgNumber};
 
 /// What claims a block; used in messages and for the reflink rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,7 +201,17 @@ pub(crate) fn report_unclaimed(c: &mut Checker) {
         }
     }
     for (agno, start, n) in out {
-        let msg = format!("{n} block(s) from {start} are neither free nor in use");
-        c.add_ag("block-unclaimed", agno, Some(start as u64), msg);
+        // Inodes in blocks no inobt record covers: a lost chunk record.
+        let daddr = c.fs.geo().agb_to_daddr(AgNumber(agno), AgBlock(start));
+        let inode_like = c.fs.read_raw(daddr, 512).is_ok_and(|b| {
+            crate::format::be16(&b, 0) == crate::format::inode::DINODE_MAGIC && b[4] == 3
+        });
+        if inode_like {
+            let msg = format!("{n} block(s) from {start} hold inodes no inobt record covers");
+            c.add_ag("inobt-chunk-missing", agno, Some(start as u64), msg);
+        } else {
+            let msg = format!("{n} block(s) from {start} are neither free nor in use");
+            c.add_ag("block-unclaimed", agno, Some(start as u64), msg);
+        }
     }
 }
