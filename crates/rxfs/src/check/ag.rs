@@ -109,7 +109,10 @@ pub(crate) fn check_ag(c: &mut Checker, agno: u32) {
     if fs.sb().has_rmapbt() {
         let root = BtreeRoot::from_agf(BtreeKind::Rmap, AgNumber(agno), &agf);
         match walk_tree::<RmapRec>(c, &root) {
-            Some((_, n)) => {
+            Some((recs, n)) => {
+                for r in &recs {
+                    c.space.mark_rmapped(agno, r.start, r.len);
+                }
                 btreeblks = btreeblks.map(|b| b + n - 1);
                 if agf.rmap_blocks as u64 != n {
                     let msg = format!("AGF rmap_blocks {}, rmapbt has {n}", agf.rmap_blocks);

@@ -17,7 +17,8 @@
 //! 4. [`dirs`]: every directory's entries, `.`/`..`, link counts,
 //!    reachability, and every attribute fork.
 //! 5. [`space`]: the space map: every block of every AG claimed exactly
-//!    once by the phases above; then the superblock counters.
+//!    once by the phases above; the rmapbt covering exactly the blocks in
+//!    use; then the superblock counters.
 //!
 //! Bounds: one bit per data-device block for the space map (two on reflink
 //! filesystems), a few bytes per in-use inode for link counting, and at
@@ -187,7 +188,7 @@ pub fn check(fs: &Filesystem, progress: Progress) -> Report {
     let mut c = Checker {
         fs,
         report: Report::default(),
-        space: space::SpaceMap::new(fs.geo(), fs.sb().has_reflink()),
+        space: space::SpaceMap::new(fs.geo(), fs.sb().has_reflink(), fs.sb().has_rmapbt()),
         inodes: HashMap::new(),
         unlinked: HashSet::new(),
         dirs: Vec::new(),
@@ -224,6 +225,7 @@ pub fn check(fs: &Filesystem, progress: Progress) -> Report {
     dirs::check_dirs(&mut c, progress);
     progress("space map", 0, 1);
     space::report_unclaimed(&mut c);
+    space::report_rmap(&mut c);
     if !log_dirty {
         sb::check_counters(&mut c);
     }

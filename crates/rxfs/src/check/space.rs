@@ -68,6 +68,10 @@ struct AgMap {
     data: Option<Bits>,
     /// Shared according to the refcountbt (reflink filesystems only).
     shared: Option<Bits>,
+    /// Free according to the bnobt, and covered by some rmapbt record
+    /// (rmapbt filesystems only; `rmapped` set once the rmapbt was read).
+    free: Option<Bits>,
+    rmapped: Option<Bits>,
     /// Some tree of this AG could not be walked.
     incomplete: bool,
 }
@@ -77,7 +81,7 @@ pub(crate) struct SpaceMap {
 }
 
 impl SpaceMap {
-    pub fn new(geo: &Geometry, reflink: bool) -> Self {
+    pub fn new(geo: &Geometry, reflink: bool, rmapbt: bool) -> Self {
         let ags = (0..geo.agcount)
             .map(|a| {
                 let len = geo.ag_size(AgNumber(a));
@@ -86,6 +90,8 @@ impl SpaceMap {
                     used: Bits::new(len),
                     data: reflink.then(|| Bits::new(len)),
                     shared: reflink.then(|| Bits::new(len)),
+                    free: rmapbt.then(|| Bits::new(len)),
+                    rmapped: None,
                     incomplete: false,
                 }
             })
@@ -96,6 +102,15 @@ impl SpaceMap {
     pub fn mark_incomplete(&mut self, agno: u32) {
         if let Some(m) = self.ags.get_mut(agno as usize) {
             m.incomplete = true;
+        }
+    }
+
+    /// Record what an rmapbt record covers (clipped to the AG).
+    pub fn mark_rmapped(&mut self, agno: u32, start: u32, len: u32) {
+        if let Some(m) = self.ags.get_mut(agno as usize) {
+            let end = (start as u64 + len as u64).min(m.len as u64) as u32;
+            let r = m.rmapped.get_or_insert_with(|| Bits::new(m.len));
+            (start..end).for_each(|b| r.set(b));
         }
     }
 
@@ -151,6 +166,11 @@ impl Checker<'_> {
                 });
             }
             m.used.set(b);
+            if owner == Owner::Free {
+                if let Some(f) = &mut m.free {
+                    f.set(b);
+                }
+            }
             if is_data {
                 if let Some(d) = &mut m.data {
                     d.set(b);
@@ -177,6 +197,62 @@ impl Checker<'_> {
         let agno = (fsb >> geo.agblklog) as u32;
         let agbno = (fsb & ((1u64 << geo.agblklog) - 1)) as u32;
         self.claim(agno, agbno, len, owner);
+    }
+}
+
+/// Runs `(start, len)` of blocks of `m` where `pred` holds.
+fn runs(m: &AgMap, pred: impl Fn(u32) -> bool) -> Vec<(u32, u32)> {
+    let mut out = Vec::new();
+    let mut b = 0u32;
+    while b < m.len {
+        if !pred(b) {
+            b += 1;
+            continue;
+        }
+        let start = b;
+        while b < m.len && pred(b) {
+            b += 1;
+        }
+        out.push((start, b - start));
+    }
+    out
+}
+
+/// Compare the rmapbt's coverage with the space map: every block in use
+/// (claimed and not free) has a reverse mapping, no free or unclaimed
+/// block has one.
+pub(crate) fn report_rmap(c: &mut Checker) {
+    let mut out = Vec::new();
+    for (agno, m) in c.space.ags.iter().enumerate() {
+        let (Some(free), Some(rm)) = (&m.free, &m.rmapped) else {
+            continue;
+        };
+        if m.incomplete {
+            continue;
+        }
+        let in_use = |b| m.used.get(b) && !free.get(b);
+        for (s, n) in runs(m, |b| in_use(b) && !rm.get(b)) {
+            out.push((
+                "rmapbt-missing",
+                agno as u32,
+                s,
+                n,
+                "in use but no rmapbt record covers",
+            ));
+        }
+        for (s, n) in runs(m, |b| !in_use(b) && rm.get(b)) {
+            out.push((
+                "rmapbt-extra",
+                agno as u32,
+                s,
+                n,
+                "free or unclaimed but an rmapbt record covers",
+            ));
+        }
+    }
+    for (code, agno, s, n, what) in out {
+        let msg = format!("{n} block(s) from {s}: {what} them");
+        c.add_ag(code, agno, Some(s as u64), msg);
     }
 }
 
