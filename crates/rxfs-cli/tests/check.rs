@@ -278,6 +278,7 @@ fn assert_clean(opts: &[&str]) {
         "xfs_repair -n finds the kernel-made image {opts:?} dirty:\n{text}"
     );
     let v = rxfs_check(&img);
+    eprintln!("{opts:?}: {}", v.json["stats"]);
     assert_eq!(
         v.code, 0,
         "rxfs check flags a clean image {opts:?}:\n{}",
