@@ -792,3 +792,32 @@ fn seeded_rmapbt_corruption_is_found() {
     assert!(rtext.contains("Incorrect reverse-mapping"), "{rtext}");
     assert_eq!(rrc, 1, "xfs_repair -n does not flag it:\n{rtext}");
 }
+
+/// An image written by rxfs's own write path (a read-write FUSE mount of
+/// the same fixture) is clean for both checkers.
+#[test]
+fn rxfs_written_image_is_clean() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("check-rxfs-rw");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("mnt");
+    std::fs::create_dir_all(&mnt).unwrap();
+    rxfs_ok(&[OsStr::new("mount"), img.as_os_str(), mnt.as_os_str()]);
+    let guard = KernelMount::adopt(&mnt);
+    fill(&mnt);
+    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
+    guard.disarm();
+    let (rc, text) = repair_n(&img);
+    assert_eq!(rc, 0, "xfs_repair -n flags the rxfs-written image:\n{text}");
+    let v = rxfs_check(&img);
+    eprintln!("rxfs-written: {}", v.json["stats"]);
+    assert_eq!(
+        v.code, 0,
+        "rxfs check flags the rxfs-written image:\n{}",
+        v.human
+    );
+}
