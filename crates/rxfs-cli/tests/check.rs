@@ -169,8 +169,11 @@ struct Inos {
 /// extents (bmbt), xattrs in leaf and node form, fragmented free space,
 /// a reflinked copy where the filesystem has reflink, and a few small
 /// named objects the corruption cases aim at.
-fn fill(root: &Path) -> Inos {
+fn fill(root: &Path, heavy: bool) -> Inos {
     populate(root);
+    if heavy {
+        fragment_free_space(root);
+    }
     let ino = |p: &str| std::fs::metadata(root.join(p)).unwrap().ino();
     let big = root.join("bigdir");
     std::fs::create_dir(&big).unwrap();
@@ -253,11 +256,25 @@ fn fill(root: &Path) -> Inos {
     }
 }
 
-fn filled_image(s: &Scratch, opts: &[&str]) -> (std::path::PathBuf, Inos) {
+/// Many one-block free extents (bnobt/cntbt of several levels), and more
+/// inode chunks.
+fn fragment_free_space(root: &Path) {
+    let d = root.join("confetti");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..3000 {
+        std::fs::write(d.join(format!("c{i}")), pattern(i, 4096)).unwrap();
+    }
+    std::process::Command::new("sync").status().unwrap();
+    for i in (0..3000).step_by(2) {
+        std::fs::remove_file(d.join(format!("c{i}"))).unwrap();
+    }
+}
+
+fn filled_image(s: &Scratch, opts: &[&str], heavy: bool) -> (std::path::PathBuf, Inos) {
     let img = s.path("img");
     mkfs(&img, 512 << 20, opts);
     let m = KernelMount::new(&img, &s.path("mnt"), "");
-    let inos = fill(&m.dir);
+    let inos = fill(&m.dir, heavy);
     m.umount();
     (img, inos)
 }
@@ -271,7 +288,7 @@ fn assert_clean(opts: &[&str]) {
         "check-clean{}",
         opts.join("").replace(['=', ' '], "")
     ));
-    let (img, _) = filled_image(&s, opts);
+    let (img, _) = filled_image(&s, opts, true);
     let (rc, text) = repair_n(&img);
     assert_eq!(
         rc, 0,
@@ -653,7 +670,7 @@ fn seeded_corruptions_are_found() {
     require_root();
     require_tools(&["xfs_db", "xfs_repair"]);
     let s = Scratch::new("check-corrupt");
-    let (base, inos) = filled_image(&s, &[]);
+    let (base, inos) = filled_image(&s, &[], false);
     let (rc, text) = repair_n(&base);
     assert_eq!(rc, 0, "base image not clean for xfs_repair -n:\n{text}");
     assert_eq!(rxfs_check(&base).code, 0);
@@ -757,7 +774,7 @@ fn seeded_rmapbt_corruption_is_found() {
     require_root();
     require_tools(&["xfs_db", "xfs_repair"]);
     let s = Scratch::new("check-rmap");
-    let (img, _) = filled_image(&s, &["-m", "rmapbt=1"]);
+    let (img, _) = filled_image(&s, &["-m", "rmapbt=1"], false);
     assert_eq!(rxfs_check(&img).code, 0);
     let mut nav = vec!["agf 0".to_string(), "addr rmaproot".to_string()];
     if db_val(&img, &["agf 0", "addr rmaproot"], "level") > 0 {
@@ -808,7 +825,7 @@ fn rxfs_written_image_is_clean() {
     std::fs::create_dir_all(&mnt).unwrap();
     rxfs_ok(&[OsStr::new("mount"), img.as_os_str(), mnt.as_os_str()]);
     let guard = KernelMount::adopt(&mnt);
-    fill(&mnt);
+    fill(&mnt, true);
     rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
     guard.disarm();
     let (rc, text) = repair_n(&img);

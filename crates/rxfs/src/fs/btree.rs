@@ -9,7 +9,7 @@
 //! - the root is at level `levels - 1` and has no siblings; each child is
 //!   exactly one level below its parent;
 //! - a child's keys lie inside its parent's key range: first key `>=` the
-//!   parent's key for it, last key below the parent's next key; for the
+//!   parent's key for it (`==` for checkers, [`Filesystem::btree_walk_blocks`]), last key below the parent's next key; for the
 //!   rmapbt the parent's high key equals the child's largest high key;
 //! - (full walks) at each level the blocks met left to right form one
 //!   sibling chain: the first has no left sibling, each block's right
@@ -103,6 +103,9 @@ struct Walker<'a> {
     blocks_read: u64,
     /// Every block read, when the caller asked for them (checkers).
     visited: Option<Vec<u32>>,
+    /// Checkers: a child's first key must equal its parent's key for it
+    /// (the kernel keeps them equal; readers only need `>=`).
+    strict_keys: bool,
 }
 
 impl<'a> Walker<'a> {
@@ -134,6 +137,7 @@ impl<'a> Walker<'a> {
             check,
             blocks_read: 0,
             visited: None,
+            strict_keys: false,
         })
     }
 
@@ -197,6 +201,12 @@ impl<'a> Walker<'a> {
             return Err(self.corrupt(
                 agbno,
                 format!("first key {first:?} below parent key {:?}", parent.keys[i]),
+            ));
+        }
+        if self.strict_keys && first != parent.keys[i] {
+            return Err(self.corrupt(
+                agbno,
+                format!("first key {first:?} but parent key {:?}", parent.keys[i]),
             ));
         }
         if let Some(&next) = parent.keys.get(i + 1) {
@@ -371,7 +381,8 @@ impl Filesystem {
 
     /// Like [`Filesystem::btree_walk_raw`], and also return the AG block
     /// numbers of every block the walk read (also when it failed part way:
-    /// then the blocks read before the failure), in reading order.
+    /// then the blocks read before the failure), in reading order. For
+    /// checkers: a child's first key must also equal its parent's key.
     pub fn btree_walk_blocks(
         &self,
         root: &BtreeRoot,
@@ -382,6 +393,7 @@ impl Filesystem {
             Err(e) => return (Err(e), Vec::new()),
         };
         w.visited = Some(Vec::new());
+        w.strict_keys = true;
         let r = w.walk(f);
         (r, w.visited.take().unwrap_or_default())
     }
