@@ -838,3 +838,47 @@ fn rxfs_written_image_is_clean() {
         v.human
     );
 }
+
+/// A bnobt node key that no longer equals its child's first key: rxfs
+/// flags it (the kernel keeps them equal, as its online scrub checks);
+/// xfs_repair -n does not look at it.
+#[test]
+fn seeded_node_key_mismatch_is_found() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    require_tools(&["xfs_db", "xfs_repair"]);
+    let s = Scratch::new("check-keys");
+    let (img, _) = filled_image(&s, &[], true);
+    assert_eq!(rxfs_check(&img).code, 0);
+    let agcount = db_val(&img, &["sb 0"], "agcount") as u32;
+    let ag = (0..agcount)
+        .find(|ag| {
+            let c = [format!("agf {ag}"), "addr bnoroot".to_string()];
+            let c: Vec<&str> = c.iter().map(|s| s.as_str()).collect();
+            db_val(&img, &c, "level") >= 1 && db_val(&img, &c, "numrecs") >= 2
+        })
+        .expect("no AG with a two-level bnobt");
+    let agf = format!("agf {ag}");
+    let k1 = db_val(&img, &[&agf, "addr bnoroot"], "keys[1].startblock");
+    let k2 = db_val(&img, &[&agf, "addr bnoroot"], "keys[2].startblock");
+    // Free extents never touch: keys[2] - 1 still sorts after keys[1].
+    assert!(k2 - 1 > k1);
+    let cmds = [
+        agf.clone(),
+        "addr bnoroot".into(),
+        format!("write -d keys[2].startblock {}", k2 - 1),
+    ];
+    db(&img, &cmds, true);
+    let (rrc, rtext) = repair_n(&img);
+    let v = rxfs_check(&img);
+    eprintln!(
+        "bnobt node key != child's first key | repair -n exit {rrc} | rxfs exit {} | {}",
+        v.code,
+        code_summary(&v)
+    );
+    assert_eq!(codes(&v), vec!["bnobt-bad".to_string()], "{}", v.human);
+    assert_eq!(v.code, 1);
+    assert_eq!(rrc, 0, "xfs_repair -n now flags it:\n{rtext}");
+}
