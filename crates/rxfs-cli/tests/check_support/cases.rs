@@ -314,7 +314,33 @@ pub fn cases(img: &Path, i: &Inos) -> Vec<Case> {
         "inobt-chunk-missing",
         true,
     );
+    // big.clone shares most of big's blocks: one more owner than there are.
+    let ag = pick_refcount_ag(img);
+    let agf = format!("agf {ag}");
+    let rc = v(&[&agf, "addr refcntroot"], "recs[1].refcount");
+    case(
+        "refcount of a shared extent",
+        s(&[
+            &agf,
+            "addr refcntroot",
+            &format!("write -d recs[1].refcount {}", rc + 1),
+        ]),
+        "refcountbt-count",
+        true,
+    );
     out
+}
+
+/// An AG whose refcountbt is one leaf with a record.
+fn pick_refcount_ag(img: &Path) -> u32 {
+    let agcount = db_val(img, &["sb 0"], "agcount") as u32;
+    (0..agcount)
+        .find(|ag| {
+            let c = [format!("agf {ag}"), "addr refcntroot".to_string()];
+            let c: Vec<&str> = c.iter().map(|s| s.as_str()).collect();
+            db_val(img, &c, "level") == 0 && db_val(img, &c, "numrecs") >= 1
+        })
+        .expect("no AG with a shared extent")
 }
 
 /// An AG whose inobt is one leaf with at least two chunks.

@@ -291,7 +291,7 @@ fn check_refcounts(c: &mut Checker, agno: u32, recs: &[RefcountRec]) {
         if r.cow {
             c.claim(agno, r.start, r.len as u64, Owner::Cow);
         } else {
-            c.space.mark_shared(agno, r.start, r.len);
+            c.space.mark_shared(agno, r.start, r.len, r.refcount);
         }
     }
 }

@@ -18,7 +18,8 @@
 //!    reachability, and every attribute fork.
 //! 5. [`space`]: the space map: every block of every AG claimed exactly
 //!    once by the phases above; the rmapbt covering exactly the blocks in
-//!    use; then the superblock counters.
+//!    use; each shared extent's refcount equal to the file mappings of its
+//!    blocks; then the superblock counters.
 //!
 //! Bounds: one bit per data-device block for the space map (two on reflink
 //! filesystems), a few bytes per in-use inode for link counting, and at
@@ -226,6 +227,7 @@ pub fn check(fs: &Filesystem, progress: Progress) -> Report {
     progress("space map", 0, 1);
     space::report_unclaimed(&mut c);
     space::report_rmap(&mut c);
+    space::report_refcounts(&mut c);
     if !log_dirty {
         sb::check_counters(&mut c);
     }

@@ -4,12 +4,20 @@
 //! Invariants checked: every block is claimed exactly once, except blocks
 //! that the refcountbt records as shared, which any number of file data
 //! mappings may claim (a second bitmap remembers which claims were file
-//! data, on reflink filesystems only). A second claim is reported as
-//! `block-multiply-claimed`, once per claiming extent; blocks nobody claims
-//! as `block-unclaimed`, one finding per run (`inobt-chunk-missing` when
-//! the run starts with an inode: a chunk the inobt lost). An AG whose trees could not
-//! all be walked is not reported for unclaimed blocks (the missing tree's
-//! blocks would all show up as noise).
+//! data, on reflink filesystems only), and exactly as many as the record's
+//! refcount (`refcountbt-count`). A second claim is reported as
+//! `block-multiply-claimed`, once per claiming extent; blocks nobody
+//! claims as `block-unclaimed`, one finding per run
+//! (`inobt-chunk-missing` when the run starts with an inode: a chunk the
+//! inobt lost). On rmapbt filesystems the blocks in use must be exactly
+//! those the rmapbt covers (`rmapbt-missing`, `rmapbt-extra`). An AG whose
+//! trees could not all be walked is not reported for unclaimed blocks (the
+//! missing tree's blocks would all show up as noise).
+//!
+//! Memory: one to four bits per block, the refcountbt's shared records,
+//! and a counter per shared block.
+
+use std::collections::HashMap;
 
 use super::Checker;
 use crate::geometry::Geometry;
@@ -72,6 +80,10 @@ struct AgMap {
     /// (rmapbt filesystems only; `rmapped` set once the rmapbt was read).
     free: Option<Bits>,
     rmapped: Option<Bits>,
+    /// Shared extents as the refcountbt records them (start, len, refcount),
+    /// and how many file data mappings claimed each shared block.
+    shared_recs: Vec<(u32, u32, u32)>,
+    data_refs: HashMap<u32, u32>,
     /// Some tree of this AG could not be walked.
     incomplete: bool,
 }
@@ -92,6 +104,8 @@ impl SpaceMap {
                     shared: reflink.then(|| Bits::new(len)),
                     free: rmapbt.then(|| Bits::new(len)),
                     rmapped: None,
+                    shared_recs: Vec::new(),
+                    data_refs: HashMap::new(),
                     incomplete: false,
                 }
             })
@@ -114,8 +128,9 @@ impl SpaceMap {
         }
     }
 
-    pub fn mark_shared(&mut self, agno: u32, start: u32, len: u32) {
+    pub fn mark_shared(&mut self, agno: u32, start: u32, len: u32, refcount: u32) {
         if let Some(m) = self.ags.get_mut(agno as usize) {
+            m.shared_recs.push((start, len, refcount));
             let end = (start as u64 + len as u64).min(m.len as u64) as u32;
             if let Some(s) = &mut m.shared {
                 (start..end).for_each(|b| s.set(b));
@@ -156,9 +171,11 @@ impl Checker<'_> {
         let is_data = matches!(owner, Owner::Data(_));
         let mut dup: Option<(u32, u32)> = None;
         for b in agbno..end as u32 {
-            let shared_ok = is_data
-                && m.shared.as_ref().is_some_and(|s| s.get(b))
-                && m.data.as_ref().is_some_and(|d| d.get(b));
+            let shared = is_data && m.shared.as_ref().is_some_and(|s| s.get(b));
+            if shared {
+                *m.data_refs.entry(b).or_default() += 1;
+            }
+            let shared_ok = shared && m.data.as_ref().is_some_and(|d| d.get(b));
             if m.used.get(b) && !shared_ok {
                 dup = Some(match dup {
                     None => (b, 1),
@@ -253,6 +270,32 @@ pub(crate) fn report_rmap(c: &mut Checker) {
     for (code, agno, s, n, what) in out {
         let msg = format!("{n} block(s) from {s}: {what} them");
         c.add_ag(code, agno, Some(s as u64), msg);
+    }
+}
+
+/// Compare each shared extent's refcount with the file data mappings
+/// that claimed its blocks.
+pub(crate) fn report_refcounts(c: &mut Checker) {
+    let mut out = Vec::new();
+    for (agno, m) in c.space.ags.iter().enumerate() {
+        if m.incomplete {
+            continue;
+        }
+        for &(start, len, refcount) in &m.shared_recs {
+            let end = (start as u64 + len as u64).min(m.len as u64) as u32;
+            let bad = (start..end)
+                .map(|b| (b, m.data_refs.get(&b).copied().unwrap_or(0)))
+                .find(|&(_, n)| n != refcount);
+            if let Some((b, n)) = bad {
+                out.push((agno as u32, start, len, refcount, b, n));
+            }
+        }
+    }
+    for (agno, start, len, refcount, b, n) in out {
+        let msg = format!(
+            "shared extent {start}+{len} has refcount {refcount}, but block {b} is mapped {n} time(s)"
+        );
+        c.add_ag("refcountbt-count", agno, Some(start as u64), msg);
     }
 }
 
