@@ -306,17 +306,8 @@ pub(crate) fn report_unclaimed(c: &mut Checker) {
         if m.incomplete {
             continue;
         }
-        let mut b = 0u32;
-        while b < m.len {
-            if m.used.get(b) {
-                b += 1;
-                continue;
-            }
-            let start = b;
-            while b < m.len && !m.used.get(b) {
-                b += 1;
-            }
-            out.push((agno as u32, start, b - start));
+        for (start, n) in runs(m, |b| !m.used.get(b)) {
+            out.push((agno as u32, start, n));
         }
     }
     for (agno, start, n) in out {
@@ -332,5 +323,61 @@ pub(crate) fn report_unclaimed(c: &mut Checker) {
             let msg = format!("{n} block(s) from {start} are neither free nor in use");
             c.add_ag("block-unclaimed", agno, Some(start as u64), msg);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(len: u32, set: &[u32]) -> AgMap {
+        let mut used = Bits::new(len);
+        set.iter().for_each(|&b| used.set(b));
+        AgMap {
+            len,
+            used,
+            data: None,
+            shared: None,
+            free: None,
+            rmapped: None,
+            shared_recs: Vec::new(),
+            data_refs: HashMap::new(),
+            incomplete: false,
+        }
+    }
+
+    #[test]
+    fn bits_across_words() {
+        let mut b = Bits::new(130);
+        for i in [0, 63, 64, 127, 129] {
+            assert!(!b.get(i));
+            b.set(i);
+            assert!(b.get(i));
+        }
+        assert!(!b.get(1) && !b.get(65) && !b.get(128));
+    }
+
+    #[test]
+    fn runs_of_unclaimed_blocks() {
+        let m = map(10, &[0, 1, 4, 9]);
+        assert_eq!(runs(&m, |b| !m.used.get(b)), vec![(2, 2), (5, 4)]);
+        let full = map(3, &[0, 1, 2]);
+        assert!(runs(&full, |b| !full.used.get(b)).is_empty());
+        let empty = map(3, &[]);
+        assert_eq!(runs(&empty, |b| !empty.used.get(b)), vec![(0, 3)]);
+    }
+
+    #[test]
+    fn finding_display() {
+        let f = super::super::Finding {
+            code: "agf-freeblks",
+            ag: Some(2),
+            block: None,
+            ino: None,
+            message: "m".into(),
+        };
+        assert_eq!(f.to_string(), "agf-freeblks: ag 2: m");
+        let g = super::super::Finding { ag: None, ..f };
+        assert_eq!(g.to_string(), "agf-freeblks: m");
     }
 }
