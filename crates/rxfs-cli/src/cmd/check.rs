@@ -2,7 +2,7 @@
 //!
 //! Exit codes: 0 clean, 1 findings (including an image whose primary
 //! superblock is corrupt: finding `sb-bad`), 2 usage or I/O errors (the
-//! image cannot be read at all).
+//! image cannot be read at all, or uses features rxfs does not know).
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -43,7 +43,9 @@ pub fn run(a: Args) -> CliResult<()> {
     };
     let report = match Filesystem::open_path(&a.image, a.rtdev.as_deref(), opts) {
         Ok(fs) => run_check(&fs, a.quiet),
-        Err(e @ (Error::Corrupt { .. } | Error::UnknownIncompat { .. })) => {
+        // A corrupt primary superblock is a finding; a feature rxfs does
+        // not know, or a device that fails, is not.
+        Err(e @ Error::Corrupt { .. }) => {
             let mut r = Report::default();
             r.findings.push(Finding {
                 code: "sb-bad",
