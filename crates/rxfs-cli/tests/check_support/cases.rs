@@ -314,6 +314,22 @@ pub fn cases(img: &Path, i: &Inos) -> Vec<Case> {
         "inobt-chunk-missing",
         true,
     );
+    case(
+        "block-form dir entry name",
+        s(&[&ino(i.blockdir), "dblock 0", "write -d bu[3].namelen 0"]),
+        "dir-bad",
+        true,
+    );
+    case(
+        "leaf-form dir hash order",
+        s(&[
+            &ino(i.leafdir),
+            "dblock 8388608",
+            "write -d lents[5].hashval 0",
+        ]),
+        "dir-index-bad",
+        true,
+    );
     // big.clone shares most of big's blocks: one more owner than there are.
     let ag = pick_refcount_ag(img);
     let agf = format!("agf {ag}");

@@ -160,6 +160,8 @@ pub struct Inos {
     pub freed: u64,
     pub attr_node: u64,
     pub bigdir: u64,
+    pub blockdir: u64,
+    pub leafdir: u64,
 }
 
 /// The common populate() tree plus: big directories, a file with many
@@ -176,6 +178,14 @@ pub fn fill(root: &Path, heavy: bool) -> Inos {
     std::fs::create_dir(&big).unwrap();
     for i in 0..4000 {
         std::fs::write(big.join(format!("a-rather-long-file-name-{i:05}")), b"").unwrap();
+    }
+    // Block form (one directory block) and leaf form (data blocks and a
+    // leaf1 index) at 4 KiB directory blocks.
+    for (dir, n) in [("blockdir", 60), ("leafdir", 400)] {
+        std::fs::create_dir(root.join(dir)).unwrap();
+        for i in 0..n {
+            std::fs::write(root.join(format!("{dir}/{dir}-entry-name-{i}")), b"").unwrap();
+        }
     }
     // Many extents: every other 4 KiB block of a 3 MiB range.
     let f = std::fs::File::create(root.join("frag")).unwrap();
@@ -250,6 +260,8 @@ pub fn fill(root: &Path, heavy: bool) -> Inos {
         freed,
         attr_node: ino("attr_node"),
         bigdir: ino("bigdir"),
+        blockdir: ino("blockdir"),
+        leafdir: ino("leafdir"),
     }
 }
 
