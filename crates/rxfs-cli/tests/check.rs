@@ -12,6 +12,7 @@ mod common;
 
 use std::ffi::OsStr;
 use std::os::unix::fs::FileExt;
+use std::path::Path;
 
 use check_support::cases::cases;
 use check_support::*;
@@ -179,63 +180,114 @@ fn bad_primary_superblock_is_a_finding() {
     assert_eq!(out.status.code(), Some(2));
 }
 
-/// On an rmapbt filesystem: an inode-chunk reverse mapping one block
-/// short leaves a block in use that no rmapbt record covers.
+/// An rmapbt record as xfs_db prints it: (index, start, len, owner).
+type RmapLine = (u64, u64, u64, i64);
+
+/// The first rmapbt leaf of AG 0: xfs_db commands reaching it, and its
+/// records.
+fn rmap_leaf(img: &Path) -> (Vec<String>, Vec<RmapLine>) {
+    let mut nav = vec!["agf 0".to_string(), "addr rmaproot".to_string()];
+    if db_val(img, &["agf 0", "addr rmaproot"], "level") > 0 {
+        nav.push("addr ptrs[1]".into());
+    }
+    let mut print = nav.clone();
+    print.push("print recs".into());
+    let out = db(img, &print, false);
+    // Lines "N:[start,len,owner,offset,...]".
+    let recs = out
+        .lines()
+        .filter_map(|l| {
+            let (n, rest) = l.trim().split_once(":[")?;
+            let f: Vec<&str> = rest.trim_end_matches(']').split(',').collect();
+            Some((
+                n.parse().ok()?,
+                f.first()?.parse().ok()?,
+                f.get(1)?.parse().ok()?,
+                f.get(2)?.parse().ok()?,
+            ))
+        })
+        .collect();
+    (nav, recs)
+}
+
+/// On an rmapbt filesystem: an inode-chunk reverse mapping one block short
+/// (a block in use that no rmapbt record covers, and a record that differs
+/// from the expected one), and a file mapping given to another owner (the
+/// coverage is right, the owner is not).
 #[test]
-fn seeded_rmapbt_corruption_is_found() {
+fn seeded_rmapbt_corruptions_are_found() {
     if kernel_tests_disabled() {
         return;
     }
     require_root();
     require_tools(&["xfs_db", "xfs_repair"]);
     let s = Scratch::new("check-rmap");
-    let (img, _) = filled_image(&s, &["-m", "rmapbt=1"], false);
-    assert_eq!(rxfs_check(&img).code, 0);
-    let mut nav = vec!["agf 0".to_string(), "addr rmaproot".to_string()];
-    if db_val(&img, &["agf 0", "addr rmaproot"], "level") > 0 {
-        nav.push("addr ptrs[1]".into());
+    let (base, _) = filled_image(&s, &["-m", "rmapbt=1"], false);
+    assert_eq!(rxfs_check(&base).code, 0);
+    let (nav, recs) = rmap_leaf(&base);
+    let chunk = recs
+        .iter()
+        .find(|r| r.3 == -7 && r.2 >= 2)
+        .unwrap_or_else(|| panic!("no inode-chunk rmap record in {recs:?}"));
+    // A file mapping in the middle of the leaf (neither its first key nor,
+    // being followed by a later start, its largest high key).
+    let file = recs
+        .iter()
+        .enumerate()
+        .find(|(i, r)| *i >= 1 && *i + 2 < recs.len() && r.3 > 0)
+        .map(|(_, r)| *r)
+        .unwrap_or_else(|| panic!("no file rmap record in {recs:?}"));
+    let cases = [
+        (
+            "rmap inode-chunk record short",
+            format!("write -d recs[{}].blockcount {}", chunk.0, chunk.2 - 1),
+            vec!["rmapbt-missing", "rmapbt-mismatch"],
+        ),
+        (
+            "rmap record with the wrong owner",
+            format!("write -d recs[{}].owner {}", file.0, file.3 + 1),
+            vec!["rmapbt-mismatch"],
+        ),
+    ];
+    let img = s.path("case");
+    for (name, write, want) in cases {
+        run(
+            "cp",
+            &[
+                "--sparse=always",
+                base.to_str().unwrap(),
+                img.to_str().unwrap(),
+            ],
+        );
+        let mut cmds = nav.clone();
+        cmds.push(write);
+        db(&img, &cmds, true);
+        let (rrc, rtext) = repair_n(&img);
+        let v = rxfs_check(&img);
+        eprintln!(
+            "{name} | repair -n exit {rrc} | rxfs exit {} | {}",
+            v.code,
+            code_summary(&v)
+        );
+        let mut got = codes(&v);
+        got.dedup();
+        assert_eq!(got, want, "{name}: {}", v.human);
+        assert_eq!(v.code, 1);
+        assert!(rtext.contains("reverse-mapping"), "{name}: {rtext}");
+        assert_eq!(rrc, 1, "{name}: xfs_repair -n does not flag it:\n{rtext}");
     }
-    let mut print = nav.clone();
-    print.push("print recs".into());
-    let recs = db(&img, &print, false);
-    // Lines "N:[start,len,owner,offset,...]"; owner -7 is the inode chunks.
-    let (idx, len) = recs
-        .lines()
-        .filter_map(|l| {
-            let (n, rest) = l.trim().split_once(":[")?;
-            let f: Vec<&str> = rest.trim_end_matches(']').split(',').collect();
-            let len: u64 = f.get(1)?.parse().ok()?;
-            (f.get(2) == Some(&"-7") && len >= 2).then(|| (n.parse::<u64>().ok(), len))
-        })
-        .find_map(|(n, len)| n.map(|n| (n, len)))
-        .unwrap_or_else(|| panic!("no inode-chunk rmap record in:\n{recs}"));
-    let mut cmds = nav;
-    cmds.push(format!("write -d recs[{idx}].blockcount {}", len - 1));
-    db(&img, &cmds, true);
-    let (rrc, rtext) = repair_n(&img);
-    let v = rxfs_check(&img);
-    eprintln!(
-        "rmap record short | repair -n exit {rrc} | rxfs exit {} | {}",
-        v.code,
-        code_summary(&v)
-    );
-    assert_eq!(codes(&v), vec!["rmapbt-missing".to_string()], "{}", v.human);
-    assert_eq!(v.code, 1);
-    assert!(rtext.contains("Incorrect reverse-mapping"), "{rtext}");
-    assert_eq!(rrc, 1, "xfs_repair -n does not flag it:\n{rtext}");
 }
 
 /// An image written by rxfs's own write path (a read-write FUSE mount of
 /// the same fixture) is clean for both checkers.
-#[test]
-fn rxfs_written_image_is_clean() {
+fn assert_rxfs_written_clean(opts: &[&str]) {
     if kernel_tests_disabled() {
         return;
     }
     require_root();
-    let s = Scratch::new("check-rxfs-rw");
+    let s = Scratch::new(&format!("check-rxfs-rw{}", opts.join("").replace('=', "")));
     let img = s.path("img");
-    mkfs(&img, 512 << 20, &[]);
+    mkfs(&img, 512 << 20, opts);
     let mnt = s.path("mnt");
     std::fs::create_dir_all(&mnt).unwrap();
     rxfs_ok(&[OsStr::new("mount"), img.as_os_str(), mnt.as_os_str()]);
@@ -244,14 +296,33 @@ fn rxfs_written_image_is_clean() {
     rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
     guard.disarm();
     let (rc, text) = repair_n(&img);
-    assert_eq!(rc, 0, "xfs_repair -n flags the rxfs-written image:\n{text}");
+    assert_eq!(
+        rc, 0,
+        "xfs_repair -n flags the rxfs-written image {opts:?}:\n{text}"
+    );
     let v = rxfs_check(&img);
-    eprintln!("rxfs-written: {}", v.json["stats"]);
+    eprintln!("rxfs-written {opts:?}: {}", v.json["stats"]);
     assert_eq!(
         v.code, 0,
-        "rxfs check flags the rxfs-written image:\n{}",
+        "rxfs check flags the rxfs-written image {opts:?}:\n{}",
         v.human
     );
+}
+
+#[test]
+fn rxfs_written_image_is_clean() {
+    assert_rxfs_written_clean(&[]);
+}
+
+/// Ignored: rxfs's write path fails here (EUCLEAN at the 125th create in
+/// one directory of a fresh `-m rmapbt=1` image through `rxfs mount`: the
+/// block -> leaf conversion inserts the reverse mapping of the directory's
+/// leaf block at offset 8388608 twice). Run it with `--ignored` once
+/// that is fixed.
+#[test]
+#[ignore = "rxfs write-path bug: rmapbt directory leaf block mapped twice (see the doc comment)"]
+fn rxfs_written_rmapbt_image_is_clean() {
+    assert_rxfs_written_clean(&["-m", "rmapbt=1,reflink=0"]);
 }
 
 /// A bnobt node key that no longer equals its child's first key: rxfs

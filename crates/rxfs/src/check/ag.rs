@@ -113,6 +113,7 @@ pub(crate) fn check_ag(c: &mut Checker, agno: u32) {
                 for r in &recs {
                     c.space.mark_rmapped(agno, r.start, r.len);
                 }
+                c.space.rmap_have[agno as usize] = Some(recs);
                 btreeblks = btreeblks.map(|b| b + n - 1);
                 if agf.rmap_blocks as u64 != n {
                     let msg = format!("AGF rmap_blocks {}, rmapbt has {n}", agf.rmap_blocks);

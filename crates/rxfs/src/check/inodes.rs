@@ -234,7 +234,13 @@ fn claim_fork(
     realtime: bool,
     attr: bool,
 ) -> u64 {
-    let owner = |i| if attr { Owner::Attr(i) } else { Owner::Data(i) };
+    let owner = |e: &bmbt_fmt::Extent| {
+        if attr {
+            Owner::Attr(ino.0, e.off.0)
+        } else {
+            Owner::Data(ino.0, e.off.0, e.unwritten)
+        }
+    };
     let (extents, bmbt_blocks) = match format {
         FMT_EXTENTS => {
             let max = (fork.len() / bmbt_fmt::EXTENT_REC_SIZE) as u64;
@@ -255,7 +261,7 @@ fn claim_fork(
     };
     let mut total = bmbt_blocks.len() as u64;
     for b in &bmbt_blocks {
-        c.claim_fsb(*b, 1, Owner::Bmbt(ino.0));
+        c.claim_fsb(*b, 1, Owner::Bmbt(ino.0, attr));
     }
     let geo = c.fs.geo();
     for e in &extents {
@@ -269,7 +275,7 @@ fn claim_fork(
             c.add_ino("inode-extent-bad", ino.0, msg);
             continue;
         }
-        c.claim_fsb(e.start, e.len, owner(ino.0));
+        c.claim_fsb(e.start, e.len, owner(e));
     }
     total
 }

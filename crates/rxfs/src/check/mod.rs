@@ -18,7 +18,8 @@
 //!    reachability, and every attribute fork.
 //! 5. [`space`]: the space map: every block of every AG claimed exactly
 //!    once by the phases above; the rmapbt covering exactly the blocks in
-//!    use; each shared extent's refcount equal to the file mappings of its
+//!    use, and ([`rmap`]) holding exactly the reverse mappings the claims
+//!    imply; each shared extent's refcount equal to the file mappings of its
 //!    blocks; then the superblock counters.
 //!
 //! Bounds: one bit per data-device block for the space map (two on reflink
@@ -29,6 +30,7 @@ mod ag;
 mod bmbt;
 mod dirs;
 mod inodes;
+mod rmap;
 mod sb;
 mod space;
 
@@ -227,6 +229,7 @@ pub fn check(fs: &Filesystem, progress: Progress) -> Report {
     progress("space map", 0, 1);
     space::report_unclaimed(&mut c);
     space::report_rmap(&mut c);
+    rmap::report(&mut c);
     space::report_refcounts(&mut c);
     if !log_dirty {
         sb::check_counters(&mut c);

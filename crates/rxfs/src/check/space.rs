@@ -20,6 +20,7 @@
 use std::collections::HashMap;
 
 use super::Checker;
+use crate::format::btree_rec::RmapRec;
 use crate::geometry::Geometry;
 use crate::types::{AgBlock, AgNumber};
 
@@ -32,9 +33,12 @@ pub(crate) enum Owner {
     Agfl,
     Btree(&'static str),
     Inodes,
-    Data(u64),
-    Attr(u64),
-    Bmbt(u64),
+    /// File data: inode, file offset of the first block, unwritten.
+    Data(u64, u64, bool),
+    /// Attr fork blocks: inode, fork offset of the first block.
+    Attr(u64, u64),
+    /// bmbt blocks: inode, whether of the attr fork.
+    Bmbt(u64, bool),
     Cow,
 }
 
@@ -47,9 +51,9 @@ impl std::fmt::Display for Owner {
             Owner::Agfl => write!(f, "the AGFL"),
             Owner::Btree(n) => write!(f, "a {n} block"),
             Owner::Inodes => write!(f, "an inode chunk"),
-            Owner::Data(i) => write!(f, "data of inode {i}"),
-            Owner::Attr(i) => write!(f, "attr fork of inode {i}"),
-            Owner::Bmbt(i) => write!(f, "a bmbt block of inode {i}"),
+            Owner::Data(i, ..) => write!(f, "data of inode {i}"),
+            Owner::Attr(i, _) => write!(f, "attr fork of inode {i}"),
+            Owner::Bmbt(i, _) => write!(f, "a bmbt block of inode {i}"),
             Owner::Cow => write!(f, "CoW staging (refcountbt)"),
         }
     }
@@ -90,6 +94,10 @@ struct AgMap {
 
 pub(crate) struct SpaceMap {
     ags: Vec<AgMap>,
+    /// rmapbt filesystems: per AG, the reverse mappings the claims imply,
+    /// and the rmapbt's records (once read).
+    pub rmap_want: Option<Vec<Vec<RmapRec>>>,
+    pub rmap_have: Vec<Option<Vec<RmapRec>>>,
 }
 
 impl SpaceMap {
@@ -110,7 +118,15 @@ impl SpaceMap {
                 }
             })
             .collect();
-        SpaceMap { ags }
+        SpaceMap {
+            ags,
+            rmap_want: rmapbt.then(|| vec![Vec::new(); geo.agcount as usize]),
+            rmap_have: vec![None; geo.agcount as usize],
+        }
+    }
+
+    pub fn ag_incomplete(&self, agno: u32) -> bool {
+        self.ags.get(agno as usize).is_none_or(|m| m.incomplete)
     }
 
     pub fn mark_incomplete(&mut self, agno: u32) {
@@ -168,7 +184,12 @@ impl Checker<'_> {
             );
             return;
         }
-        let is_data = matches!(owner, Owner::Data(_));
+        let is_data = matches!(owner, Owner::Data(..));
+        if let Some(want) = self.space.rmap_want.as_mut() {
+            if let Some(r) = super::rmap::expected(owner, agbno, len as u32) {
+                want[agno as usize].push(r);
+            }
+        }
         let mut dup: Option<(u32, u32)> = None;
         for b in agbno..end as u32 {
             let shared = is_data && m.shared.as_ref().is_some_and(|s| s.get(b));
