@@ -315,6 +315,12 @@ pub fn cases(img: &Path, i: &Inos) -> Vec<Case> {
         true,
     );
     case(
+        "dir '..' entry renamed",
+        s(&[&ino(i.bigdir), "dblock 0", "write -d du[1].name \"xy\""]),
+        "dir-dotdot",
+        true,
+    );
+    case(
         "block-form dir entry name",
         s(&[&ino(i.blockdir), "dblock 0", "write -d bu[3].namelen 0"]),
         "dir-bad",

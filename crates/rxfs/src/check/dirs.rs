@@ -58,6 +58,13 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
         }) {
             c.add_ino("dir-bad", d, e.to_string());
             dirs_bad += 1;
+        } else {
+            for (name, code) in [(&b"."[..], "dir-dot"), (&b".."[..], "dir-dotdot")] {
+                if !entries.iter().any(|e| e.name == name) {
+                    let n = String::from_utf8_lossy(name);
+                    c.add_ino(code, d, format!("no '{n}' entry"));
+                }
+            }
         }
         let mut lookup_problems = 0;
         for e in &entries {
