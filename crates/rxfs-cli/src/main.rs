@@ -45,6 +45,7 @@ enum Command {
     Stats(cmd::stats::Args),
     InstallHelper(cmd::install_helper::Args),
     Recover(cmd::recover::Args),
+    Mkfs(cmd::mkfs::Args),
     #[command(subcommand)]
     Debug(cmd::debug::DebugCmd),
 }
@@ -62,6 +63,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Stats(a) => cmd::stats::run(a),
         Command::InstallHelper(a) => cmd::install_helper::run(a),
         Command::Recover(a) => cmd::recover::run(a),
+        Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Debug(d) => cmd::debug::run(d),
     }
 }

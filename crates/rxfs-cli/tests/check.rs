@@ -314,15 +314,10 @@ fn rxfs_written_image_is_clean() {
     assert_rxfs_written_clean(&[]);
 }
 
-/// Ignored: rxfs's write path fails here (EUCLEAN at the 125th create in
-/// one directory of a fresh `-m rmapbt=1` image through `rxfs mount`: the
-/// block -> leaf conversion inserts the reverse mapping of the directory's
-/// leaf block at offset 8388608 twice). Run it with `--ignored` once
-/// that is fixed.
+/// On rmapbt (and reflink) filesystems rxfs also writes reverse mappings.
 #[test]
-#[ignore = "rxfs write-path bug: rmapbt directory leaf block mapped twice (see the doc comment)"]
 fn rxfs_written_rmapbt_image_is_clean() {
-    assert_rxfs_written_clean(&["-m", "rmapbt=1,reflink=0"]);
+    assert_rxfs_written_clean(&["-m", "rmapbt=1"]);
 }
 
 /// A bnobt node key that no longer equals its child's first key: rxfs

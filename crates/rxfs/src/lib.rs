@@ -44,6 +44,7 @@ pub mod fs;
 pub mod geometry;
 pub mod ialloc;
 pub mod log;
+pub mod mkfs;
 pub mod rmap;
 pub mod types;
 pub mod xact;

@@ -8,6 +8,8 @@ pub mod get;
 pub mod info;
 pub mod install_helper;
 pub mod ls;
+pub mod mkfs;
+pub mod mkfs_opts;
 pub mod mount;
 pub mod recover;
 pub mod stat;

@@ -17,6 +17,9 @@ pub struct FileDevice {
     direct: bool,
 }
 
+/// `_IO(0x12, 127)`: zero a byte range of a block device.
+const BLKZEROOUT: libc::c_ulong = 0x127f;
+
 /// Alignment used for O_DIRECT bounce buffers and requests.
 const DIRECT_ALIGN: u64 = 4096;
 
@@ -171,5 +174,57 @@ impl BlockDevice for FileDevice {
 
     fn read_only(&self) -> bool {
         self.read_only
+    }
+
+    fn zero_range(&self, offset: u64, len: u64) -> Result<()> {
+        self.check_range("zero", offset, len as usize)?;
+        if self.read_only {
+            return Err(Error::io(
+                "zero",
+                offset,
+                len as usize,
+                std::io::Error::from_raw_os_error(libc::EROFS),
+            ));
+        }
+        let ft = self.file.metadata().map(|m| m.file_type()).ok();
+        if ft.is_some_and(|t| t.is_block_device()) && !self.direct {
+            // The device zeroes the range itself (or unmaps it).
+            let range: [u64; 2] = [offset, len];
+            // SAFETY: BLKZEROOUT reads two u64s (start, length) in bytes.
+            let r = unsafe {
+                libc::ioctl(
+                    std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                    BLKZEROOUT,
+                    range.as_ptr(),
+                )
+            };
+            if r == 0 {
+                return Ok(());
+            }
+        }
+        if ft.is_some_and(|t| t.is_file()) {
+            // A hole reads as zeros and keeps the image sparse.
+            let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+            // SAFETY: plain syscall on an open descriptor we own.
+            let r = unsafe {
+                libc::fallocate(
+                    std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                    mode,
+                    offset as libc::off_t,
+                    len as libc::off_t,
+                )
+            };
+            if r == 0 {
+                return Ok(());
+            }
+        }
+        let zeros = vec![0u8; (1u64 << 20).min(len) as usize];
+        let mut at = 0;
+        while at < len {
+            let n = (zeros.len() as u64).min(len - at) as usize;
+            self.write_at(&zeros[..n], offset + at)?;
+            at += n as u64;
+        }
+        Ok(())
     }
 }

@@ -37,7 +37,6 @@ use crate::format::dinode_edit as di;
 use crate::format::dir::DirGeo;
 use crate::format::dir_leaf::{hash_range, LeafEntry, NULL_DATAOFF};
 use crate::format::Uuid;
-use crate::rmap::{rmap_alloc, rmap_free, RmapOwner};
 use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
 use crate::xact::{BufId, BufKind, InodeId, MetaTx};
 
@@ -227,14 +226,8 @@ impl BigDir {
                 ext.len
             )));
         }
-        let owner = RmapOwner::File {
-            ino: self.owner,
-            fork: WhichFork::Data,
-            offset: dablk,
-            bmbt: false,
-            unwritten: false,
-        };
-        rmap_alloc(tx, ext.agno, ext.agbno, fsbs, &owner)?;
+        // The reverse mapping follows from the map change when the fork is
+        // stored (`fork::store` maps the difference).
         let fsb = tx.geo().agb_to_fsb(ext.agno, ext.agbno);
         self.map.insert(Extent {
             off: FileBlock(dablk),
@@ -253,14 +246,7 @@ impl BigDir {
         for (start, len) in self.map.remove_range(dablk, dablk + fsbs) {
             let g = tx.geo();
             let (agno, agbno) = (g.fsb_agno(FsBlock(start)), g.fsb_agbno(FsBlock(start)));
-            let owner = RmapOwner::File {
-                ino: self.owner,
-                fork: WhichFork::Data,
-                offset: dablk,
-                bmbt: false,
-                unwritten: false,
-            };
-            rmap_free(tx, agno, agbno, len as u32, &owner)?;
+            // Unmapped from the rmapbt by `fork::store` (the map change).
             tx.defer_free(agno, agbno, len as u32)?;
             self.delta -= len as i64;
         }
