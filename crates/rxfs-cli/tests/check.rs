@@ -363,3 +363,44 @@ fn seeded_node_key_mismatch_is_found() {
     assert_eq!(v.code, 1);
     assert_eq!(rrc, 0, "xfs_repair -n now flags it:\n{rtext}");
 }
+
+/// Fresh images made by `rxfs mkfs` are clean for both checkers.
+#[test]
+fn rxfs_mkfs_images_are_clean() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let s = Scratch::new("check-mkfs");
+    for (i, opts) in [
+        &["-d", "size=512m"][..],
+        &["-d", "size=1g", "-m", "rmapbt=1", "-b", "size=1024"],
+        &[
+            "-d",
+            "size=600m",
+            "-m",
+            "reflink=0",
+            "-i",
+            "sparse=0",
+            "-n",
+            "size=16k",
+        ],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let img = s.path(&format!("img{i}"));
+        let mut args: Vec<&OsStr> = vec![OsStr::new("mkfs"), OsStr::new("-q")];
+        args.extend(opts.iter().map(OsStr::new));
+        args.push(img.as_os_str());
+        rxfs_ok(&args);
+        let (rc, text) = repair_n(&img);
+        assert_eq!(rc, 0, "xfs_repair -n flags rxfs mkfs {opts:?}:\n{text}");
+        let v = rxfs_check(&img);
+        assert_eq!(
+            v.code, 0,
+            "rxfs check flags rxfs mkfs {opts:?}:\n{}",
+            v.human
+        );
+        assert!(v.json["stats"]["inodes_used"].as_u64().unwrap() >= 3);
+    }
+}
