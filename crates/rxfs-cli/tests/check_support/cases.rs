@@ -321,6 +321,25 @@ pub fn cases(img: &Path, i: &Inos) -> Vec<Case> {
         true,
     );
     case(
+        "dir entry file type wrong",
+        s(&[&ino(i.sfd), "write u3.sfdir3.list[0].filetype 2"]),
+        "dir-ftype",
+        true,
+    );
+    // An in-use inode (nlink 2) put on an unlinked list.
+    let agino_log = v(&["sb 0"], "agblklog") + v(&["sb 0"], "inopblog");
+    let agino = i.hard & ((1 << agino_log) - 1);
+    let hard_ag = i.hard >> agino_log;
+    case(
+        "AGI unlinked bucket not empty",
+        s(&[
+            &format!("agi {hard_ag}"),
+            &format!("write unlinked[3] {agino}"),
+        ]),
+        "agi-unlinked",
+        true,
+    );
+    case(
         "block-form dir entry name",
         s(&[&ino(i.blockdir), "dblock 0", "write -d bu[3].namelen 0"]),
         "dir-bad",

@@ -285,7 +285,14 @@ fn walk_unlinked(c: &mut Checker, agno: u32, agi: &Agi) {
     let fs = c.fs;
     let geo = fs.geo();
     let limit = agi.count as usize + 1;
+    // A clean unmount leaves every list empty (the last references were
+    // dropped and the inodes freed); only a dirty log may hold some.
+    let log_dirty = fs.log_state().is_some_and(|s| s.needs_recovery());
     for (bucket, &head) in agi.unlinked.iter().enumerate() {
+        if head != NULL_AGINO && !log_dirty {
+            let msg = format!("unlinked bucket {bucket} holds agino {head} after a clean unmount");
+            c.add_ag("agi-unlinked", agno, None, msg);
+        }
         let mut agino = head;
         let mut steps = 0;
         while agino != NULL_AGINO {
