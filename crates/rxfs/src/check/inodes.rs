@@ -217,7 +217,7 @@ fn check_inode(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u8]) {
         );
         c.add_ino("inode-nblocks", ino.0, msg);
     }
-    match fs.read_inode(ino) {
+    match fs.decode_inode(ino, buf) {
         Ok(ip) => super::dirs::check_attrs(c, &ip),
         Err(e) => c.add_ino("inode-bad", ino.0, e.to_string()),
     }

@@ -148,8 +148,16 @@ impl Filesystem {
         let isize = geo.inodesize as usize;
         let mut buf = vec![0u8; isize];
         self.dev().read_at(&mut buf, daddr.bytes() + off as u64)?;
+        self.decode_inode(ino, &buf)
+    }
+
+    /// Decode inode `ino` from its on-disk bytes (`inodesize` of them),
+    /// forks included, without asking the inode btree whether it is
+    /// allocated (checkers that walk the chunks already know).
+    pub(crate) fn decode_inode(&self, ino: Ino, buf: &[u8]) -> Result<Inode> {
+        let isize = buf.len();
         let core = dinode::decode_core(
-            &buf,
+            buf,
             ino,
             &self.sb().metadata_uuid(),
             self.sb().has_nrext64(),
