@@ -339,6 +339,17 @@ pub fn cases(img: &Path, i: &Inos) -> Vec<Case> {
         "agi-unlinked",
         true,
     );
+    let lc = v(&[&ino(i.leafdir), "dblock 8388608"], "lhdr.count");
+    case(
+        "leaf-form dir index entry dropped",
+        s(&[
+            &ino(i.leafdir),
+            "dblock 8388608",
+            &format!("write -d lhdr.count {}", lc - 1),
+        ]),
+        "dir-index-count",
+        true,
+    );
     case(
         "block-form dir entry name",
         s(&[&ino(i.blockdir), "dblock 0", "write -d bu[3].namelen 0"]),

@@ -4,7 +4,8 @@
 //! block, leaf, node) through the read path's verifiers; `.` names the
 //! directory itself; every entry names an in-use inode whose type matches
 //! the entry's ftype; every name is found again by a lookup through the
-//! hash index (leaf/node forms); `..` names the one directory holding an
+//! hash index (leaf/node forms), and the index holds no more live entries
+//! than there are names ([`super::dirindex`]); `.` and `..` exist; `..` names the one directory holding an
 //! entry for it (the root's names the root); a directory is named by at
 //! most one entry; nlink equals the entries naming the inode, plus for a
 //! directory its `.` and its subdirectories' `..` (and the root's own
@@ -59,6 +60,17 @@ pub(crate) fn check_dirs(c: &mut Checker, progress: Progress) {
             c.add_ino("dir-bad", d, e.to_string());
             dirs_bad += 1;
         } else {
+            match super::dirindex::live_index_entries(fs, &ip) {
+                Ok(Some(n)) if n != entries.len() as u64 => {
+                    let msg = format!(
+                        "the hash index holds {n} live entries, the data blocks {}",
+                        entries.len()
+                    );
+                    c.add_ino("dir-index-count", d, msg);
+                }
+                Ok(_) => {}
+                Err(e) => c.add_ino("dir-index-bad", d, e.to_string()),
+            }
             for (name, code) in [(&b"."[..], "dir-dot"), (&b".."[..], "dir-dotdot")] {
                 if !entries.iter().any(|e| e.name == name) {
                     let n = String::from_utf8_lossy(name);
