@@ -351,6 +351,22 @@ pub fn cases(img: &Path, i: &Inos) -> Vec<Case> {
         true,
     );
     case(
+        "second entry for a directory",
+        s(&[
+            &ino(i.sfd),
+            &format!("write u3.sfdir3.list[0].inumber.i4 {}", i.bigdir),
+            "write u3.sfdir3.list[0].filetype 2",
+        ]),
+        "dir-multiple-parents",
+        true,
+    );
+    case(
+        "sb rootino names a file",
+        s(&["sb 0", &format!("write rootino {}", i.hard)]),
+        "sb-rootino",
+        true,
+    );
+    case(
         "block-form dir entry name",
         s(&[&ino(i.blockdir), "dblock 0", "write -d bu[3].namelen 0"]),
         "dir-bad",
