@@ -155,6 +155,8 @@ fn check_chunk(c: &mut Checker, agno: u32, ch: &InobtRec) {
                 continue;
             }
         };
+        let log_dirty = fs.log_state().is_some_and(|s| s.needs_recovery());
+        super::core::check_next_unlinked(c, ino, &core, log_dirty);
         let free = ch.is_free(idx);
         if free != (core.mode == 0) {
             let msg = if free {
@@ -172,6 +174,7 @@ fn check_chunk(c: &mut Checker, agno: u32, ch: &InobtRec) {
             continue;
         }
         c.report.stats.inodes_used += 1;
+        super::core::check_fields(c, ino, &core, &buf);
         check_inode(c, ino, &core, &buf);
     }
 }
@@ -269,6 +272,11 @@ fn claim_fork(
         c.report.stats.extents += 1;
         if realtime {
             continue;
+        }
+        // The largest file offset is 2^63 - 1 bytes.
+        if (e.off.0 + e.len) > (1u64 << 63) >> geo.blocklog {
+            let msg = format!("extent {e:?} past the largest file offset");
+            c.add_ino("inode-extent-bad", ino.0, msg);
         }
         if e.len == 0 || !geo.fsb_extent_valid(crate::types::FsBlock(e.start), e.len) {
             let msg = format!("extent {e:?} outside the data device");

@@ -28,6 +28,7 @@
 
 mod ag;
 mod bmbt;
+mod core;
 mod dirindex;
 mod dirs;
 mod inodes;
