@@ -1,5 +1,6 @@
 //! Inode core fields the read path does not need but `xfs_repair` checks:
-//! obsolete and padding fields zero, only known flag bits, flags that fit
+//! the obsolete link count and the v3 padding zero (`di_pad2` is left
+//! alone, as repair leaves it), only known flag bits, flags that fit
 //! the file type and the filesystem's features, size hints only with their
 //! flags, and `di_next_unlinked` null on a clean filesystem (valid while a
 //! log is dirty).
@@ -48,8 +49,9 @@ pub(crate) fn check_fields(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u
     if onlink != 0 {
         bad.push(format!("obsolete di_onlink {onlink}"));
     }
-    if buf[132..144].iter().any(|&b| b != 0) {
-        bad.push("di_pad2 not zero".into());
+    // Without nrext64 the 8 bytes at 24 (the big extent count) are padding.
+    if core.flags2 & DIFLAG2_NREXT64 == 0 && buf[24..32].iter().any(|&b| b != 0) {
+        bad.push("di_v3_pad not zero".into());
     }
     let f = core.flags;
     if f & !FLAGS_KNOWN != 0 {

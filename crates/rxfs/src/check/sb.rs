@@ -12,6 +12,9 @@ use super::Checker;
 use crate::format::sb::Superblock;
 use crate::types::AgNumber;
 
+/// versionnum bit: quotas were enabled once.
+const VERSION_QUOTABIT: u16 = 0x0040;
+
 /// The fields compared, by name.
 fn geometry(sb: &Superblock) -> Vec<(&'static str, u64)> {
     vec![
@@ -71,6 +74,19 @@ pub(crate) fn check_superblocks(c: &mut Checker) {
         if sb.uuid != fs.sb().uuid {
             let msg = "secondary superblock UUID differs from the primary's".to_string();
             c.add_ag("sb-secondary-mismatch", agno, Some(0), msg);
+        }
+        // Without the quota bit, the quota inode fields hold nothing.
+        if sb.versionnum & VERSION_QUOTABIT == 0 {
+            for (name, q) in [
+                ("uquotino", sb.uquotino),
+                ("gquotino", sb.gquotino),
+                ("pquotino", sb.pquotino),
+            ] {
+                if q != 0 && q != u64::MAX {
+                    let msg = format!("secondary superblock {name} = {q} without quotas");
+                    c.add_ag("sb-secondary-mismatch", agno, Some(0), msg);
+                }
+            }
         }
         for ((name, p), (_, s)) in primary.iter().zip(geometry(&sb)) {
             if *p != s {
