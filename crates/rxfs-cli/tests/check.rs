@@ -404,3 +404,72 @@ fn rxfs_mkfs_images_are_clean() {
         assert!(v.json["stats"]["inodes_used"].as_u64().unwrap() >= 3);
     }
 }
+
+/// Random bit flips in metadata structures (CRCs restamped, so only the
+/// structural checks can see them): on every seed, `rxfs check` and
+/// `xfs_repair -n` give the same verdict. A disagreeing seed is printed
+/// with both outputs.
+#[test]
+fn random_damage_verdicts_agree_with_xfs_repair() {
+    use rand::{Rng, SeedableRng};
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    require_tools(&["xfs_repair"]);
+    let s = Scratch::new("check-random");
+    let (base, _) = filled_image(&s, &[], false);
+    let items = metadata_items(&base);
+    assert!(
+        items.len() > 1000,
+        "only {} metadata structures",
+        items.len()
+    );
+    let img = s.path("case");
+    let (mut flagged, mut disagree) = (0, Vec::new());
+    let seeds = 80u64;
+    for seed in 0..seeds {
+        run(
+            "cp",
+            &[
+                "--sparse=always",
+                base.to_str().unwrap(),
+                img.to_str().unwrap(),
+            ],
+        );
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&img)
+            .unwrap();
+        for _ in 0..rng.gen_range(1..=3) {
+            let (off, len, crc_off) = items[rng.gen_range(0..items.len())];
+            let mut buf = vec![0u8; len];
+            f.read_exact_at(&mut buf, off).unwrap();
+            for _ in 0..rng.gen_range(1..=4) {
+                let p = rng.gen_range(0..len);
+                buf[p] ^= 1 << rng.gen_range(0..8);
+            }
+            rxfs::format::crc::update(&mut buf, crc_off);
+            f.write_all_at(&buf, off).unwrap();
+        }
+        drop(f);
+        let (rrc, rtext) = repair_n(&img);
+        let v = rxfs_check(&img);
+        assert!(v.code == 0 || v.code == 1, "seed {seed}: exit {}", v.code);
+        flagged += v.code;
+        if (rrc == 1) != (v.code == 1) {
+            disagree.push(format!(
+                "seed {seed}: xfs_repair -n exit {rrc}, rxfs exit {}\nrxfs:\n{}\nrepair:\n{rtext}",
+                v.code, v.human
+            ));
+        }
+    }
+    eprintln!(
+        "{flagged} of {seeds} damaged images flagged, {} disagreements",
+        disagree.len()
+    );
+    assert!(disagree.is_empty(), "{}", disagree.join("\n----\n"));
+    assert!(flagged > 0);
+}

@@ -287,3 +287,35 @@ pub fn filled_image(s: &Scratch, opts: &[&str], heavy: bool) -> (std::path::Path
     m.umount();
     (img, inos)
 }
+
+/// Metadata structures of an image: (byte offset, length, CRC offset),
+/// found by their magic numbers in 4 KiB blocks (inodes: 512 bytes).
+pub fn metadata_items(img: &Path) -> Vec<(u64, usize, usize)> {
+    let data = std::fs::read(img).unwrap();
+    let short_btrees: [&[u8]; 6] = [b"AB3B", b"AB3C", b"IAB3", b"FIB3", b"RMB3", b"R3FC"];
+    let mut items = Vec::new();
+    for off in (0..data.len()).step_by(4096) {
+        let b = &data[off..off + 4096];
+        let (magic, o) = (&b[..4], off as u64);
+        let da_magic = u16::from_be_bytes([b[8], b[9]]);
+        if magic == b"XFSB" {
+            items.extend([(o, 512, 224), (o + 512, 512, 216), (o + 1024, 512, 312)]);
+            items.push((o + 1536, 512, 32));
+        } else if short_btrees.contains(&magic) {
+            items.push((o, 4096, 52));
+        } else if magic == b"BMA3" {
+            items.push((o, 4096, 64));
+        } else if [&b"XDB3"[..], b"XDD3", b"XDF3"].contains(&magic) {
+            items.push((o, 4096, 4));
+        } else if [0x3ebe, 0x3df1, 0x3dff, 0x3bee].contains(&da_magic) {
+            items.push((o, 4096, 12));
+        } else if &b[..2] == b"IN" && b[4] == 3 {
+            for i in 0..8 {
+                if &b[i * 512..i * 512 + 2] == b"IN" {
+                    items.push((o + i as u64 * 512, 512, 100));
+                }
+            }
+        }
+    }
+    items
+}

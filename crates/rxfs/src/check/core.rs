@@ -18,8 +18,13 @@ const DIR_ONLY: u16 =
     DIFLAG_RTINHERIT | DIFLAG_PROJINHERIT | DIFLAG_EXTSZINHERIT | DIFLAG_NOSYMLINKS;
 const FILE_ONLY: u16 = DIFLAG_REALTIME | DIFLAG_EXTSIZE;
 
-/// `di_next_unlinked` of any inode (free ones too).
-pub(crate) fn check_next_unlinked(c: &mut Checker, ino: Ino, core: &InodeCore, log_dirty: bool) {
+/// The fields of any inode, free ones too: the v3 padding and
+/// `di_next_unlinked`.
+pub(crate) fn check_any(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u8], log_dirty: bool) {
+    // Without nrext64 the 8 bytes at 24 (the big extent count) are padding.
+    if core.flags2 & DIFLAG2_NREXT64 == 0 && buf[24..32].iter().any(|&b| b != 0) {
+        c.add_ino("inode-field", ino.0, "di_v3_pad not zero");
+    }
     let next = core.next_unlinked;
     if next == NULL_AGINO {
         return;
@@ -49,16 +54,14 @@ pub(crate) fn check_fields(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u
     if onlink != 0 {
         bad.push(format!("obsolete di_onlink {onlink}"));
     }
-    // Without nrext64 the 8 bytes at 24 (the big extent count) are padding.
-    if core.flags2 & DIFLAG2_NREXT64 == 0 && buf[24..32].iter().any(|&b| b != 0) {
-        bad.push("di_v3_pad not zero".into());
-    }
     let f = core.flags;
     if f & !FLAGS_KNOWN != 0 {
         bad.push(format!("unknown di_flags {f:#x}"));
     }
     if f & (DIFLAG_REALTIME | DIFLAG_RTINHERIT) != 0 && sb.rextents == 0 {
-        bad.push(format!("realtime di_flags {f:#x} without a realtime section"));
+        bad.push(format!(
+            "realtime di_flags {f:#x} without a realtime section"
+        ));
     }
     if f & DIFLAG_NEWRTBM != 0 && ino.0 != sb.rbmino {
         bad.push("NEWRTBM on an inode that is not the realtime bitmap".into());
@@ -86,10 +89,16 @@ pub(crate) fn check_fields(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u
         bad.push("bigtime flag on a filesystem without bigtime".into());
     }
     if core.extsize != 0 && f & (DIFLAG_EXTSIZE | DIFLAG_EXTSZINHERIT) == 0 {
-        bad.push(format!("extent size hint {} without its flag", core.extsize));
+        bad.push(format!(
+            "extent size hint {} without its flag",
+            core.extsize
+        ));
     }
     if core.cowextsize != 0 && f2 & DIFLAG2_COWEXTSIZE == 0 {
-        bad.push(format!("CoW extent size {} without its flag", core.cowextsize));
+        bad.push(format!(
+            "CoW extent size {} without its flag",
+            core.cowextsize
+        ));
     }
     for b in bad {
         c.add_ino("inode-field", ino.0, b);

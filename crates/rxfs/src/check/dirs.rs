@@ -12,7 +12,8 @@
 //! `..`); every in-use inode is reachable, is a superblock metadata inode
 //! or sits on an AGI unlinked list (these two only when every AG's inodes
 //! and every directory could be read). Attribute forks: every attribute of
-//! every inode is listed and its value read (remote values included).
+//! every inode is listed, then found again by name (through the hashes)
+//! and its value read (remote values included).
 
 use std::collections::HashMap;
 
@@ -213,10 +214,21 @@ pub(crate) fn check_attrs(c: &mut Checker, ip: &Inode) {
     };
     for name in names {
         c.report.stats.xattrs += 1;
+        // Linux hides user attributes of special files: not an error.
+        let hidden = name.starts_with(b"user.")
+            && !matches!(
+                ip.file_type(),
+                Some(FileType::Regular | FileType::Directory)
+            );
+        let n = String::from_utf8_lossy(&name).into_owned();
         match c.fs.getxattr(ip, &name) {
             Err(e) if e.is_corrupt() || matches!(e, crate::Error::Io { .. }) => {
-                let n = String::from_utf8_lossy(&name);
                 c.add_ino(code, ip.ino.0, format!("attribute {n:?}: {e}"));
+            }
+            // Listed, but a lookup through the hashes does not find it.
+            Err(crate::Error::NoAttr) if !hidden => {
+                let msg = format!("attribute {n:?} is listed but its lookup by name fails");
+                c.add_ino(code, ip.ino.0, msg);
             }
             _ => {}
         }

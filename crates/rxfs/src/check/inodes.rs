@@ -156,7 +156,7 @@ fn check_chunk(c: &mut Checker, agno: u32, ch: &InobtRec) {
             }
         };
         let log_dirty = fs.log_state().is_some_and(|s| s.needs_recovery());
-        super::core::check_next_unlinked(c, ino, &core, log_dirty);
+        super::core::check_any(c, ino, &core, &buf, log_dirty);
         let free = ch.is_free(idx);
         if free != (core.mode == 0) {
             let msg = if free {
