@@ -77,6 +77,10 @@ const SUBCOMMANDS: &[&str] = &[
     "stats",
     "install-helper",
     "recover",
+    "put",
+    "rm",
+    "mkdir",
+    "populate",
     "debug",
     "help",
 ];
