@@ -353,12 +353,13 @@ impl Copier<'_> {
                 self.report();
             }
             off = end.max(pos);
+            // Give back the speculative preallocation past this range
+            // before the next one (or the size set below) reaches over
+            // it: a hole must stay a hole, not become unwritten blocks.
+            self.fs
+                .trim_eof(ino)
+                .map_err(image_err(&n.path, "trim preallocation"))?;
         }
-        // Give back speculative preallocation past what was written, so
-        // the size set below reaches over holes, not unwritten extents.
-        self.fs
-            .trim_eof(ino)
-            .map_err(image_err(&n.path, "trim preallocation"))?;
         self.copy_xattrs(n, ino)?;
         let mut attrs = final_attrs(n, true);
         let cur = self
