@@ -251,3 +251,35 @@ fn put_out_of_space_is_clean() {
     assert!(m.dir.join("after").is_dir());
     m.umount();
 }
+
+#[test]
+fn a_dirty_log_is_recovered_first() {
+    let s = Scratch::new("cli-dirty");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    // The kernel writes, then shuts the filesystem down with the log
+    // flushed but the metadata not written back: a dirty log.
+    let m = KernelMount::new(&img, &s.path("k"), "");
+    std::fs::create_dir(m.dir.join("before")).unwrap();
+    let mut f = std::fs::File::create(m.dir.join("before/f")).unwrap();
+    f.write_all(b"logged").unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    run(
+        "xfs_io",
+        &["-x", "-c", "shutdown -f", m.dir.to_str().unwrap()],
+    );
+    m.umount();
+    let logprint = run_output("xfs_logprint", &["-t", img.to_str().unwrap()]);
+    let text = String::from_utf8_lossy(&logprint.stdout);
+    assert!(
+        text.contains("state: <DIRTY>"),
+        "the log is not dirty:\n{text}"
+    );
+    ok("mkdir", &img, &["/before/after"]);
+    xfs_repair_clean(&img);
+    let m = KernelMount::new(&img, &s.path("mnt"), "ro");
+    assert_eq!(std::fs::read(m.dir.join("before/f")).unwrap(), b"logged");
+    assert!(m.dir.join("before/after").is_dir());
+    m.umount();
+}
