@@ -69,7 +69,7 @@ fn extend(root: &Path) {
     f.seek(SeekFrom::Start((4 << 30) + 12345)).unwrap();
     f.write_all(&pattern(11, 8192)).unwrap();
     f.seek(SeekFrom::Start(5 << 30)).unwrap();
-    f.write_all(&pattern(12, 1 << 20)).unwrap();
+    f.write_all(&pattern(12, 9 << 20)).unwrap(); // more than one 4 MiB chunk
     f.set_len((6 << 30) + 77).unwrap();
     drop(f);
     std::fs::hard_link(root.join("hard1"), root.join("many/hard3")).unwrap();

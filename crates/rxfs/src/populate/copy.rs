@@ -23,6 +23,7 @@ use super::scan::{Node, Tree};
 use super::{source, Cause, Dest, Options, PopulateError, Progress, Summary};
 use crate::format::inode::Timestamp;
 use crate::fs::ops_data::SetAttr;
+use crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
 use crate::fs::ops_ns::CreateArgs;
 use crate::fs::Filesystem;
 use crate::types::Ino;
@@ -335,6 +336,19 @@ impl Copier<'_> {
         while let Some((start, end)) =
             source::next_data(&f, off, size).map_err(source_err(&n.path, "seek data"))?
         {
+            // A range longer than one chunk is reserved in one piece first
+            // (unwritten, past EOF until written), so writers in other
+            // threads cannot interleave their blocks with it.
+            if end - start > buf.len() as u64 {
+                self.fs
+                    .fallocate(ino, FALLOC_FL_KEEP_SIZE, start, end - start)
+                    .or_else(|e| match e {
+                        // Fragmented free space: write as it comes.
+                        crate::Error::NoSpace => Ok(()),
+                        e => Err(e),
+                    })
+                    .map_err(image_err(&n.path, "reserve space"))?;
+            }
             let mut pos = start;
             while pos < end {
                 if self.aborted() {
@@ -353,12 +367,6 @@ impl Copier<'_> {
                 self.report();
             }
             off = end.max(pos);
-            // Give back the speculative preallocation past this range
-            // before the next one (or the size set below) reaches over
-            // it: a hole must stay a hole, not become unwritten blocks.
-            self.fs
-                .trim_eof(ino)
-                .map_err(image_err(&n.path, "trim preallocation"))?;
         }
         self.copy_xattrs(n, ino)?;
         let mut attrs = final_attrs(n, true);
@@ -385,7 +393,7 @@ impl Copier<'_> {
         while !data.is_empty() {
             let w = self
                 .fs
-                .write(ino, off, data)
+                .write_exact(ino, off, data)
                 .map_err(image_err(&n.path, "write"))?;
             if w == 0 {
                 return Err(image_err(&n.path, "write")(crate::Error::NoSpace));
