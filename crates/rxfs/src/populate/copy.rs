@@ -333,6 +333,8 @@ impl Copier<'_> {
         let size = f.metadata().map_err(source_err(&n.path, "stat"))?.len();
         let mut off = 0u64;
         let mut data_bytes = 0u64;
+        // Where the written data ends: the image file's size so far.
+        let mut written_end = 0u64;
         while let Some((start, end)) =
             source::next_data(&f, off, size).map_err(source_err(&n.path, "seek data"))?
         {
@@ -366,17 +368,16 @@ impl Copier<'_> {
                 self.bytes_done.fetch_add(got as u64, Relaxed);
                 self.report();
             }
+            if pos > start {
+                written_end = pos;
+            }
             off = end.max(pos);
         }
         self.copy_xattrs(n, ino)?;
         let mut attrs = final_attrs(n, true);
-        let cur = self
-            .fs
-            .iget(ino)
-            .map_err(image_err(&n.path, "read inode"))?
-            .core
-            .size;
-        if cur != size {
+        // The file was new: the writes made it `written_end` bytes long
+        // (a hole at the end, or a source that shrank, needs the size set).
+        if written_end != size {
             attrs.size = Some(size);
         }
         self.fs
