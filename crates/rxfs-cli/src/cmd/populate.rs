@@ -71,6 +71,10 @@ pub fn populate_image(image: &Path, src: &Path, dest: &str, progress: bool) -> C
 /// progress bar.
 pub fn copy_tree(fs: &Filesystem, src: &Path, dest: Dest, progress: bool) -> CliResult<Summary> {
     let bar = (progress && std::io::stderr().is_terminal()).then(new_bar);
+    if let Some(b) = &bar {
+        b.set_message("listing the source");
+        b.tick();
+    }
     let report = |p: &Progress| {
         if let Some(b) = &bar {
             b.set_length(p.bytes_total);
