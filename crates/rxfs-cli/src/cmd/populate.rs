@@ -36,10 +36,22 @@ pub struct Args {
     /// The directory of the image to copy into.
     #[arg(long, default_value = "/")]
     pub dest: String,
+    /// Threads copying file data (default: one less than the CPUs, 1 to 4).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: Option<u16>,
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let s = populate_image(&a.image, &a.dir, &a.dest, true)?;
+    let s = match a.threads {
+        None => populate_image(&a.image, &a.dir, &a.dest, true)?,
+        Some(t) => {
+            let opts = Options {
+                threads: t as usize,
+                ..Options::default()
+            };
+            populate_image_with(&a.image, &a.dir, &a.dest, true, &opts)?
+        }
+    };
     println!(
         "{}: copied {} paths, {} bytes from {} into {}",
         a.image.display(),
@@ -55,6 +67,17 @@ pub fn run(a: Args) -> CliResult<()> {
 /// the host directory `src` into the image directory `dest`, unmount.
 /// With `progress`, a progress bar is drawn on stderr if it is a terminal.
 pub fn populate_image(image: &Path, src: &Path, dest: &str, progress: bool) -> CliResult<Summary> {
+    populate_image_with(image, src, dest, progress, &Options::default())
+}
+
+/// [`populate_image`] with explicit engine options.
+pub fn populate_image_with(
+    image: &Path,
+    src: &Path,
+    dest: &str,
+    progress: bool,
+    opts: &Options,
+) -> CliResult<Summary> {
     let fs = open_rw(image)?;
     let r = (|| {
         let ino = resolve(&fs, dest)?;
@@ -62,14 +85,19 @@ pub fn populate_image(image: &Path, src: &Path, dest: &str, progress: bool) -> C
         if !ip.is_dir() {
             return Err(CliError::fs(dest, &rxfs::Error::NotDir));
         }
-        copy_tree(&fs, src, Dest::Into(ino), progress)
+        copy_tree(&fs, src, Dest::Into(ino), progress, opts)
     })();
     finish(&fs, image, r)
 }
 
-/// Run the populate engine with default options and an optional
-/// progress bar.
-pub fn copy_tree(fs: &Filesystem, src: &Path, dest: Dest, progress: bool) -> CliResult<Summary> {
+/// Run the populate engine with an optional progress bar.
+pub fn copy_tree(
+    fs: &Filesystem,
+    src: &Path,
+    dest: Dest,
+    progress: bool,
+    opts: &Options,
+) -> CliResult<Summary> {
     let bar = (progress && std::io::stderr().is_terminal()).then(new_bar);
     if let Some(b) = &bar {
         b.set_message("listing the source");
@@ -82,7 +110,7 @@ pub fn copy_tree(fs: &Filesystem, src: &Path, dest: Dest, progress: bool) -> Cli
             b.set_message(format!("{}/{} files", p.files_done, p.files_total));
         }
     };
-    let r = populate::populate(fs, src, dest, &Options::default(), &report);
+    let r = populate::populate(fs, src, dest, opts, &report);
     if let Some(b) = &bar {
         match &r {
             Ok(_) => b.finish(),

@@ -109,7 +109,8 @@ fn put(fs: &Filesystem, a: &Args, stdin: bool) -> CliResult<()> {
     if stdin {
         return put_stdin(fs, parent, &name, &shown);
     }
-    copy_tree(fs, &a.src, Dest::New { parent, name }, true)?;
+    let opts = rxfs::populate::Options::default();
+    copy_tree(fs, &a.src, Dest::New { parent, name }, true, &opts)?;
     Ok(())
 }
 

@@ -61,9 +61,12 @@ pub struct Options {
 
 impl Default for Options {
     fn default() -> Self {
+        // The walker thread (every namespace operation) keeps one CPU
+        // busy; the data copiers get the others. More than 4 gain nothing
+        // against the log and allocator locks.
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
         Options {
-            threads: cores.clamp(2, 4),
+            threads: (cores - 1).clamp(1, 4),
             chunk_bytes: 4 << 20,
         }
     }
