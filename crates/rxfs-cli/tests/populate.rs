@@ -185,6 +185,7 @@ fn populate_into_a_subdirectory_and_refusals() {
     mkfs(&img, 512 << 20, &[]);
     let m = KernelMount::new(&img, &s.path("mk"), "");
     std::fs::create_dir(m.dir.join("sub")).unwrap();
+    std::fs::create_dir(m.dir.join("sub2")).unwrap();
     std::fs::write(m.dir.join("file"), b"x").unwrap();
     m.umount();
     rxfs_ok(&[
@@ -193,6 +194,20 @@ fn populate_into_a_subdirectory_and_refusals() {
         tree.as_os_str(),
         OsStr::new("--dest"),
         OsStr::new("/sub"),
+    ]);
+    // A symbolic link to the source directory is followed (its target's
+    // attributes go to the destination).
+    let link = s.path("treelink");
+    symlink(&tree, &link).unwrap();
+    set_xattr(&tree, "user.top", b"t");
+    rxfs_ok(&[
+        OsStr::new("populate"),
+        img.as_os_str(),
+        link.as_os_str(),
+        OsStr::new("--dest"),
+        OsStr::new("/sub2"),
+        OsStr::new("--threads"),
+        OsStr::new("3"),
     ]);
     // Refusals: a missing or non-directory destination, a missing source,
     // and a name that exists already; each names what is wrong.
@@ -230,6 +245,17 @@ fn populate_into_a_subdirectory_and_refusals() {
     xfs_repair_clean(&img);
     let m = KernelMount::new(&img, &s.path("mnt"), "ro");
     assert_eq!(std::fs::read(m.dir.join("sub/a/b/f")).unwrap(), b"content");
+    assert_eq!(std::fs::read(m.dir.join("sub2/a/b/f")).unwrap(), b"content");
+    let top = run_output(
+        "getfattr",
+        &[
+            "-n",
+            "user.top",
+            "--only-values",
+            m.dir.join("sub2").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(top.stdout, b"t");
     m.umount();
 }
 

@@ -67,13 +67,7 @@ fn target(fs: &Filesystem, a: &Args, stdin: bool) -> CliResult<(Ino, Vec<u8>, St
                     a.dest
                 )));
             }
-            let name = a
-                .src
-                .file_name()
-                .map(|n| n.as_bytes().to_vec())
-                .ok_or_else(|| {
-                    CliError::usage(format!("{}: source has no file name", a.src.display()))
-                })?;
+            let name = src_name(&a.src)?;
             let shown = join(&a.dest, &name);
             return Ok((ino, name, shown));
         }
@@ -81,6 +75,22 @@ fn target(fs: &Filesystem, a: &Args, stdin: bool) -> CliResult<(Ino, Vec<u8>, St
     let (parent, name) = split_parent(&a.dest)?;
     let pino = parent_dir(fs, &parent)?;
     Ok((pino, name, a.dest.clone()))
+}
+
+/// The name a source gets inside a directory: its last component (that of
+/// its canonical path for `.`, `..` or a trailing `/.`).
+fn src_name(src: &std::path::Path) -> CliResult<Vec<u8>> {
+    let last = src.components().next_back();
+    if let Some(std::path::Component::Normal(n)) = last {
+        return Ok(n.as_bytes().to_vec());
+    }
+    let canon = src
+        .canonicalize()
+        .map_err(|e| CliError::io(src.display(), &e))?;
+    canon
+        .file_name()
+        .map(|n| n.as_bytes().to_vec())
+        .ok_or_else(|| CliError::usage(format!("{}: source has no file name", src.display())))
 }
 
 fn put(fs: &Filesystem, a: &Args, stdin: bool) -> CliResult<()> {

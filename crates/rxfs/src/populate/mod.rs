@@ -144,7 +144,9 @@ pub fn populate(
     opts: &Options,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<Summary, PopulateError> {
-    let tree = scan::scan(src)?;
+    // Into a directory: the source is a directory, possibly through a
+    // symbolic link; as a new entry: the source itself, as `cp -a`.
+    let tree = scan::scan(src, matches!(dest, Dest::Into(_)))?;
     if matches!(dest, Dest::Into(_)) && !tree.nodes[0].meta.is_dir() {
         return Err(PopulateError {
             path: src.to_path_buf(),

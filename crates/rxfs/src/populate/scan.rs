@@ -50,9 +50,24 @@ fn source_err(path: &Path, op: &'static str, e: std::io::Error) -> PopulateError
     }
 }
 
-/// Walk `root` (not following symbolic links, the root included).
-pub fn scan(root: &Path) -> Result<Tree, PopulateError> {
-    let meta = std::fs::symlink_metadata(root).map_err(|e| source_err(root, "stat", e))?;
+/// Walk `root` without following symbolic links; the root itself is
+/// followed if `follow_root` (a symlink to the directory to copy from).
+pub fn scan(root: &Path, follow_root: bool) -> Result<Tree, PopulateError> {
+    let meta = if follow_root {
+        std::fs::metadata(root)
+    } else {
+        std::fs::symlink_metadata(root)
+    };
+    let meta = meta.map_err(|e| source_err(root, "stat", e))?;
+    // A followed root is read through its target (xattrs are read
+    // without following links).
+    let root_path = if follow_root && root.is_symlink() {
+        root.canonicalize()
+            .map_err(|e| source_err(root, "resolve", e))?
+    } else {
+        root.to_path_buf()
+    };
+    let root = root_path.as_path();
     let name = root
         .file_name()
         .map(|n| n.as_bytes().to_vec())
