@@ -49,6 +49,7 @@ enum Command {
     Mkdir(cmd::mkdir::Args),
     #[command(hide = true)]
     Populate(cmd::populate::Args),
+    Mkfs(cmd::mkfs::Args),
     #[command(subcommand)]
     Debug(cmd::debug::DebugCmd),
 }
@@ -69,6 +70,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Rm(a) => cmd::rm::run(a),
         Command::Mkdir(a) => cmd::mkdir::run(a),
         Command::Populate(a) => cmd::populate::run(a),
+        Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Debug(d) => cmd::debug::run(d),
     }
 }

@@ -35,6 +35,23 @@ pub fn comparable(lines: &[String]) -> Vec<String> {
         .collect()
 }
 
+/// [`comparable`] without directory sizes: a directory's size is its
+/// format's (blocks of the directory block size), compared only within
+/// one format.
+fn no_dir_size(lines: &[String]) -> Vec<String> {
+    comparable(lines)
+        .iter()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let o = v.as_object_mut().unwrap();
+            if o["type"] == "dir" {
+                o.remove("size");
+            }
+            v.to_string()
+        })
+        .collect()
+}
+
 /// The data ranges of a file by SEEK_DATA/SEEK_HOLE.
 fn data_map(p: &Path) -> Vec<(u64, u64)> {
     let f = std::fs::File::open(p).unwrap();
@@ -294,21 +311,6 @@ fn populate_out_of_space_is_clean() {
 fn populate_feature_variants() {
     let s = Scratch::new("populate-variants");
     let src = source_mount(&s);
-    // A directory's size is its format's (blocks of the directory block
-    // size): compared only within one format.
-    let no_dir_size = |lines: &[String]| -> Vec<String> {
-        comparable(lines)
-            .iter()
-            .map(|l| {
-                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-                let o = v.as_object_mut().unwrap();
-                if o["type"] == "dir" {
-                    o.remove("size");
-                }
-                v.to_string()
-            })
-            .collect()
-    };
     let want = no_dir_size(&walk_manifest(&src.dir));
     let variants: [&[&str]; 3] = [
         &["-b", "size=1024"],
@@ -331,5 +333,55 @@ fn populate_feature_variants() {
         );
         m.umount();
     }
+    src.umount();
+}
+
+/// `rxfs mkfs --populate`: the same tree into filesystems rxfs makes
+/// (defaults, 1 KiB blocks, 64 KiB directory blocks), checked the same way.
+#[test]
+fn mkfs_populate_matches_the_source() {
+    let s = Scratch::new("mkfs-populate");
+    let src = source_mount(&s);
+    let want = walk_manifest(&src.dir);
+    let variants: [&[&str]; 3] = [&[], &["-b", "size=1024"], &["-n", "size=65536"]];
+    for (i, v) in variants.iter().enumerate() {
+        let img = s.path(&format!("img{i}"));
+        let mut args: Vec<&OsStr> = vec![OsStr::new("mkfs"), OsStr::new("-q")];
+        args.extend([OsStr::new("-d"), OsStr::new("size=512m")]);
+        args.extend(v.iter().map(OsStr::new));
+        args.extend([
+            OsStr::new("--populate"),
+            src.dir.as_os_str(),
+            img.as_os_str(),
+        ]);
+        rxfs_ok(&args);
+        xfs_repair_clean(&img);
+        let m = KernelMount::new(&img, &s.path(&format!("mnt{i}")), "ro");
+        let got = walk_manifest(&m.dir);
+        let (w, g) = if v.is_empty() {
+            (comparable(&want), comparable(&got))
+        } else {
+            (no_dir_size(&want), no_dir_size(&got))
+        };
+        assert_same_manifest(&format!("rxfs mkfs {v:?} --populate"), &w, &g);
+        for f in ["sparse", "sparse-big"] {
+            let (a, b) = (data_map(&src.dir.join(f)), data_map(&m.dir.join(f)));
+            assert_eq!(a, b, "hole map of {f} ({v:?})");
+        }
+        m.umount();
+    }
+    // A missing source: refused before the image is even created.
+    let img = s.path("never");
+    let out = rxfs(&[
+        OsStr::new("mkfs"),
+        OsStr::new("-d"),
+        OsStr::new("size=512m"),
+        OsStr::new("--populate"),
+        OsStr::new("/no/such/dir"),
+        img.as_os_str(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/no/such/dir"));
+    assert!(!img.exists());
     src.umount();
 }

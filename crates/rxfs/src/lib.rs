@@ -43,6 +43,7 @@ pub mod fs;
 pub mod geometry;
 pub mod ialloc;
 pub mod log;
+pub mod mkfs;
 pub mod populate;
 pub mod rmap;
 pub mod types;

@@ -8,6 +8,8 @@ pub mod info;
 pub mod install_helper;
 pub mod ls;
 pub mod mkdir;
+pub mod mkfs;
+pub mod mkfs_opts;
 pub mod mount;
 pub mod populate;
 pub mod put;

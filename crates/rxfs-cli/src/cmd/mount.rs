@@ -66,24 +66,14 @@ pub struct HelperArgs {
     pub fake: bool,
 }
 
-const SUBCOMMANDS: &[&str] = &[
-    "info",
-    "ls",
-    "cat",
-    "stat",
-    "get",
-    "mount",
-    "umount",
-    "stats",
-    "install-helper",
-    "recover",
-    "put",
-    "rm",
-    "mkdir",
-    "populate",
-    "debug",
-    "help",
-];
+/// Whether `name` is one of `rxfs`'s subcommands (taken from the clap
+/// definition, so a new subcommand is never mistaken for an image path).
+fn is_subcommand(name: &[u8]) -> bool {
+    name == b"help"
+        || <crate::Cli as clap::CommandFactory>::command()
+            .get_subcommands()
+            .any(|c| c.get_name().as_bytes() == name)
+}
 
 /// Recognise the mount-helper argument forms:
 /// - started as `mount.fuse.rxfs` / `mount.rxfs`: `IMAGE MNT [-o OPTS] [-n -s -v -f]`;
@@ -99,8 +89,7 @@ pub fn helper_argv(argv: &[OsString]) -> Option<CliResult<HelperArgs>> {
     let as_helper = prog.starts_with(b"mount.");
     let first = argv.get(1)?;
     let fb = first.as_bytes();
-    let looks_like_source =
-        !fb.starts_with(b"-") && !SUBCOMMANDS.iter().any(|s| s.as_bytes() == fb) && argv.len() >= 3;
+    let looks_like_source = !fb.starts_with(b"-") && !is_subcommand(fb) && argv.len() >= 3;
     if !as_helper && !looks_like_source {
         return None;
     }

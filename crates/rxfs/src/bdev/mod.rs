@@ -41,4 +41,18 @@ pub trait BlockDevice: Send + Sync {
     fn size(&self) -> u64;
     /// Whether writes are refused.
     fn read_only(&self) -> bool;
+    /// Make `len` bytes at `offset` read as zeros (mkfs zeroing the log).
+    /// The default writes zeros; devices that can do better (a sparse
+    /// image file punches a hole) override it.
+    fn zero_range(&self, offset: u64, len: u64) -> Result<()> {
+        const CHUNK: u64 = 1 << 20;
+        let zeros = vec![0u8; CHUNK.min(len) as usize];
+        let mut at = 0;
+        while at < len {
+            let n = CHUNK.min(len - at) as usize;
+            self.write_at(&zeros[..n], offset + at)?;
+            at += n as u64;
+        }
+        Ok(())
+    }
 }

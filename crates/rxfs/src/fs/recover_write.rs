@@ -118,6 +118,38 @@ pub fn write_clean_log(
 ) -> Result<()> {
     let bbs = log.size_bbs();
     let head = st.head;
+    let prev = st.last_record.as_ref().map(|r| r.block);
+    let mut rec = unmount_record(head, uuid, sunit, prev);
+    let total = rec.header.total_blocks();
+    let blk = head.block();
+    let wrap = (blk + total > bbs).then_some(bbs - blk);
+    let raw = rec.encode(wrap);
+    for i in 0..total {
+        let b = (blk + i) % bbs;
+        let s = &raw[i as usize * BBSIZE..(i as usize + 1) * BBSIZE];
+        dev.write_at(s, Daddr(st.start.0 + b as u64).bytes())?;
+    }
+    // The new head and its cycle.
+    let (new_blk, new_cycle) = if blk + total >= bbs {
+        (blk + total - bbs, head.cycle() + 1)
+    } else {
+        (blk + total, head.cycle())
+    };
+    restamp_past_head(dev, log, st.start, new_blk, new_cycle, total)?;
+    Ok(())
+}
+
+/// The log record a clean unmount leaves at `head` (cycle and block of
+/// `head`, tail = head): one UNMOUNT op, padded to the log stripe unit
+/// `sunit` (bytes; 0 or 1 for none). `prev_block`: the block of the record
+/// before it, if any. Shared by recovery and mkfs (a fresh log is this
+/// record at block 0 of cycle 1 with the rest of the log zeroed).
+pub fn unmount_record(
+    head: crate::types::Lsn,
+    uuid: crate::format::Uuid,
+    sunit: u32,
+    prev_block: Option<u32>,
+) -> LogRecord {
     let order = HostOrder::native();
     let mut payload = Vec::new();
     push_op(
@@ -143,28 +175,12 @@ pub fn write_clean_log(
         crate::log::writer::record_payload_len(hdr_bbs, sunit, payload.len()),
         0,
     );
-    if let Some(r) = &st.last_record {
-        h.prev_block = r.block;
+    if let Some(b) = prev_block {
+        h.prev_block = b;
     }
     let mut rec = LogRecord::new(h, payload);
     rec.pack();
-    let total = rec.header.total_blocks();
-    let blk = head.block();
-    let wrap = (blk + total > bbs).then_some(bbs - blk);
-    let raw = rec.encode(wrap);
-    for i in 0..total {
-        let b = (blk + i) % bbs;
-        let s = &raw[i as usize * BBSIZE..(i as usize + 1) * BBSIZE];
-        dev.write_at(s, Daddr(st.start.0 + b as u64).bytes())?;
-    }
-    // The new head and its cycle.
-    let (new_blk, new_cycle) = if blk + total >= bbs {
-        (blk + total - bbs, head.cycle() + 1)
-    } else {
-        (blk + total, head.cycle())
-    };
-    restamp_past_head(dev, log, st.start, new_blk, new_cycle, total)?;
-    Ok(())
+    rec
 }
 
 /// Blocks a crash may have written beyond the head `(new_blk, new_cycle)`

@@ -1,0 +1,284 @@
+//! `rxfs mkfs`: make an XFS v5 filesystem like mkfs.xfs does.
+
+use std::os::unix::fs::FileTypeExt;
+use std::path::PathBuf;
+
+use rxfs::bdev::{BlockDevice, FileDevice};
+use rxfs::mkfs::MkfsOptions;
+
+use super::mkfs_opts::{apply, RtArgs};
+use crate::{CliError, CliResult};
+
+/// Make an XFS v5 filesystem on IMAGE (an image file or a block device).
+///
+/// The options are mkfs.xfs's, with its defaults and sizing rules, so that
+/// the same options on the same size give the same geometry. IMAGE is
+/// created (sparse) when it does not exist and `-d size=` is given. An
+/// existing XFS filesystem is only overwritten with `-f`. Numbers take
+/// mkfs.xfs's suffixes: s (512-byte sectors), b (blocks), k, m, g, t, p.
+///
+/// Supported: -b size; -d agcount, agsize, size, sectsize; -i size,
+/// maxpct, sparse, nrext64; -l size, agnum (internal logs only); -n size;
+/// -m crc (1 only), finobt, rmapbt, reflink, bigtime, inobtcount, uuid;
+/// -r rtdev, extsize, size; -s size; -L; -f; -q; -N. Everything else is
+/// refused by name.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Block size (`-b size=4096`).
+    #[arg(short = 'b', value_name = "SUBOPTS")]
+    pub block: Vec<String>,
+    /// Data section (`-d agcount=N,agsize=N,size=N,sectsize=N`).
+    #[arg(short = 'd', value_name = "SUBOPTS")]
+    pub data: Vec<String>,
+    /// Inodes (`-i size=512,maxpct=25,sparse=1,nrext64=0`).
+    #[arg(short = 'i', value_name = "SUBOPTS")]
+    pub inode: Vec<String>,
+    /// Internal log (`-l size=64m,agnum=N`).
+    #[arg(short = 'l', value_name = "SUBOPTS")]
+    pub log: Vec<String>,
+    /// Directories (`-n size=4096`).
+    #[arg(short = 'n', value_name = "SUBOPTS")]
+    pub naming: Vec<String>,
+    /// Metadata features (`-m finobt=1,rmapbt=0,reflink=1,bigtime=1,inobtcount=1,uuid=U`).
+    #[arg(short = 'm', value_name = "SUBOPTS")]
+    pub meta: Vec<String>,
+    /// Realtime section (`-r rtdev=FILE,extsize=4k,size=N`).
+    #[arg(short = 'r', value_name = "SUBOPTS")]
+    pub rt: Vec<String>,
+    /// Sector size (`-s size=512`).
+    #[arg(short = 's', value_name = "SUBOPTS")]
+    pub sector: Vec<String>,
+    /// Filesystem label (at most 12 bytes).
+    #[arg(short = 'L', value_name = "LABEL")]
+    pub label: Option<String>,
+    /// Overwrite an existing filesystem.
+    #[arg(short = 'f')]
+    pub force: bool,
+    /// Print nothing.
+    #[arg(short = 'q')]
+    pub quiet: bool,
+    /// Print the geometry and stop (nothing is written).
+    #[arg(short = 'N')]
+    pub dry_run: bool,
+    /// Copy this directory tree into the new filesystem's root.
+    #[arg(long, value_name = "DIR")]
+    pub populate: Option<PathBuf>,
+    /// The image file or block device.
+    pub image: PathBuf,
+}
+
+/// Sector size and whether `path` is a block device.
+fn device_sectsize(dev: &std::fs::File) -> u32 {
+    let mut pb: libc::c_uint = 0;
+    // SAFETY: BLKPBSZGET writes one unsigned int.
+    let r = unsafe {
+        libc::ioctl(
+            std::os::fd::AsRawFd::as_raw_fd(dev),
+            libc::BLKPBSZGET,
+            &mut pb,
+        )
+    };
+    if r == 0 && pb >= 512 {
+        pb
+    } else {
+        512
+    }
+}
+
+pub fn run(a: Args) -> CliResult<()> {
+    let mut o = MkfsOptions::default();
+    let mut rt = RtArgs::default();
+    // -b first: `b` suffixes elsewhere use the block size.
+    for s in &a.block {
+        apply(&mut o, &mut rt, 'b', s)?;
+    }
+    for (flag, list) in [
+        ('s', &a.sector),
+        ('d', &a.data),
+        ('i', &a.inode),
+        ('l', &a.log),
+        ('n', &a.naming),
+        ('m', &a.meta),
+        ('r', &a.rt),
+    ] {
+        for s in list {
+            apply(&mut o, &mut rt, flag, s)?;
+        }
+    }
+    o.label = a.label.clone();
+    if let Some(src) = &a.populate {
+        // Checked before anything is created or written.
+        let m = std::fs::metadata(src).map_err(|e| CliError::io(src.display(), &e))?;
+        if !m.is_dir() {
+            return Err(CliError::new(format!(
+                "--populate {}: not a directory",
+                src.display()
+            )));
+        }
+    }
+    let name = a.image.display().to_string();
+
+    // Create or grow an image file to -d size=.
+    let meta = std::fs::metadata(&a.image);
+    let is_bdev = meta
+        .as_ref()
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    match (&meta, o.dsize) {
+        (Err(e), Some(size)) if e.kind() == std::io::ErrorKind::NotFound && !a.dry_run => {
+            let f = std::fs::File::create(&a.image).map_err(|e| CliError::io(&name, &e))?;
+            f.set_len(size).map_err(|e| CliError::io(&name, &e))?;
+        }
+        (Err(e), _) => {
+            return Err(CliError::io(&name, e).with_code(
+                if e.kind() == std::io::ErrorKind::NotFound {
+                    crate::cli_error::EXIT_USAGE
+                } else {
+                    1
+                },
+            ))
+        }
+        (Ok(m), Some(size)) if m.is_file() && m.len() < size && !a.dry_run => {
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&a.image)
+                .map_err(|e| CliError::io(&name, &e))?;
+            f.set_len(size).map_err(|e| CliError::io(&name, &e))?;
+        }
+        _ => {}
+    }
+    let sectsize = if is_bdev {
+        std::fs::File::open(&a.image)
+            .map(|f| device_sectsize(&f))
+            .unwrap_or(512)
+    } else {
+        512
+    };
+
+    let dev = FileDevice::open(&a.image, a.dry_run, false).map_err(|e| CliError::fs(&name, &e))?;
+    let rtdev = match &rt.rtdev {
+        Some(p) => {
+            Some(FileDevice::open(p, a.dry_run, false).map_err(|e| CliError::fs(p.display(), &e))?)
+        }
+        None => None,
+    };
+    let plan = rxfs::mkfs::Plan::new(&o, dev.size(), sectsize, rtdev.as_ref().map(|d| d.size()))
+        .map_err(|e| CliError::usage(format!("{name}: {e}")))?;
+    if !a.quiet || a.dry_run {
+        print!("{}", describe(&name, &plan));
+    }
+    if a.dry_run {
+        return Ok(());
+    }
+    if !a.force && has_xfs(&dev)? {
+        return Err(CliError::new(format!(
+            "{name} appears to contain an existing XFS filesystem; use -f to overwrite it"
+        )));
+    }
+    let now = {
+        let d = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        rxfs::format::inode::Timestamp {
+            sec: d.as_secs() as i64,
+            nsec: d.subsec_nanos(),
+        }
+    };
+    rxfs::mkfs::mkfs(
+        &dev,
+        rtdev.as_ref().map(|d| d as &dyn BlockDevice),
+        &o,
+        sectsize,
+        now,
+    )
+    .map_err(|e| CliError::fs(&name, &e))?;
+    drop(dev);
+    if let Some(src) = &a.populate {
+        populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet)?;
+    }
+    Ok(())
+}
+
+fn has_xfs(dev: &FileDevice) -> CliResult<bool> {
+    let mut b = [0u8; 4];
+    if dev.size() < 4 {
+        return Ok(false);
+    }
+    dev.read_at(&mut b, 0)
+        .map_err(|e| CliError::new(format!("reading the device: {e}")))?;
+    Ok(&b == b"XFSB")
+}
+
+/// `--populate`: the tree goes in through the read-write library, like
+/// `rxfs put`.
+/// `--populate DIR`: copy DIR's contents into the new root (the root takes
+/// DIR's mode, owner, times and xattrs), see [`super::populate`].
+fn populate_into(
+    image: &std::path::Path,
+    rtdev: Option<&std::path::Path>,
+    src: &std::path::Path,
+    progress: bool,
+) -> CliResult<()> {
+    if rtdev.is_some() {
+        return Err(CliError::new(
+            "--populate: filesystems with a realtime section cannot be written yet",
+        ));
+    }
+    super::populate::populate_image(image, src, "/", progress).map(|_| ())
+}
+
+/// mkfs.xfs's geometry report, in its layout.
+fn describe(name: &str, p: &rxfs::mkfs::Plan) -> String {
+    let f = &p.features;
+    let b = |x: bool| u8::from(x);
+    let mut s = String::new();
+    s += &format!(
+        "meta-data={:<22} isize={:<6} agcount={}, agsize={} blks\n",
+        name, p.inodesize, p.agcount, p.agblocks
+    );
+    s += &format!(
+        "         ={:<22} sectsz={:<5} attr=2, projid32bit=1\n",
+        "", p.sectsize
+    );
+    s += &format!(
+        "         ={:<22} crc={:<8} finobt={}, sparse={}, rmapbt={}\n",
+        "",
+        b(f.crc),
+        b(f.finobt),
+        b(f.sparse),
+        b(f.rmapbt)
+    );
+    s += &format!(
+        "         ={:<22} reflink={:<4} bigtime={} inobtcount={} nrext64={}\n",
+        "",
+        b(f.reflink),
+        b(f.bigtime),
+        b(f.inobtcount),
+        b(f.nrext64)
+    );
+    s += &format!(
+        "data     ={:<22} bsize={:<6} blocks={}, imaxpct={}\n",
+        "", p.blocksize, p.dblocks, p.imaxpct
+    );
+    s += &format!("         ={:<22} sunit=0      swidth=0 blks\n", "");
+    s += &format!(
+        "naming   =version 2              bsize={:<6} ascii-ci=0, ftype=1\n",
+        p.dirblocksize
+    );
+    s += &format!(
+        "log      =internal log           bsize={:<6} blocks={}, version=2\n",
+        p.blocksize, p.logblocks
+    );
+    s += &format!(
+        "         ={:<22} sectsz={:<5} sunit=0 blks, lazy-count=1\n",
+        "", p.sectsize
+    );
+    s += &format!(
+        "realtime ={:<22} extsz={:<6} blocks={}, rtextents={}\n",
+        if p.rblocks > 0 { "external" } else { "none" },
+        p.rtextsize as u64 * p.blocksize as u64,
+        p.rblocks,
+        p.rextents
+    );
+    s
+}
