@@ -7,8 +7,9 @@
 //! - a directory's subtree is the contiguous range `i + 1 .. end` (so the
 //!   copy pass can finish a directory, its times and ACLs, once it has
 //!   passed `end`);
-//! - entries of one directory are sorted by their raw name bytes (images
-//!   built twice from one tree come out the same);
+//! - entries of one directory are sorted by their raw name bytes (so
+//!   entries are created, and inodes allocated, in the same order on every
+//!   run; data block placement still depends on the copy threads' timing);
 //! - `bytes_total` counts each regular inode once (hard links once).
 
 use std::collections::HashSet;
