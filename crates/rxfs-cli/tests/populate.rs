@@ -302,18 +302,16 @@ fn populate_out_of_space_is_clean() {
     m.umount();
 }
 
-/// The same copy onto other mkfs.xfs variants: 1 KiB blocks, 64 KiB
-/// directory blocks, no finobt. (Not rmapbt yet: there the library fails
-/// the block -> leaf conversion of a directory whose block filled up with
-/// ~30-byte names, "mapping ... overlaps" itself, also through `rxfs
-/// mount`; a library bug outside the populate engine, reported.)
+/// The same copy onto other mkfs.xfs variants: 1 KiB blocks, rmapbt, 64
+/// KiB directory blocks, no finobt.
 #[test]
 fn populate_feature_variants() {
     let s = Scratch::new("populate-variants");
     let src = source_mount(&s);
     let want = no_dir_size(&walk_manifest(&src.dir));
-    let variants: [&[&str]; 3] = [
+    let variants: [&[&str]; 4] = [
         &["-b", "size=1024"],
+        &["-m", "rmapbt=1,reflink=0"],
         &["-n", "size=65536"],
         &["-m", "finobt=0"],
     ];

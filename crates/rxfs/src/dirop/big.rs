@@ -37,7 +37,6 @@ use crate::format::dinode_edit as di;
 use crate::format::dir::DirGeo;
 use crate::format::dir_leaf::{hash_range, LeafEntry, NULL_DATAOFF};
 use crate::format::Uuid;
-use crate::rmap::{rmap_alloc, rmap_free, RmapOwner};
 use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
 use crate::xact::{BufId, BufKind, InodeId, MetaTx};
 
@@ -227,14 +226,10 @@ impl BigDir {
                 ext.len
             )));
         }
-        let owner = RmapOwner::File {
-            ino: self.owner,
-            fork: WhichFork::Data,
-            offset: dablk,
-            bmbt: false,
-            unwritten: false,
-        };
-        rmap_alloc(tx, ext.agno, ext.agbno, fsbs, &owner)?;
+        // No rmap edit here: the fork map is stored through
+        // `fork::store` (commit_data_and_fork), whose `rmap_map_delta`
+        // maps every new extent (a second mapping here made the rmapbt
+        // refuse the overlap on every directory growing past one block).
         let fsb = tx.geo().agb_to_fsb(ext.agno, ext.agbno);
         self.map.insert(Extent {
             off: FileBlock(dablk),
@@ -253,14 +248,8 @@ impl BigDir {
         for (start, len) in self.map.remove_range(dablk, dablk + fsbs) {
             let g = tx.geo();
             let (agno, agbno) = (g.fsb_agno(FsBlock(start)), g.fsb_agbno(FsBlock(start)));
-            let owner = RmapOwner::File {
-                ino: self.owner,
-                fork: WhichFork::Data,
-                offset: dablk,
-                bmbt: false,
-                unwritten: false,
-            };
-            rmap_free(tx, agno, agbno, len as u32, &owner)?;
+            // The rmap record goes with the fork store's delta, as in
+            // `alloc_block`.
             tx.defer_free(agno, agbno, len as u32)?;
             self.delta -= len as i64;
         }
