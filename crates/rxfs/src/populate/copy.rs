@@ -321,9 +321,29 @@ impl Copier<'_> {
                 continue; // drain, so the walker never blocks on send
             }
             let n = &self.tree.nodes[i];
-            match self.copy_file(n, ino, &mut buf) {
-                Ok(()) => self.file_done(),
-                Err(e) => self.fail(e),
+            // A panic here would be a bug; caught, so that it stops the
+            // populate with an error instead of leaving the walker
+            // blocked on a channel nobody drains.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.copy_file(n, ino, &mut buf)
+            }));
+            match r {
+                Ok(Ok(())) => self.file_done(),
+                Ok(Err(e)) => self.fail(e),
+                Err(p) => {
+                    let what = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    self.fail(PopulateError {
+                        path: n.path.clone(),
+                        op: "copy",
+                        cause: Cause::Image(crate::Error::Invalid(format!(
+                            "internal error (a bug): copy thread panicked: {what}"
+                        ))),
+                    });
+                }
             }
         }
     }
