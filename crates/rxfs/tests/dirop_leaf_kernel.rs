@@ -191,6 +191,24 @@ fn node_form_64k_dirblocks() {
     grow_shrink("dleaf_node64k", &["-n", "size=65536"], 4000, false, true);
 }
 
+/// rmapbt: every directory block allocated and freed through the leaf and
+/// node forms has exactly one reverse mapping (xfs_repair checks them).
+#[test]
+fn node_form_rmapbt_grow_and_shrink() {
+    grow_shrink("dleaf_rmap", &["-m", "rmapbt=1"], 3000, false, true);
+}
+
+#[test]
+fn node_form_rmapbt_8k_dirblocks() {
+    grow_shrink(
+        "dleaf_rmap8k",
+        &["-m", "rmapbt=1", "-n", "size=8192"],
+        3000,
+        false,
+        true,
+    );
+}
+
 #[test]
 fn node_form_long_names() {
     grow_shrink("dleaf_long", &[], 1500, true, true);

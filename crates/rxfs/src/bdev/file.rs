@@ -17,6 +17,9 @@ pub struct FileDevice {
     direct: bool,
 }
 
+/// `_IO(0x12, 127)`: zero a byte range of a block device.
+const BLKZEROOUT: libc::c_ulong = 0x127f;
+
 /// Alignment used for O_DIRECT bounce buffers and requests.
 const DIRECT_ALIGN: u64 = 4096;
 
@@ -183,8 +186,23 @@ impl BlockDevice for FileDevice {
                 std::io::Error::from_raw_os_error(libc::EROFS),
             ));
         }
-        let regular = self.file.metadata().map(|m| m.is_file()).unwrap_or(false);
-        if regular {
+        let ft = self.file.metadata().map(|m| m.file_type()).ok();
+        if ft.is_some_and(|t| t.is_block_device()) && !self.direct {
+            // The device zeroes the range itself (or unmaps it).
+            let range: [u64; 2] = [offset, len];
+            // SAFETY: BLKZEROOUT reads two u64s (start, length) in bytes.
+            let r = unsafe {
+                libc::ioctl(
+                    std::os::fd::AsRawFd::as_raw_fd(&self.file),
+                    BLKZEROOUT,
+                    range.as_ptr(),
+                )
+            };
+            if r == 0 {
+                return Ok(());
+            }
+        }
+        if ft.is_some_and(|t| t.is_file()) {
             // A hole reads as zeros and keeps the image sparse.
             let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
             // SAFETY: plain syscall on an open descriptor we own.

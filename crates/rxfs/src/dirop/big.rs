@@ -226,10 +226,8 @@ impl BigDir {
                 ext.len
             )));
         }
-        // No rmap edit here: the fork map is stored through
-        // `fork::store` (commit_data_and_fork), whose `rmap_map_delta`
-        // maps every new extent (a second mapping here made the rmapbt
-        // refuse the overlap on every directory growing past one block).
+        // The reverse mapping follows from the map change when the fork is
+        // stored (`fork::store` maps the difference).
         let fsb = tx.geo().agb_to_fsb(ext.agno, ext.agbno);
         self.map.insert(Extent {
             off: FileBlock(dablk),
@@ -248,8 +246,7 @@ impl BigDir {
         for (start, len) in self.map.remove_range(dablk, dablk + fsbs) {
             let g = tx.geo();
             let (agno, agbno) = (g.fsb_agno(FsBlock(start)), g.fsb_agbno(FsBlock(start)));
-            // The rmap record goes with the fork store's delta, as in
-            // `alloc_block`.
+            // Unmapped from the rmapbt by `fork::store` (the map change).
             tx.defer_free(agno, agbno, len as u32)?;
             self.delta -= len as i64;
         }
