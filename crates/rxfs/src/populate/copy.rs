@@ -349,6 +349,33 @@ impl Copier<'_> {
     }
 
     fn copy_file(&self, n: &Node, ino: Ino, buf: &mut [u8]) -> Res<()> {
+        // Empty at the scan: not even opened (most files of some trees).
+        let (size, written_end, data_bytes) = if n.meta.len() == 0 {
+            (0, 0, 0)
+        } else {
+            self.copy_data(n, ino, buf)?
+        };
+        if self.aborted() {
+            return Ok(());
+        }
+        self.copy_xattrs(n, ino)?;
+        let mut attrs = final_attrs(n, true);
+        // The file was new: the writes made it `written_end` bytes long
+        // (a hole at the end, or a source that shrank, needs the size set).
+        if written_end != size {
+            attrs.size = Some(size);
+        }
+        self.fs
+            .setattr(ino, &attrs)
+            .map_err(image_err(&n.path, "set attributes"))?;
+        self.bytes_done
+            .fetch_add(size.saturating_sub(data_bytes), Relaxed);
+        Ok(())
+    }
+
+    /// Copy the data ranges of `n`; returns the source's size (at open),
+    /// where the written data ends, and the bytes written.
+    fn copy_data(&self, n: &Node, ino: Ino, buf: &mut [u8]) -> Res<(u64, u64, u64)> {
         let f = source::open_noatime(&n.path).map_err(source_err(&n.path, "open"))?;
         let size = f.metadata().map_err(source_err(&n.path, "stat"))?.len();
         let mut off = 0u64;
@@ -374,7 +401,7 @@ impl Copier<'_> {
             let mut pos = start;
             while pos < end {
                 if self.aborted() {
-                    return Ok(());
+                    return Ok((size, written_end, data_bytes));
                 }
                 let want = ((end - pos) as usize).min(buf.len());
                 let got = source::read_full(&f, &mut buf[..want], pos)
@@ -393,19 +420,7 @@ impl Copier<'_> {
             }
             off = end.max(pos);
         }
-        self.copy_xattrs(n, ino)?;
-        let mut attrs = final_attrs(n, true);
-        // The file was new: the writes made it `written_end` bytes long
-        // (a hole at the end, or a source that shrank, needs the size set).
-        if written_end != size {
-            attrs.size = Some(size);
-        }
-        self.fs
-            .setattr(ino, &attrs)
-            .map_err(image_err(&n.path, "set attributes"))?;
-        self.bytes_done
-            .fetch_add(size.saturating_sub(data_bytes), Relaxed);
-        Ok(())
+        Ok((size, written_end, data_bytes))
     }
 
     /// Write all of `data` at `off`; a short write is retried, so the
