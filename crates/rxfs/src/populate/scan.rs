@@ -91,16 +91,15 @@ pub fn scan(root: &Path, follow_root: bool) -> Result<Tree, PopulateError> {
     // its children still to add, in reverse order). A child directory is
     // entered before its next sibling is added, which keeps subtrees
     // contiguous.
-    let mut frames: Vec<(usize, Vec<OsString>)> = vec![(0, list(root)?)];
+    let mut frames: Vec<(usize, Vec<(OsString, Metadata)>)> = vec![(0, list(root)?)];
     while let Some((dir, rest)) = frames.last_mut() {
         let dir = *dir;
-        let Some(child) = rest.pop() else {
+        let Some((child, meta)) = rest.pop() else {
             frames.pop();
             tree.nodes[dir].end = tree.nodes.len();
             continue;
         };
         let path = tree.nodes[dir].path.join(&child);
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| source_err(&path, "stat", e))?;
         let is_dir = meta.is_dir();
         let name = child.as_bytes().to_vec();
         let idx = push(&mut tree, &mut seen, path, name, dir, meta);
@@ -112,17 +111,22 @@ pub fn scan(root: &Path, follow_root: bool) -> Result<Tree, PopulateError> {
     Ok(tree)
 }
 
-/// The names in directory `dir`, sorted by bytes, in reverse (popped from
+/// The entries of directory `dir` with their `lstat` (through the
+/// directory's descriptor), sorted by name bytes, in reverse (popped from
 /// the end in order).
-fn list(dir: &Path) -> Result<Vec<OsString>, PopulateError> {
-    let mut names: Vec<OsString> = Vec::new();
+fn list(dir: &Path) -> Result<Vec<(OsString, Metadata)>, PopulateError> {
+    let mut ents: Vec<(OsString, Metadata)> = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| source_err(dir, "read directory", e))?;
     for ent in rd {
         let ent = ent.map_err(|e| source_err(dir, "read directory", e))?;
-        names.push(ent.file_name());
+        // DirEntry::metadata does not follow symbolic links.
+        let meta = ent
+            .metadata()
+            .map_err(|e| source_err(&ent.path(), "stat", e))?;
+        ents.push((ent.file_name(), meta));
     }
-    names.sort_unstable_by(|a, b| b.as_bytes().cmp(a.as_bytes()));
-    Ok(names)
+    ents.sort_unstable_by(|a, b| b.0.as_bytes().cmp(a.0.as_bytes()));
+    Ok(ents)
 }
 
 fn push(
