@@ -90,15 +90,13 @@ pub(super) fn run(
         for _ in 0..threads {
             s.spawn(|| c.worker(&rx));
         }
-        c.walk(dest, tx)
-    });
-    let root = match root {
-        Ok(ino) => ino,
-        Err(e) => {
+        // A walker error stops the workers at once (they skip what is
+        // still queued), before they are joined.
+        c.walk(dest, tx).unwrap_or_else(|e| {
             c.fail(e);
             Ino(0)
-        }
-    };
+        })
+    });
     let first = c.first_err.lock().map(|mut g| g.take()).unwrap_or(None);
     if let Some(e) = first {
         return Err(e);
