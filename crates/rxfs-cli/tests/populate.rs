@@ -383,3 +383,37 @@ fn mkfs_populate_matches_the_source() {
     assert!(!img.exists());
     src.umount();
 }
+
+/// `rxfs mkfs --populate DIR DIR/disk.img`: the image being filled is not
+/// copied into itself.
+#[test]
+fn an_image_inside_its_source_is_left_out() {
+    let s = Scratch::new("populate-self");
+    let tree = s.path("tree");
+    std::fs::create_dir_all(tree.join("sub")).unwrap();
+    std::fs::write(tree.join("sub/f"), b"f").unwrap();
+    let img = tree.join("disk.img");
+    rxfs_ok(&[
+        OsStr::new("mkfs"),
+        OsStr::new("-q"),
+        OsStr::new("-d"),
+        OsStr::new("size=512m"),
+        OsStr::new("--populate"),
+        tree.as_os_str(),
+        img.as_os_str(),
+    ]);
+    // `put` of the same tree leaves it out as well.
+    rxfs_ok(&[
+        OsStr::new("put"),
+        img.as_os_str(),
+        tree.as_os_str(),
+        OsStr::new("/again"),
+    ]);
+    xfs_repair_clean(&img);
+    let m = KernelMount::new(&img, &s.path("mnt"), "ro");
+    assert_eq!(std::fs::read(m.dir.join("sub/f")).unwrap(), b"f");
+    assert_eq!(std::fs::read(m.dir.join("again/sub/f")).unwrap(), b"f");
+    assert!(!m.dir.join("disk.img").exists());
+    assert!(!m.dir.join("again/disk.img").exists());
+    m.umount();
+}

@@ -43,6 +43,7 @@ fn progress_reaches_the_totals() {
     let opts = Options {
         threads: 3,
         chunk_bytes: 64 << 10,
+        ..Options::default()
     };
     let dest = Dest::New {
         parent: fs.root_ino(),

@@ -70,6 +70,17 @@ pub fn populate_image(image: &Path, src: &Path, dest: &str, progress: bool) -> C
     populate_image_with(image, src, dest, progress, &Options::default())
 }
 
+/// `opts` with the image file itself excluded from the copy (an image
+/// made inside the tree it is filled from).
+fn excluding_image(image: &Path, opts: &Options) -> Options {
+    use std::os::unix::fs::MetadataExt;
+    let mut o = opts.clone();
+    if let Ok(m) = std::fs::metadata(image) {
+        o.exclude.push((m.dev(), m.ino()));
+    }
+    o
+}
+
 /// [`populate_image`] with explicit engine options.
 pub fn populate_image_with(
     image: &Path,
@@ -85,7 +96,13 @@ pub fn populate_image_with(
         if !ip.is_dir() {
             return Err(CliError::fs(dest, &rxfs::Error::NotDir));
         }
-        copy_tree(&fs, src, Dest::Into(ino), progress, opts)
+        copy_tree(
+            &fs,
+            src,
+            Dest::Into(ino),
+            progress,
+            &excluding_image(image, opts),
+        )
     })();
     finish(&fs, image, r)
 }

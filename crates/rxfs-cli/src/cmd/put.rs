@@ -119,7 +119,11 @@ fn put(fs: &Filesystem, a: &Args, stdin: bool) -> CliResult<()> {
     if stdin {
         return put_stdin(fs, parent, &name, &shown);
     }
-    let opts = rxfs::populate::Options::default();
+    let mut opts = rxfs::populate::Options::default();
+    if let Ok(m) = std::fs::metadata(&a.image) {
+        use std::os::unix::fs::MetadataExt;
+        opts.exclude.push((m.dev(), m.ino()));
+    }
     copy_tree(fs, &a.src, Dest::New { parent, name }, true, &opts)?;
     Ok(())
 }

@@ -57,6 +57,10 @@ pub struct Options {
     pub threads: usize,
     /// Bytes read from the source and written to the image at a time.
     pub chunk_bytes: usize,
+    /// Host inodes, as (st_dev, st_ino), left out of the copy (with
+    /// everything below them): the image file itself when it lies inside
+    /// the source tree.
+    pub exclude: Vec<(u64, u64)>,
 }
 
 impl Default for Options {
@@ -68,6 +72,7 @@ impl Default for Options {
         Options {
             threads: (cores - 1).clamp(1, 4),
             chunk_bytes: 4 << 20,
+            exclude: Vec::new(),
         }
     }
 }
@@ -146,7 +151,7 @@ pub fn populate(
 ) -> Result<Summary, PopulateError> {
     // Into a directory: the source is a directory, possibly through a
     // symbolic link; as a new entry: the source itself, as `cp -a`.
-    let tree = scan::scan(src, matches!(dest, Dest::Into(_)))?;
+    let tree = scan::scan(src, matches!(dest, Dest::Into(_)), &opts.exclude)?;
     if matches!(dest, Dest::Into(_)) && !tree.nodes[0].meta.is_dir() {
         return Err(PopulateError {
             path: src.to_path_buf(),

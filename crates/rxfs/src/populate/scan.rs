@@ -53,7 +53,8 @@ fn source_err(path: &Path, op: &'static str, e: std::io::Error) -> PopulateError
 
 /// Walk `root` without following symbolic links; the root itself is
 /// followed if `follow_root` (a symlink to the directory to copy from).
-pub fn scan(root: &Path, follow_root: bool) -> Result<Tree, PopulateError> {
+/// Entries whose (st_dev, st_ino) is in `exclude` are left out.
+pub fn scan(root: &Path, follow_root: bool, exclude: &[(u64, u64)]) -> Result<Tree, PopulateError> {
     let meta = if follow_root {
         std::fs::metadata(root)
     } else {
@@ -91,7 +92,7 @@ pub fn scan(root: &Path, follow_root: bool) -> Result<Tree, PopulateError> {
     // its children still to add, in reverse order). A child directory is
     // entered before its next sibling is added, which keeps subtrees
     // contiguous.
-    let mut frames: Vec<(usize, Vec<(OsString, Metadata)>)> = vec![(0, list(root)?)];
+    let mut frames: Vec<(usize, Vec<(OsString, Metadata)>)> = vec![(0, list(root, exclude)?)];
     while let Some((dir, rest)) = frames.last_mut() {
         let dir = *dir;
         let Some((child, meta)) = rest.pop() else {
@@ -104,7 +105,7 @@ pub fn scan(root: &Path, follow_root: bool) -> Result<Tree, PopulateError> {
         let name = child.as_bytes().to_vec();
         let idx = push(&mut tree, &mut seen, path, name, dir, meta);
         if is_dir {
-            let kids = list(&tree.nodes[idx].path)?;
+            let kids = list(&tree.nodes[idx].path, exclude)?;
             frames.push((idx, kids));
         }
     }
@@ -114,7 +115,7 @@ pub fn scan(root: &Path, follow_root: bool) -> Result<Tree, PopulateError> {
 /// The entries of directory `dir` with their `lstat` (through the
 /// directory's descriptor), sorted by name bytes, in reverse (popped from
 /// the end in order).
-fn list(dir: &Path) -> Result<Vec<(OsString, Metadata)>, PopulateError> {
+fn list(dir: &Path, exclude: &[(u64, u64)]) -> Result<Vec<(OsString, Metadata)>, PopulateError> {
     let mut ents: Vec<(OsString, Metadata)> = Vec::new();
     let rd = std::fs::read_dir(dir).map_err(|e| source_err(dir, "read directory", e))?;
     for ent in rd {
@@ -123,7 +124,9 @@ fn list(dir: &Path) -> Result<Vec<(OsString, Metadata)>, PopulateError> {
         let meta = ent
             .metadata()
             .map_err(|e| source_err(&ent.path(), "stat", e))?;
-        ents.push((ent.file_name(), meta));
+        if !exclude.contains(&(meta.dev(), meta.ino())) {
+            ents.push((ent.file_name(), meta));
+        }
     }
     ents.sort_unstable_by(|a, b| b.0.as_bytes().cmp(a.0.as_bytes()));
     Ok(ents)
