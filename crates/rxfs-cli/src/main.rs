@@ -45,6 +45,11 @@ enum Command {
     Stats(cmd::stats::Args),
     InstallHelper(cmd::install_helper::Args),
     Recover(cmd::recover::Args),
+    Put(cmd::put::Args),
+    Rm(cmd::rm::Args),
+    Mkdir(cmd::mkdir::Args),
+    #[command(hide = true)]
+    Populate(cmd::populate::Args),
     Mkfs(cmd::mkfs::Args),
     #[command(subcommand)]
     Debug(cmd::debug::DebugCmd),
@@ -63,6 +68,10 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Stats(a) => cmd::stats::run(a),
         Command::InstallHelper(a) => cmd::install_helper::run(a),
         Command::Recover(a) => cmd::recover::run(a),
+        Command::Put(a) => cmd::put::run(a),
+        Command::Rm(a) => cmd::rm::run(a),
+        Command::Mkdir(a) => cmd::mkdir::run(a),
+        Command::Populate(a) => cmd::populate::run(a),
         Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Debug(d) => cmd::debug::run(d),
     }

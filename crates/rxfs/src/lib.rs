@@ -45,6 +45,7 @@ pub mod geometry;
 pub mod ialloc;
 pub mod log;
 pub mod mkfs;
+pub mod populate;
 pub mod rmap;
 pub mod types;
 pub mod xact;

@@ -106,6 +106,16 @@ pub fn run(a: Args) -> CliResult<()> {
         }
     }
     o.label = a.label.clone();
+    if let Some(src) = &a.populate {
+        // Checked before anything is created or written.
+        let m = std::fs::metadata(src).map_err(|e| CliError::io(src.display(), &e))?;
+        if !m.is_dir() {
+            return Err(CliError::new(format!(
+                "--populate {}: not a directory",
+                src.display()
+            )));
+        }
+    }
     let name = a.image.display().to_string();
 
     // Create or grow an image file to -d size=.
@@ -201,13 +211,20 @@ fn has_xfs(dev: &FileDevice) -> CliResult<bool> {
 
 /// `--populate`: the tree goes in through the read-write library, like
 /// `rxfs put`.
+/// `--populate DIR`: copy DIR's contents into the new root (the root takes
+/// DIR's mode, owner, times and xattrs), see [`super::populate`].
 fn populate_into(
-    _image: &std::path::Path,
-    _rtdev: Option<&std::path::Path>,
-    _src: &std::path::Path,
-    _progress: bool,
+    image: &std::path::Path,
+    rtdev: Option<&std::path::Path>,
+    src: &std::path::Path,
+    progress: bool,
 ) -> CliResult<()> {
-    Err(CliError::new("--populate: not supported yet"))
+    if rtdev.is_some() {
+        return Err(CliError::new(
+            "--populate: filesystems with a realtime section cannot be written yet",
+        ));
+    }
+    super::populate::populate_image(image, src, "/", progress).map(|_| ())
 }
 
 /// mkfs.xfs's geometry report, in its layout.

@@ -63,6 +63,18 @@ impl Filesystem {
         Ok(n)
     }
 
+    /// Write `data` at `off` without speculative preallocation, for
+    /// writers that lay a file out knowing its final shape (the populate
+    /// engine reserves each data range itself). ENOSPC is retried once
+    /// after other files' preallocation is given back, as in
+    /// [`Filesystem::write`].
+    pub fn write_exact(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        match self.write_inner(ino, off, data) {
+            Err(Error::NoSpace) if self.trim_all_eof()? => self.write_inner(ino, off, data),
+            r => r,
+        }
+    }
+
     /// After an append that made the file `size` bytes: preallocate past
     /// EOF unless something is mapped there already. Best effort: no
     /// space is no error.

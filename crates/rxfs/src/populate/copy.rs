@@ -1,0 +1,440 @@
+//! The copy pass of a populate (see the module doc of [`super`]).
+//!
+//! One walker thread goes through the scanned list in order and does every
+//! namespace operation (so directory entries are made in one order, and a
+//! directory is finished exactly when its subtree has been passed); regular
+//! files, once created, go to worker threads over a bounded channel, which
+//! copy their data ranges, then set attributes and times. Workers touch
+//! only the inodes handed to them; the per-inode locks of the library keep
+//! a worker's writes and the walker's `link` of the same inode apart.
+//!
+//! The first error is kept, every thread stops at its next step, and it is
+//! returned once all have joined.
+
+use std::collections::HashMap;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::Mutex;
+
+use super::scan::{Node, Tree};
+use super::{source, Cause, Dest, Options, PopulateError, Progress, Summary};
+use crate::format::inode::Timestamp;
+use crate::fs::ops_data::SetAttr;
+use crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
+use crate::fs::ops_ns::CreateArgs;
+use crate::fs::Filesystem;
+use crate::types::Ino;
+
+const S_IFMT: u32 = libc::S_IFMT;
+
+struct Copier<'a> {
+    fs: &'a Filesystem,
+    tree: &'a Tree,
+    opts: &'a Options,
+    progress: &'a (dyn Fn(&Progress) + Sync),
+    files_done: AtomicU64,
+    bytes_done: AtomicU64,
+    abort: AtomicBool,
+    first_err: Mutex<Option<PopulateError>>,
+}
+
+type Res<T> = Result<T, PopulateError>;
+
+fn image_err<'p>(
+    path: &'p Path,
+    op: &'static str,
+) -> impl FnOnce(crate::Error) -> PopulateError + 'p {
+    move |e| PopulateError {
+        path: path.to_path_buf(),
+        op,
+        cause: Cause::Image(e),
+    }
+}
+
+fn source_err<'p>(
+    path: &'p Path,
+    op: &'static str,
+) -> impl FnOnce(std::io::Error) -> PopulateError + 'p {
+    move |e| PopulateError {
+        path: path.to_path_buf(),
+        op,
+        cause: Cause::Source(e),
+    }
+}
+
+/// Run the copy pass over `tree`.
+pub(super) fn run(
+    fs: &Filesystem,
+    tree: &Tree,
+    dest: Dest,
+    opts: &Options,
+    progress: &(dyn Fn(&Progress) + Sync),
+) -> Res<Summary> {
+    let c = Copier {
+        fs,
+        tree,
+        opts,
+        progress,
+        files_done: AtomicU64::new(0),
+        bytes_done: AtomicU64::new(0),
+        abort: AtomicBool::new(false),
+        first_err: Mutex::new(None),
+    };
+    let threads = opts.threads.max(1);
+    let (tx, rx) = sync_channel::<(usize, Ino)>(threads * 16);
+    let rx = Mutex::new(rx);
+    let root = std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| c.worker(&rx));
+        }
+        // A walker error stops the workers at once (they skip what is
+        // still queued), before they are joined.
+        c.walk(dest, tx).unwrap_or_else(|e| {
+            c.fail(e);
+            Ino(0)
+        })
+    });
+    let first = c.first_err.lock().map(|mut g| g.take()).unwrap_or(None);
+    if let Some(e) = first {
+        return Err(e);
+    }
+    c.report();
+    Ok(Summary {
+        files: c.files_done.load(Relaxed),
+        bytes: c.bytes_done.load(Relaxed),
+        root,
+    })
+}
+
+fn ts(sec: i64, nsec: i64) -> Timestamp {
+    Timestamp {
+        sec,
+        nsec: nsec.clamp(0, 999_999_999) as u32,
+    }
+}
+
+/// The attributes a finished inode gets from its source.
+fn final_attrs(n: &Node, with_mode: bool) -> SetAttr {
+    let m = &n.meta;
+    SetAttr {
+        mode: with_mode.then_some(m.mode() & 0o7777),
+        uid: Some(m.uid()),
+        gid: Some(m.gid()),
+        size: None,
+        atime: Some(ts(m.atime(), m.atime_nsec())),
+        mtime: Some(ts(m.mtime(), m.mtime_nsec())),
+        ctime: None,
+    }
+}
+
+impl Copier<'_> {
+    fn aborted(&self) -> bool {
+        self.abort.load(Relaxed)
+    }
+
+    /// Keep the first error and stop everyone.
+    fn fail(&self, e: PopulateError) {
+        if let Ok(mut g) = self.first_err.lock() {
+            if g.is_none() {
+                *g = Some(e);
+            }
+        }
+        self.abort.store(true, Relaxed);
+    }
+
+    fn report(&self) {
+        (self.progress)(&Progress {
+            files_done: self.files_done.load(Relaxed),
+            files_total: self.tree.nodes.len() as u64,
+            bytes_done: self.bytes_done.load(Relaxed),
+            bytes_total: self.tree.bytes_total,
+        });
+    }
+
+    fn file_done(&self) {
+        self.files_done.fetch_add(1, Relaxed);
+        self.report();
+    }
+
+    /// The walker: namespace operations in list order. Returns the inode
+    /// of the source root.
+    fn walk(&self, dest: Dest, jobs: SyncSender<(usize, Ino)>) -> Res<Ino> {
+        let nodes = &self.tree.nodes;
+        let mut inos = vec![Ino(0); nodes.len()];
+        let mut links: HashMap<(u64, u64), Ino> = HashMap::new();
+        // Directories whose subtree is not passed yet, innermost last.
+        let mut open: Vec<usize> = Vec::new();
+        let (first, new_at) = match dest {
+            Dest::Into(dir) => {
+                inos[0] = dir;
+                open.push(0);
+                (1, None)
+            }
+            Dest::New { parent, name } => (0, Some((parent, name))),
+        };
+        for i in first..nodes.len() {
+            if self.aborted() {
+                return Ok(inos[0]);
+            }
+            while let Some(&d) = open.last() {
+                if nodes[d].end > i {
+                    break;
+                }
+                open.pop();
+                self.finish_dir(&nodes[d], inos[d])?;
+            }
+            let n = &nodes[i];
+            let (parent, name) = match (&new_at, i) {
+                (Some((p, name)), 0) => (*p, name.as_slice()),
+                _ => (inos[n.parent], n.name.as_slice()),
+            };
+            let m = &n.meta;
+            let fmt = m.mode() & S_IFMT;
+            if fmt != libc::S_IFDIR && m.nlink() > 1 {
+                if let Some(&target) = links.get(&(m.dev(), m.ino())) {
+                    self.fs
+                        .link(target, parent, name)
+                        .map_err(image_err(&n.path, "link"))?;
+                    inos[i] = target;
+                    self.file_done();
+                    continue;
+                }
+            }
+            let ino = self.make(n, parent, name)?;
+            inos[i] = ino;
+            if fmt != libc::S_IFDIR && m.nlink() > 1 {
+                links.insert((m.dev(), m.ino()), ino);
+            }
+            match fmt {
+                libc::S_IFDIR => open.push(i),
+                libc::S_IFREG => {
+                    if jobs.send((i, ino)).is_err() {
+                        // Every worker is gone: they stopped on an error.
+                        return Ok(inos[0]);
+                    }
+                }
+                _ => {
+                    self.finish_inode(n, ino, fmt != libc::S_IFLNK)?;
+                    self.file_done();
+                }
+            }
+        }
+        while let Some(d) = open.pop() {
+            if self.aborted() {
+                break;
+            }
+            self.finish_dir(&nodes[d], inos[d])?;
+        }
+        Ok(inos[0])
+    }
+
+    /// Create the image inode for `n` as `name` in `parent`.
+    fn make(&self, n: &Node, parent: Ino, name: &[u8]) -> Res<Ino> {
+        let m = &n.meta;
+        let fmt = m.mode() & S_IFMT;
+        let rdev = match fmt {
+            libc::S_IFCHR | libc::S_IFBLK => {
+                let r = m.rdev();
+                libc::makedev(libc::major(r), libc::minor(r)) as u32
+            }
+            _ => 0,
+        };
+        let args = CreateArgs {
+            mode: m.mode(),
+            uid: m.uid(),
+            gid: m.gid(),
+            rdev,
+            umask: 0,
+        };
+        let ip = match fmt {
+            libc::S_IFDIR => self
+                .fs
+                .mkdir(parent, name, &args)
+                .map_err(image_err(&n.path, "mkdir"))?,
+            libc::S_IFLNK => {
+                let target =
+                    std::fs::read_link(&n.path).map_err(source_err(&n.path, "readlink"))?;
+                self.fs
+                    .symlink(parent, name, target.as_os_str().as_bytes(), &args)
+                    .map_err(image_err(&n.path, "symlink"))?
+            }
+            libc::S_IFREG | libc::S_IFCHR | libc::S_IFBLK | libc::S_IFIFO | libc::S_IFSOCK => self
+                .fs
+                .create(parent, name, &args)
+                .map_err(image_err(&n.path, "create"))?,
+            _ => {
+                return Err(PopulateError {
+                    path: n.path.clone(),
+                    op: "copy",
+                    cause: Cause::Source(std::io::Error::new(
+                        std::io::ErrorKind::Unsupported,
+                        format!("unknown file type {fmt:#o}"),
+                    )),
+                })
+            }
+        };
+        Ok(ip.ino)
+    }
+
+    /// A directory after its subtree: xattrs (default ACL too), then mode,
+    /// owner and times.
+    fn finish_dir(&self, n: &Node, ino: Ino) -> Res<()> {
+        self.finish_inode(n, ino, true)?;
+        self.file_done();
+        Ok(())
+    }
+
+    /// Extended attributes, then owner, mode (unless a symlink) and times.
+    fn finish_inode(&self, n: &Node, ino: Ino, with_mode: bool) -> Res<()> {
+        self.copy_xattrs(n, ino)?;
+        self.fs
+            .setattr(ino, &final_attrs(n, with_mode))
+            .map_err(image_err(&n.path, "set attributes"))?;
+        Ok(())
+    }
+
+    fn copy_xattrs(&self, n: &Node, ino: Ino) -> Res<()> {
+        let list = source::xattrs(&n.path).map_err(source_err(&n.path, "read xattrs"))?;
+        for (name, value) in list {
+            self.fs
+                .setxattr(ino, &name, &value, crate::attrop::XattrSet::Any)
+                .map_err(image_err(&n.path, "setxattr"))?;
+        }
+        Ok(())
+    }
+
+    /// A worker: regular files' data, then their attributes.
+    fn worker(&self, jobs: &Mutex<Receiver<(usize, Ino)>>) {
+        let mut buf = vec![0u8; self.opts.chunk_bytes.max(4096)];
+        loop {
+            let job = match jobs.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => return,
+            };
+            let Ok((i, ino)) = job else { return };
+            if self.aborted() {
+                continue; // drain, so the walker never blocks on send
+            }
+            let n = &self.tree.nodes[i];
+            // A panic here would be a bug; caught, so that it stops the
+            // populate with an error instead of leaving the walker
+            // blocked on a channel nobody drains.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.copy_file(n, ino, &mut buf)
+            }));
+            match r {
+                Ok(Ok(())) => self.file_done(),
+                Ok(Err(e)) => self.fail(e),
+                Err(p) => {
+                    let what = p
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| p.downcast_ref::<String>().cloned())
+                        .unwrap_or_default();
+                    self.fail(PopulateError {
+                        path: n.path.clone(),
+                        op: "copy",
+                        cause: Cause::Image(crate::Error::Invalid(format!(
+                            "internal error (a bug): copy thread panicked: {what}"
+                        ))),
+                    });
+                }
+            }
+        }
+    }
+
+    fn copy_file(&self, n: &Node, ino: Ino, buf: &mut [u8]) -> Res<()> {
+        // Empty at the scan: not even opened (most files of some trees).
+        let (size, written_end, data_bytes) = if n.meta.len() == 0 {
+            (0, 0, 0)
+        } else {
+            self.copy_data(n, ino, buf)?
+        };
+        if self.aborted() {
+            return Ok(());
+        }
+        self.copy_xattrs(n, ino)?;
+        let mut attrs = final_attrs(n, true);
+        // The file was new: the writes made it `written_end` bytes long
+        // (a hole at the end, or a source that shrank, needs the size set).
+        if written_end != size {
+            attrs.size = Some(size);
+        }
+        self.fs
+            .setattr(ino, &attrs)
+            .map_err(image_err(&n.path, "set attributes"))?;
+        self.bytes_done
+            .fetch_add(size.saturating_sub(data_bytes), Relaxed);
+        Ok(())
+    }
+
+    /// Copy the data ranges of `n`; returns the source's size (at open),
+    /// where the written data ends, and the bytes written.
+    fn copy_data(&self, n: &Node, ino: Ino, buf: &mut [u8]) -> Res<(u64, u64, u64)> {
+        let f = source::open_noatime(&n.path).map_err(source_err(&n.path, "open"))?;
+        let size = f.metadata().map_err(source_err(&n.path, "stat"))?.len();
+        let mut off = 0u64;
+        let mut data_bytes = 0u64;
+        // Where the written data ends: the image file's size so far.
+        let mut written_end = 0u64;
+        while let Some((start, end)) =
+            source::next_data(&f, off, size).map_err(source_err(&n.path, "seek data"))?
+        {
+            // A range longer than one chunk is reserved in one piece first
+            // (unwritten, past EOF until written), so writers in other
+            // threads cannot interleave their blocks with it.
+            if end - start > buf.len() as u64 {
+                self.fs
+                    .fallocate(ino, FALLOC_FL_KEEP_SIZE, start, end - start)
+                    .or_else(|e| match e {
+                        // Fragmented free space: write as it comes.
+                        crate::Error::NoSpace => Ok(()),
+                        e => Err(e),
+                    })
+                    .map_err(image_err(&n.path, "reserve space"))?;
+            }
+            let mut pos = start;
+            while pos < end {
+                if self.aborted() {
+                    return Ok((size, written_end, data_bytes));
+                }
+                let want = ((end - pos) as usize).min(buf.len());
+                let got = source::read_full(&f, &mut buf[..want], pos)
+                    .map_err(source_err(&n.path, "read"))?;
+                if got == 0 {
+                    break; // the file shrank under us
+                }
+                self.write_all(n, ino, pos, &buf[..got])?;
+                pos += got as u64;
+                data_bytes += got as u64;
+                self.bytes_done.fetch_add(got as u64, Relaxed);
+                self.report();
+            }
+            if pos > start {
+                written_end = pos;
+            }
+            off = end.max(pos);
+        }
+        Ok((size, written_end, data_bytes))
+    }
+
+    /// Write all of `data` at `off`; a short write is retried, so the
+    /// error that cut it short is the one returned.
+    fn write_all(&self, n: &Node, ino: Ino, mut off: u64, mut data: &[u8]) -> Res<()> {
+        while !data.is_empty() {
+            let w = self
+                .fs
+                .write_exact(ino, off, data)
+                .map_err(image_err(&n.path, "write"))?;
+            if w == 0 {
+                return Err(image_err(&n.path, "write")(crate::Error::NoSpace));
+            }
+            off += w as u64;
+            data = &data[w..];
+        }
+        Ok(())
+    }
+}
