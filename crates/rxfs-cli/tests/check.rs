@@ -473,3 +473,46 @@ fn random_damage_verdicts_agree_with_xfs_repair() {
     assert!(disagree.is_empty(), "{}", disagree.join("\n----\n"));
     assert!(flagged > 0);
 }
+
+/// Images changed offline by `rxfs put`, `rxfs rm` and `rxfs mkdir` are
+/// clean for both checkers.
+#[test]
+fn rxfs_put_rm_mkdir_images_are_clean() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("check-put");
+    let tree = s.path("tree");
+    std::fs::create_dir(&tree).unwrap();
+    populate(&tree);
+    let img = s.path("img");
+    rxfs_ok(&[
+        OsStr::new("mkfs"),
+        OsStr::new("-q"),
+        OsStr::new("-d"),
+        OsStr::new("size=512m"),
+        OsStr::new("-m"),
+        OsStr::new("rmapbt=1"),
+        img.as_os_str(),
+    ]);
+    let i = img.as_os_str();
+    rxfs_ok(&[OsStr::new("put"), i, tree.as_os_str(), OsStr::new("/tree")]);
+    rxfs_ok(&[
+        OsStr::new("rm"),
+        OsStr::new("-r"),
+        i,
+        OsStr::new("/tree/many"),
+    ]);
+    rxfs_ok(&[
+        OsStr::new("mkdir"),
+        OsStr::new("-p"),
+        i,
+        OsStr::new("/a/b/c"),
+    ]);
+    let (rc, text) = repair_n(&img);
+    assert_eq!(rc, 0, "xfs_repair -n flags the image:\n{text}");
+    let v = rxfs_check(&img);
+    assert_eq!(v.code, 0, "rxfs check flags the image:\n{}", v.human);
+    assert!(v.json["stats"]["inodes_used"].as_u64().unwrap() > 20);
+}
