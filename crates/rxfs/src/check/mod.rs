@@ -13,18 +13,23 @@
 //!    tree walker verifies shape, keys, siblings, CRCs; this adds counts,
 //!    ordering across leaves, bnobt = cntbt, AGF/AGI counters).
 //! 3. [`inodes`]: every inode chunk against its inodes (free bits vs
-//!    mode), the finobt, every in-use inode with its forks and bmbt.
-//! 4. [`dirs`]: every directory's entries, `.`/`..`, link counts,
-//!    reachability, and every attribute fork.
+//!    mode), the finobt, every in-use inode with its forks and its bmbt
+//!    ([`bmbt`]: keys, siblings, levels), its core fields ([`core`]).
+//! 4. [`dirs`]: every directory's entries, `.`/`..`, the hash index
+//!    ([`dirindex`]), link counts, reachability, and every attribute fork.
 //! 5. [`space`]: the space map: every block of every AG claimed exactly
 //!    once by the phases above; the rmapbt covering exactly the blocks in
 //!    use, and ([`rmap`]) holding exactly the reverse mappings the claims
 //!    imply; each shared extent's refcount equal to the file mappings of its
 //!    blocks; then the superblock counters.
 //!
-//! Bounds: one bit per data-device block for the space map (two on reflink
-//! filesystems), a few bytes per in-use inode for link counting, and at
-//! most [`MAX_FINDINGS`] findings kept (the rest only counted).
+//! Bounds: one to four bits per data-device block for the space map, a
+//! counter per shared block (reflink), one record per extent for the rmap
+//! comparison (rmapbt), a few bytes per in-use inode for link counting,
+//! and at most [`MAX_FINDINGS`] findings kept (the rest only counted).
+//! `fs` must be opened read-only; with `norecovery` the on-disk state is
+//! checked (a dirty log is reported as `log-dirty`, and the superblock
+//! counters and unlinked lists are then not judged).
 
 mod ag;
 mod bmbt;
