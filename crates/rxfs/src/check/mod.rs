@@ -8,18 +8,18 @@
 //! only repeat it).
 //!
 //! Phases, in order (each in its own file):
-//! 1. [`sb`]: the primary superblock against every secondary one.
-//! 2. [`ag`]: per AG, the AGF/AGI/AGFL and every short-format btree (the
+//! 1. `sb`: the primary superblock against every secondary one.
+//! 2. `ag`: per AG, the AGF/AGI/AGFL and every short-format btree (the
 //!    tree walker verifies shape, keys, siblings, CRCs; this adds counts,
 //!    ordering across leaves, bnobt = cntbt, AGF/AGI counters).
-//! 3. [`inodes`]: every inode chunk against its inodes (free bits vs
+//! 3. `inodes`: every inode chunk against its inodes (free bits vs
 //!    mode), the finobt, every in-use inode with its forks and its bmbt
-//!    ([`bmbt`]: keys, siblings, levels), its core fields ([`core`]).
-//! 4. [`dirs`]: every directory's entries, `.`/`..`, the hash index
-//!    ([`dirindex`]), link counts, reachability, and every attribute fork.
-//! 5. [`space`]: the space map: every block of every AG claimed exactly
+//!    (`bmbt`: keys, siblings, levels), its core fields (`core`).
+//! 4. `dirs`: every directory's entries, `.`/`..`, the hash index
+//!    (`dirindex`), link counts, reachability, and every attribute fork.
+//! 5. `space`: the space map: every block of every AG claimed exactly
 //!    once by the phases above; the rmapbt covering exactly the blocks in
-//!    use, and ([`rmap`]) holding exactly the reverse mappings the claims
+//!    use, and (`rmap`) holding exactly the reverse mappings the claims
 //!    imply; each shared extent's refcount equal to the file mappings of its
 //!    blocks; then the superblock counters.
 //!
