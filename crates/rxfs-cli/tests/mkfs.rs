@@ -7,7 +7,7 @@
 //!   and timestamps aside).
 //! - `kernel_workload_on_rxfs_images`: the kernel mounts rxfs images, takes
 //!   a workload, unmounts; repair is clean again and rxfs reads what the
-//!   kernel wrote.
+//!   kernel wrote; `rxfs check` agrees that both are clean.
 //! - `refusals`: what mkfs.xfs refuses, and options rxfs does not support,
 //!   are refused by name without writing.
 
@@ -185,8 +185,9 @@ fn matrix_matches_mkfs_xfs() {
         r.push(got.to_str().unwrap());
         rxfs_ok(&r);
         repair_clean(&got, None);
+        rxfs_ok(&["check", "--quiet", got.to_str().unwrap()]);
         assert_same_dump(name, &dump(&want), &dump(&got));
-        eprintln!("{name}: xfs_repair clean, headers identical to mkfs.xfs");
+        eprintln!("{name}: xfs_repair and rxfs check clean, headers identical to mkfs.xfs");
     }
 }
 
@@ -230,6 +231,13 @@ fn realtime_matches_mkfs_xfs() {
             got.to_str().unwrap(),
         ]);
         repair_clean(&got, Some(&grt));
+        rxfs_ok(&[
+            "check",
+            "--quiet",
+            "--rtdev",
+            grt.to_str().unwrap(),
+            got.to_str().unwrap(),
+        ]);
         assert_same_dump("realtime", &dump(&want), &dump(&got));
         // The bitmap and summary files' blocks are byte-identical.
         assert_eq!(
@@ -317,6 +325,7 @@ fn kernel_workload_on_rxfs_images() {
         let want = walk_manifest(&m.dir);
         m.umount();
         repair_clean(&img, None);
+        rxfs_ok(&["check", "--quiet", img.to_str().unwrap()]);
         assert_same_manifest(opts, &want, &rxfs_manifest(&img));
         eprintln!("[{opts}]: kernel workload on an rxfs mkfs image: repair clean, rxfs reads it");
     }
