@@ -130,6 +130,42 @@ impl Filesystem {
         Ok(ip)
     }
 
+    /// [`Self::iget`] of an inode this mount has just created or changed
+    /// in a committed transaction: its allocation is known, so the inode
+    /// btree is not asked again (a create or setattr would otherwise pay an
+    /// AGI and inobt walk for its reply). Freed meanwhile by another
+    /// thread: whatever `iget` says (`NotFound`).
+    pub(crate) fn iget_known(&self, ino: Ino) -> Result<Arc<Inode>> {
+        if let Some(ip) = self.icache.get(ino) {
+            return Ok(ip);
+        }
+        let geo = self.geo();
+        if !geo.ino_valid(ino) {
+            return Err(Error::Invalid(format!(
+                "inode number {} out of range",
+                ino.0
+            )));
+        }
+        let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
+        let (daddr, off) = geo.ino_location(ino);
+        let mut buf = vec![0u8; geo.inodesize as usize];
+        self.dev().read_at(&mut buf, daddr.bytes() + off as u64)?;
+        // di_mode (offset 2) 0 is a free inode; bytes that do not decode
+        // may be a freed and reused cluster: either way the full path
+        // (inode btree first) gives the answer.
+        if buf[2] == 0 && buf[3] == 0 {
+            return self.iget(ino);
+        }
+        match self.decode_inode(ino, &buf) {
+            Ok(ip) => {
+                let ip = Arc::new(ip);
+                self.icache.insert_if(ip.clone(), &self.epoch, epoch);
+                Ok(ip)
+            }
+            Err(_) => self.iget(ino),
+        }
+    }
+
     /// Read and decode an inode, bypassing the cache.
     pub fn read_inode(&self, ino: Ino) -> Result<Inode> {
         let geo = self.geo();

@@ -148,7 +148,7 @@ impl Filesystem {
                 }
             }
         }
-        self.iget(ino)
+        self.iget_known(ino)
     }
 
     /// Make the file's data (and, unless `datasync` and only timestamps

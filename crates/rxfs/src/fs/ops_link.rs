@@ -134,7 +134,7 @@ impl Filesystem {
             Ok(ns_link::link(tx, dp, ip, name, t, linkable, pp)?.then_some(()))
         })?;
         rw.open.linkable.lock().remove(&ino.0);
-        self.iget(ino)
+        self.iget_known(ino)
     }
 
     /// A symbolic link `name` in `parent` pointing at `target` (inline in
@@ -154,7 +154,7 @@ impl Filesystem {
                 ns_link::symlink(tx, dp, name, target, ns).map(|(ino, _)| ino)
             })
         })?;
-        self.iget(ino)
+        self.iget_known(ino)
     }
 
     /// An unnamed regular file (O_TMPFILE): nlink 0, on the AGI unlinked
@@ -171,7 +171,7 @@ impl Filesystem {
         })?;
         rw.open.linkable.lock().insert(ino.0);
         self.inode_ref(ino);
-        self.iget(ino)
+        self.iget_known(ino)
     }
 
     /// Take an open reference on `ino` (a FUSE lookup/create, an open file

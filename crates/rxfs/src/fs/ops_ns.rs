@@ -78,7 +78,7 @@ impl Filesystem {
                 dirop::create(tx, dp, name, ns).map(|(ino, _)| ino)
             })
         })?;
-        self.iget(ino)
+        self.iget_known(ino)
     }
 
     /// Create a directory.
@@ -90,7 +90,7 @@ impl Filesystem {
                 dirop::mkdir(tx, dp, name, ns).map(|(ino, _)| ino)
             })
         })?;
-        self.iget(ino)
+        self.iget_known(ino)
     }
 
     /// Remove a non-directory entry; the inode is freed when its link count
