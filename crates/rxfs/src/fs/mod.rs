@@ -58,7 +58,17 @@ pub fn read_primary_sb(dev: &dyn BlockDevice) -> Result<Superblock> {
         buf.resize(sectsize, 0);
         dev.read_at(&mut buf, 0)?;
     }
-    Superblock::decode(&buf, 0)
+    let sb = Superblock::decode(&buf, 0)?;
+    // mkfs (or another offline tool) did not finish: the kernel refuses
+    // such a filesystem ("Offline file system operation in progress!").
+    if sb.inprogress != 0 {
+        return Err(Error::corrupt(
+            "superblock",
+            crate::error::Location::Daddr(0),
+            "an offline operation (mkfs) did not finish: sb_inprogress is set",
+        ));
+    }
+    Ok(sb)
 }
 
 /// Options of `rxfs mount` and [`Filesystem::open`], spelled as the kernel does.
