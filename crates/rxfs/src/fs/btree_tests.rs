@@ -51,6 +51,9 @@ fn image() -> Vec<u8> {
     let mut img = vec![0u8; AGBLOCKS * BS];
     let mut sb = Superblock::decode_unverified(&HDR[..512]).unwrap();
     sb.agcount = 1;
+    // The template is a secondary superblock (mkfs leaves those marked in
+    // progress); a primary must not be.
+    sb.inprogress = 0;
     sb.dblocks = AGBLOCKS as u64;
     // The log (never written: all zero) moves into our one AG.
     sb.logstart = 10_000;
