@@ -13,15 +13,12 @@ use crate::format::ag::{
     AGFL_CRC_OFF, AGFL_MAGIC, AGF_CRC_OFF, AGF_MAGIC, AGI_CRC_OFF, AGI_MAGIC, AG_VERSION,
 };
 use crate::format::btree::{BtreeKind, SBlockHdr, SBLOCK_CRC_OFF};
-use crate::format::{crc, put_be16, put_be32, put_be64};
-
-/// Reverse-mapping owners of the static pieces (`XFS_RMAP_OWN_*`).
-pub const OWN_FS: u64 = -3i64 as u64;
-pub const OWN_LOG: u64 = -4i64 as u64;
-pub const OWN_AG: u64 = -5i64 as u64;
-pub const OWN_INOBT: u64 = -6i64 as u64;
-pub const OWN_INODES: u64 = -7i64 as u64;
-pub const OWN_REFC: u64 = -8i64 as u64;
+pub use crate::format::btree::{
+    RMAP_OWN_AG as OWN_AG, RMAP_OWN_FS as OWN_FS, RMAP_OWN_INOBT as OWN_INOBT,
+    RMAP_OWN_INODES as OWN_INODES, RMAP_OWN_LOG as OWN_LOG, RMAP_OWN_REFC as OWN_REFC,
+};
+use crate::format::btree_rec::{AllocRec, InobtRec, RmapRec};
+use crate::format::{crc, put_be32};
 
 const NULL32: u32 = u32::MAX;
 
@@ -179,25 +176,23 @@ fn leaf(p: &Plan, kind: BtreeKind, agno: u32, agbno: u32, recs: &[Vec<u8>]) -> V
     b
 }
 
-fn alloc_rec(s: u32, l: u32) -> Vec<u8> {
-    let mut r = vec![0u8; 8];
-    put_be32(&mut r, 0, s);
-    put_be32(&mut r, 4, l);
+fn alloc_rec(start: u32, len: u32) -> Vec<u8> {
+    let mut r = vec![0u8; BtreeKind::Bno.rec_size()];
+    AllocRec { start, len }.encode(&mut r);
     r
 }
 
-fn inobt_rec(p: &Plan, agino: u32, mask: u64) -> Vec<u8> {
-    let mut r = vec![0u8; 16];
-    let free = mask.count_ones();
-    put_be32(&mut r, 0, agino);
-    if p.features.sparse {
-        put_be16(&mut r, 4, 0); // holemask: no holes
-        r[6] = 64;
-        r[7] = free as u8;
-    } else {
-        put_be32(&mut r, 4, free);
+/// A full chunk (no holes) with the inodes of `free` free.
+fn inobt_rec(p: &Plan, startino: u32, free: u64) -> Vec<u8> {
+    let mut r = vec![0u8; BtreeKind::Ino.rec_size()];
+    InobtRec {
+        startino,
+        holemask: 0,
+        count: 64,
+        freecount: free.count_ones(),
+        free,
     }
-    put_be64(&mut r, 8, mask);
+    .encode(&mut r, p.features.sparse);
     r
 }
 
@@ -305,12 +300,19 @@ pub fn encode(p: &Plan, s: &AgSpace) -> Vec<(u64, Vec<u8>)> {
         let recs: Vec<Vec<u8>> = s
             .rmaps
             .iter()
-            .map(|&(a, l, owner, off)| {
-                let mut r = vec![0u8; 24];
-                put_be32(&mut r, 0, a);
-                put_be32(&mut r, 4, l);
-                put_be64(&mut r, 8, owner);
-                put_be64(&mut r, 16, off);
+            .map(|&(start, len, owner, offset)| {
+                let mut r = vec![0u8; BtreeKind::Rmap.rec_size()];
+                RmapRec {
+                    start,
+                    len,
+                    owner,
+                    offset,
+                    attr_fork: false,
+                    bmbt_block: false,
+                    unwritten: false,
+                    unknown_bits: 0,
+                }
+                .encode(&mut r);
                 r
             })
             .collect();
