@@ -181,7 +181,7 @@ fn wipe_old_xfs(dev: &dyn BlockDevice) -> Result<()> {
         return Ok(());
     }
     let zeros = vec![0u8; ss as usize];
-    let ags = (dev.size() / (old.agblocks as u64 * bs)).min(old.agcount as u64 - 1);
+    let ags = (dev.size() / (old.agblocks as u64 * bs)).min((old.agcount as u64).saturating_sub(1));
     for agno in 1..=ags {
         let off = agno * old.agblocks as u64 * bs;
         if off + ss > dev.size() {
