@@ -709,3 +709,100 @@ fn dirop_block_from_ag0_when_high_ags_are_full_kernel() {
     assert_eq!(got, names);
     m.umount();
 }
+
+/// A shortform directory churned by creates and unlinks keeps its entries'
+/// data-block offsets, so its holes fragment; an addition that no longer
+/// fits the inode then converts it to a block whose free space has no
+/// room for the entry. The kernel goes on to the leaf form in the same
+/// transaction (sf -> block -> leaf); rxfs used to answer EOPNOTSUPP
+/// ("leaf directories") there. Every operation must succeed, and the
+/// kernel and xfs_repair must agree with the model afterwards.
+#[test]
+fn shortform_churn_converts_through_block_to_leaf() {
+    use rxfs::fs::ops_ns::CreateArgs;
+    if !kernel_ok() {
+        return;
+    }
+    let scratch = Scratch::new("dirop-sfchurn");
+    let img = scratch.path("img");
+    let mnt = scratch.path("mnt");
+    mkfs(&img, 320 << 20, &[]);
+    let fs = open_rw(&img);
+    let args = |mode| CreateArgs {
+        mode,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        umask: 0,
+    };
+    let root = fs.root_ino();
+    let mut forms = BTreeMap::new();
+    let mut models = Vec::new();
+    // Per directory: one entry kept at the front; a second one replaced
+    // `k` times (create the next, unlink the last), so offsets are
+    // appended towards the end of the block; the last one stays. Then
+    // more entries: they go into the front hole until the block form's
+    // leaf would reach the last entry, and the directory must leave the
+    // shortform through the block into the leaf form. (`k` around the
+    // number of appends that fit, so one of them lands exactly there.)
+    for k in 150..=175u32 {
+        let dname = format!("w{k}");
+        let d = fs
+            .mkdir(root, dname.as_bytes(), &args(0o040755))
+            .unwrap()
+            .ino;
+        let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let mut create = |model: &mut BTreeMap<Vec<u8>, u64>, name: Vec<u8>| {
+            let ip = fs
+                .create(d, &name, &args(0o100644))
+                .unwrap_or_else(|e| panic!("{dname}: create with {} entries: {e}", model.len()));
+            model.insert(name, ip.ino.0);
+            let dip = fs.iget(d).unwrap();
+            *forms
+                .entry((dip.core.format, dip.core.nblocks > 1))
+                .or_insert(0usize) += 1;
+        };
+        create(&mut model, b"keep".to_vec());
+        for i in 0..=k {
+            create(&mut model, format!("n{i:04}").into_bytes());
+            if i > 0 {
+                let old = format!("n{:04}", i - 1).into_bytes();
+                fs.unlink(d, &old).unwrap();
+                model.remove(&old);
+            }
+        }
+        for j in 0..10 {
+            create(&mut model, format!("m{j:04}").into_bytes());
+        }
+        models.push((dname, model));
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    eprintln!("directory forms seen (format, more than one block): {forms:?}");
+    assert!(
+        forms.keys().any(|(_, big)| *big),
+        "the churn never needed the leaf form: {forms:?}"
+    );
+    let out = std::process::Command::new("xfs_repair")
+        .args(["-n", img.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "xfs_repair -n: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let km = KernelMount::new(&img, &mnt, "ro");
+    for (dname, model) in &models {
+        let mut got = BTreeMap::new();
+        for e in std::fs::read_dir(mnt.join(dname)).unwrap() {
+            let e = e.unwrap();
+            got.insert(e.file_name().as_bytes().to_vec(), e.ino());
+        }
+        assert_eq!(
+            &got, model,
+            "{dname}: the kernel's listing differs from the model"
+        );
+    }
+    km.umount();
+}

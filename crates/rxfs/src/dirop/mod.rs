@@ -242,6 +242,11 @@ enum AddPlan {
     Short(SfDir),
     /// Convert to a block directory, then add in the block.
     Convert(SfDir),
+    /// Convert to a block directory whose free space (the shortform
+    /// offsets kept, holes and all) has no room for the entry: on to the
+    /// leaf form, then add (the kernel's sf -> block -> leaf in one
+    /// transaction).
+    ConvertToLeaf(SfDir),
     Block(BlockDir),
     /// The block is full: convert it to the leaf form, then add.
     BlockToLeaf(BlockDir),
@@ -271,8 +276,11 @@ fn plan_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) 
                     let uuid = tx.sb().metadata_uuid();
                     let (mut buf, mut st) =
                         block::block_from_sf(&geo, &s, dp_ino, crate::types::Daddr(0), &uuid)?;
-                    block::block_add(&geo, &mut buf, &mut st, name, ino, ftype)?;
-                    Ok(AddPlan::Convert(s))
+                    match block::block_add(&geo, &mut buf, &mut st, name, ino, ftype) {
+                        Ok(()) => Ok(AddPlan::Convert(s)),
+                        Err(Error::NotSupported(_)) => Ok(AddPlan::ConvertToLeaf(s)),
+                        Err(e) => Err(e),
+                    }
                 }
             }
         }
@@ -308,7 +316,7 @@ pub fn dir_can_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> R
 pub fn dir_add_needs_leaf(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> Result<bool> {
     Ok(matches!(
         plan_add(tx, dp, name, ino, 0)?,
-        AddPlan::BlockToLeaf(_) | AddPlan::Big(_)
+        AddPlan::BlockToLeaf(_) | AddPlan::Big(_) | AddPlan::ConvertToLeaf(_)
     ))
 }
 
@@ -342,6 +350,16 @@ pub fn dir_add_from(
             Ok(())
         }
         AddPlan::Convert(s) => sf_to_block(tx, dp, &s, Some((name, ino, ftype)), from_ag0),
+        AddPlan::ConvertToLeaf(s) => {
+            sf_to_block(tx, dp, &s, None, from_ag0)?;
+            match plan_add(tx, dp, name, ino, ftype)? {
+                AddPlan::BlockToLeaf(b) => leaf::from_block(tx, dp, b.buf, &b.st, name, ino, ftype),
+                _ => Err(corrupt(
+                    di::ino(tx.inode(dp)),
+                    "a block made from a full shortform directory took another entry",
+                )),
+            }
+        }
         AddPlan::BlockToLeaf(b) => leaf::from_block(tx, dp, b.buf, &b.st, name, ino, ftype),
         AddPlan::Big(mut d) => leaf::add(tx, &mut d, name, ino, ftype),
     }
