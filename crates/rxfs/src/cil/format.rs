@@ -19,7 +19,9 @@
 use super::logvec::LogVec;
 use crate::format::inode as dinode;
 use crate::format::log::HostOrder;
-use crate::format::log_items::{BLFT_SHIFT, BLF_CANCEL, BLF_CHUNK, LI_BUF, LI_INODE};
+use crate::format::log_items::{
+    BLFT_SHIFT, BLF_CANCEL, BLF_CHUNK, BLF_INODE_BUF, LI_BUF, LI_INODE,
+};
 use crate::format::{be16, be32, be64};
 use crate::geometry::Geometry;
 use crate::types::{Daddr, Ino};
@@ -99,7 +101,12 @@ pub fn format_buf(
 ) {
     let words = map_words(data.len());
     let runs = if stale { Vec::new() } else { map_runs(map) };
-    let flags = (blft << BLFT_SHIFT) | if stale { BLF_CANCEL } else { 0 };
+    // A logged inode cluster carries `di_next_unlinked` changes only: an
+    // inode buffer item (recovery replays just those fields).
+    let inode_buf = !stale && blft == crate::xact::BufKind::Dino.blft();
+    let flags = (blft << BLFT_SHIFT)
+        | if stale { BLF_CANCEL } else { 0 }
+        | if inode_buf { BLF_INODE_BUF } else { 0 };
     lv.push_with(buf_hdr_len(words), |h| {
         o.put_u16(h, 0, LI_BUF);
         o.put_u16(h, 2, (1 + runs.len()) as u16);

@@ -344,6 +344,17 @@ impl Filesystem {
         rw.cil.force_all()
     }
 
+    /// Write every logged change back in place and wait for it: file data
+    /// flushed, the log forced, the AIL drained (the log tail reaches the
+    /// head). What the kernel's `xfs_ail_push_all_sync` does for freeze;
+    /// tests use it to put a known state on disk before a crash.
+    pub fn flush_metadata(&self) -> Result<()> {
+        let rw = self.rw_live()?;
+        rw.raw.flush()?;
+        rw.cil.force_all()?;
+        rw.ail.drain(Duration::from_secs(120))
+    }
+
     /// Counters of the write path (all zero on read-only mounts).
     pub fn stats(&self) -> FsStats {
         let Some(rw) = &self.rw else {

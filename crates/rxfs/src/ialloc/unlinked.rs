@@ -13,6 +13,14 @@
 //!             X.next = NULLAGINO
 //! ```
 //!
+//! Logging (the kernel's rule, which recovery relies on): recovery rebuilds
+//! an inode from its inode item but keeps the on-disk `di_next_unlinked`;
+//! the pointer is replayed only from inode-buffer (`INODE_BUF`) items of
+//! the inode's cluster. So every pointer change is made in the inode and,
+//! logged, in its cluster buffer ([`set_next`]); a change carried by the
+//! inode item alone would be lost by a crash once the inode had been
+//! written back, leaving a list that names an inode no longer on it.
+//!
 //! Locking: the AGI buffer (held by the transaction until it commits)
 //! serialises every change to the lists of its AG. Changing a predecessor
 //! `P` changes another inode, whose inode lock the caller must hold: the
@@ -27,8 +35,9 @@
 use super::agi;
 use crate::error::{Error, Location, Result};
 use crate::format::dinode_edit as de;
+use crate::format::{be16, crc};
 use crate::types::{AgIno, AgNumber, Ino};
-use crate::xact::{InodeId, MetaTx};
+use crate::xact::{BufKind, InodeId, MetaTx};
 
 const NULLAGINO: u32 = de::NULLAGINO;
 
@@ -38,6 +47,35 @@ fn slot(agino: u32) -> usize {
 
 fn corrupt(ino: Ino, d: String) -> Error {
     Error::corrupt("unlinked inode list", Location::Ino(ino.0), d)
+}
+
+/// Magic of an on-disk inode.
+const INODE_MAGIC: u16 = 0x494e;
+
+/// Set `di_next_unlinked` of the joined inode `ip` to `v`, in the inode
+/// and, logged, in its inode cluster buffer (see the module doc). The
+/// cluster buffer's copy of the inode may be older than the inode item's
+/// (the item not written back yet): only the pointer and that inode's CRC
+/// change in it; the newer core comes with the inode item.
+pub fn set_next(tx: &mut dyn MetaTx, ip: InodeId, v: u32) -> Result<()> {
+    de::set_next_unlinked(tx.inode_mut(ip), v);
+    let ino = Ino(de::ino(tx.inode(ip)));
+    let (cdaddr, clen, boff) = crate::cil::format::cluster_of(tx.geo(), ino);
+    let isize = tx.geo().inodesize as usize;
+    let b = tx.read_buf(cdaddr, clen as usize * 512, BufKind::Dino)?;
+    let (lo, hi) = (boff as usize, boff as usize + isize);
+    let d = &mut tx.buf_mut(b)[lo..hi];
+    if be16(d, 0) != INODE_MAGIC || de::ino(d) != ino.0 {
+        return Err(corrupt(
+            ino,
+            "its inode cluster buffer holds another inode".into(),
+        ));
+    }
+    de::set_next_unlinked(d, v);
+    crc::update(d, crate::xact::memtx::DINODE_CRC_OFF);
+    let f = lo + de::off::NEXT_UNLINKED;
+    tx.log_buf(b, f..f + 4);
+    Ok(())
 }
 
 /// Put the joined inode `ip` (link count 0) at the head of its AG's
@@ -60,7 +98,7 @@ pub fn add(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
     if head == agino {
         return Err(corrupt(ino, "already at the head of its list".into()));
     }
-    de::set_next_unlinked(tx.inode_mut(ip), head);
+    set_next(tx, ip, head)?;
     agi::set(tx, b, off, agino);
     Ok(())
 }
@@ -126,9 +164,9 @@ pub fn remove(tx: &mut dyn MetaTx, ip: InodeId, prev: Option<InodeId>) -> Result
             if de::next_unlinked(tx.inode(p)) != agino {
                 return Ok(Removed::Retry(actual));
             }
-            de::set_next_unlinked(tx.inode_mut(p), next);
+            set_next(tx, p, next)?;
         }
     }
-    de::set_next_unlinked(tx.inode_mut(ip), NULLAGINO);
+    set_next(tx, ip, NULLAGINO)?;
     Ok(Removed::Done)
 }
