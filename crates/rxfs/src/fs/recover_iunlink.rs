@@ -172,8 +172,9 @@ pub fn pop_unlinked(tx: &mut dyn MetaTx, agno: AgNumber, bucket: u32) -> Result<
     // Unhook it.
     put_be32(tx.buf_mut(agi), slot, next);
     tx.log_buf(agi, slot..slot + 4);
-    let d = tx.inode_mut(ip);
-    de::set_next_unlinked(d, NULLAGINO);
+    // Through the cluster buffer too (see crate::ialloc::unlinked): a crash
+    // in the middle of this processing leaves the pointer as logged.
+    crate::ialloc::unlinked::set_next(tx, ip, NULLAGINO)?;
     crate::ialloc::ifree(tx, ip, ino)?;
     let chunk = free_chunk_if_empty(tx, agno, agino)?;
     Ok(Some(Unlinked {
