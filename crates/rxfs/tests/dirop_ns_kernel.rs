@@ -776,6 +776,21 @@ fn shortform_churn_converts_through_block_to_leaf() {
         }
         models.push((dname, model));
     }
+    for (dname, model) in &models {
+        let d = fs
+            .lookup(&fs.iget(root).unwrap(), dname.as_bytes())
+            .unwrap();
+        let dip = fs.iget(d).unwrap();
+        for (name, ino) in model {
+            let got = fs.lookup(&dip, name).unwrap_or_else(|e| {
+                panic!(
+                    "{dname}: rxfs lookup of {}: {e}",
+                    String::from_utf8_lossy(name)
+                )
+            });
+            assert_eq!(got.0, *ino);
+        }
+    }
     fs.unmount().unwrap();
     drop(fs);
     eprintln!("directory forms seen (format, more than one block): {forms:?}");
@@ -803,6 +818,13 @@ fn shortform_churn_converts_through_block_to_leaf() {
             &got, model,
             "{dname}: the kernel's listing differs from the model"
         );
+        // Lookups by name (the leaf hash index, not the data blocks).
+        for (name, ino) in model {
+            let p = mnt.join(dname).join(std::ffi::OsStr::from_bytes(name));
+            let md = std::fs::symlink_metadata(&p)
+                .unwrap_or_else(|e| panic!("kernel lookup of {}: {e}", p.display()));
+            assert_eq!(md.ino(), *ino, "{}", p.display());
+        }
     }
     km.umount();
 }

@@ -7,9 +7,11 @@
 
 use super::btree::BtreeRoot;
 use super::Filesystem;
+use crate::cache::buf::TxGuard;
 use crate::error::Result;
 use crate::format::btree::{BtreeKey, BtreeKind, InobtRec};
-use crate::types::Ino;
+use crate::types::{AgNumber, Ino};
+use crate::xact::BufKind;
 
 impl Filesystem {
     /// The inobt record of the chunk holding `ino`, if there is one.
@@ -21,10 +23,40 @@ impl Filesystem {
         }
         let agno = geo.ino_agno(ino);
         let agino = geo.ino_agino(ino).0;
+        let _agi_lock = self.agi_read_lock(agno)?;
         let agi = self.read_agi(agno)?;
         let root = BtreeRoot::from_agi(BtreeKind::Ino, agno, &agi);
         let rec: Option<InobtRec> = self.btree_lookup_le(&root, BtreeKey(agino as u64, 0, 0))?;
         Ok(rec.filter(|r| r.covers(agino)))
+    }
+
+    /// On a read-write mount, the AGI buffer's transaction lock, held while
+    /// the read path walks the inode btree (as the kernel's untrusted inode
+    /// lookups hold the AGI): every change of the AG's inode btrees holds
+    /// the AGI until the CIL has published all its blocks, so the walk sees
+    /// the tree before or after a transaction, never half of a split. Not
+    /// taken (`None`) on read-only mounts, or on a thread inside a logged
+    /// transaction (which may hold this AGI itself, and whose own AGI
+    /// lock, if any, already keeps the tree still).
+    fn agi_read_lock(&self, agno: AgNumber) -> Result<Option<TxGuard>> {
+        let Some(rw) = self.rw() else {
+            return Ok(None);
+        };
+        if crate::xact::trans::in_transaction() {
+            return Ok(None);
+        }
+        let geo = self.geo();
+        let daddr = geo.ag_header_daddr(agno, 2);
+        let uuid = self.sb().metadata_uuid();
+        let b = rw.bufs.get(
+            &*rw.raw,
+            &uuid,
+            daddr,
+            geo.sectsize as usize,
+            BufKind::Agi,
+            true,
+        )?;
+        Ok(Some(b.tx_lock()))
     }
 
     /// Whether `ino` is an allocated inode: inside an inode chunk, not in a

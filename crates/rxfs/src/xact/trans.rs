@@ -45,6 +45,34 @@ struct TInode {
     dirty: bool,
 }
 
+thread_local! {
+    /// Logged transactions open on this thread (see [`in_transaction`]).
+    static OPEN_TRANS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread has a logged transaction open: it may hold AG
+/// header and buffer locks, so the read path must not wait for them (it
+/// reads what the transaction's own locks already make stable).
+pub fn in_transaction() -> bool {
+    OPEN_TRANS.with(|c| c.get() > 0)
+}
+
+/// Counts a transaction open on its thread for its lifetime.
+struct OpenMark;
+
+impl OpenMark {
+    fn new() -> Self {
+        OPEN_TRANS.with(|c| c.set(c.get() + 1));
+        OpenMark
+    }
+}
+
+impl Drop for OpenMark {
+    fn drop(&mut self) {
+        OPEN_TRANS.with(|c| c.set(c.get().saturating_sub(1)));
+    }
+}
+
 /// A logged transaction (see the module doc and [`MetaTx`]).
 pub struct Trans<'a> {
     fs: &'a Filesystem,
@@ -58,6 +86,7 @@ pub struct Trans<'a> {
     raw: Vec<RawItem>,
     /// Extents to free after commit (EFI now, EFD in follow-ups).
     deferred: Vec<(AgNumber, AgBlock, u32)>,
+    _open: OpenMark,
 }
 
 /// An EFI (`done == false`) or EFD region: 16-byte header, then 16-byte
@@ -115,6 +144,7 @@ impl<'a> Trans<'a> {
             busy: Vec::new(),
             raw: Vec::new(),
             deferred: Vec::new(),
+            _open: OpenMark::new(),
         }
     }
 
