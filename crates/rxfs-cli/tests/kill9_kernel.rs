@@ -1,7 +1,12 @@
-//! rxfs to kernel (issue 3): a seeded workload of creates, mkdirs,
-//! unlinks, rmdirs, writes, truncates, chmod/chown/utimens, fsync and
-//! fdatasync runs through a read-write `rxfs mount`; then the daemon gets
-//! `kill -9` (after the workload, or in the middle of it). The kernel
+//! rxfs to kernel (issue 3; issue 12: namespace ops): a seeded workload
+//! of creates, mkdirs, unlinks, rmdirs, renames (renameat2: new names,
+//! over files, directories, NOREPLACE, EXCHANGE), links, atomic saves,
+//! writes, truncates, fallocate (allocate, keep-size, punch hole, zero
+//! range), xattr set/replace/remove (user.*), chmod/chown/utimens, fsync
+//! of files and directories and fdatasync (the full mix of
+//! `crash_support/workload.rs`) runs through a read-write `rxfs mount`;
+//! then the daemon gets `kill -9` (after the workload, or in the middle
+//! of it). The kernel
 //! mounts the image and replays our log; its tree must keep everything the
 //! fsyncs made durable (the rules of `crash_support/model.rs` in the rxfs
 //! crate's tests, with a kill: no write the daemon completed is lost), and
@@ -116,6 +121,17 @@ fn kill_seed(s: &Scratch, seed: u64) -> (usize, usize, usize) {
     };
     let p = w.clock();
     let h = &w.h;
+    let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+    for o in &h.ops[1..] {
+        *kinds.entry(crash_support::op_kind(&o.desc)).or_default() += 1;
+    }
+    eprintln!("seed {seed}: ops by kind: {kinds:?}");
+    if !w.unsupported.is_empty() {
+        eprintln!(
+            "seed {seed}: refused through the mount: {:?}",
+            w.unsupported
+        );
+    }
 
     // The log is dirty: the kernel has something to replay.
     let fs = Filesystem::open_path(&img, None, ro()).unwrap();

@@ -1,7 +1,12 @@
-//! Crash consistency of the write path (issue 3, "crash simulator"):
-//! seeded workloads of creates, mkdirs, unlinks, rmdirs, writes (new,
-//! append, overwrite, sparse), truncates, chmod/chown/utimens, fsync,
-//! fdatasync and sync on a 64 MiB, 2-AG filesystem in a `CrashDevice`;
+//! Crash consistency of the write path (issue 3, "crash simulator";
+//! issue 12, namespace ops): seeded workloads of creates, mkdirs, unlinks,
+//! rmdirs, renames (new name, over a file, directories, NOREPLACE,
+//! EXCHANGE), links, atomic saves (X.tmp written, fsynced, renamed over X,
+//! directory fsynced), writes (new, append, overwrite, sparse), truncates,
+//! fallocate (allocate, keep-size, punch hole, zero range), xattr
+//! set/replace/remove, chmod/chown/utimens, fsync of files and
+//! directories, fdatasync and sync on a 64 MiB, 2-AG filesystem in a
+//! `CrashDevice` (op mixes: `crash_support/workload.rs`);
 //! for sampled crash points, in every crash mode (Lost, All, Subset,
 //! Torn), rxfs recovers the image (read-write open), which must keep every
 //! durable state (rules: `crash_support/model.rs`), unmount clean, and pass
@@ -9,17 +14,20 @@
 //! also recovered by the kernel, which must show the same tree and pass
 //! `xfs_repair -n`.
 //!
-//! Tests: `crash_workload_seeds` (the main one, default mount options),
+//! Tests: `crash_workload_seeds` (the main one, the full op mix, default
+//! mount options), `crash_workload_namespace_fsync` (biased towards
+//! renames, links, atomic saves and directory fsyncs),
 //! `crash_workload_namespace_only` (namespace ops and sync),
 //! `crash_workload_ablate_delaylog_256k` (a checkpoint per transaction:
 //! intents and their done items land in different checkpoints),
 //! `crash_workload_small_logbufs_wrapping` (2 x 16 KiB log buffers, the
 //! log end wrapped by the recorded workload, extra torn images around the
-//! write that reaches the log end), and `checker_rules` (the checker on a
-//! hand-made history). Each prints its counts (seeds x crash points x
+//! write that reaches the log end), and `checker_rules` /
+//! `checker_rules_namespace` (the checker on hand-made histories). Each prints its counts (seeds x crash points x
 //! modes, images, kernel recoveries, failures).
 //!
-//! Environment: RXFS_CRASH_SEEDS (default 6), RXFS_CRASH_POINTS (crash
+//! Environment: RXFS_CRASH_SEEDS (default 6), RXFS_CRASH_NS_SEEDS (the
+//! namespace/fsync mix, default 2), RXFS_CRASH_POINTS (crash
 //! points per seed, default 12), RXFS_CRASH_OPS (default 160),
 //! RXFS_CRASH_LONG_OPS (the wrap test, default 800),
 //! RXFS_CRASH_KERNEL_EVERY (default 10), RXFS_CRASH_SEED_BASE (first seed),
@@ -32,9 +40,12 @@ mod common;
 mod crash_support;
 
 use common::*;
-use crash_support::model;
+use std::sync::Arc;
+
+use crash_support::model::{self, History};
 use crash_support::rwapi::rw;
-use crash_support::workload::Params;
+use crash_support::walk;
+use crash_support::workload::{Mix, Params};
 use crash_support::*;
 
 fn run_all(name: &str, seeds: std::ops::Range<u64>, mkfs_opts: &[&str], run: SeedRun) -> Totals {
@@ -48,6 +59,7 @@ fn run_all(name: &str, seeds: std::ops::Range<u64>, mkfs_opts: &[&str], run: See
     }
     println!("{}", tot.report(name));
     eprintln!("{}", tot.report(name));
+    eprintln!("{name}: ops by kind: {}", tot.kinds_report());
     for s in &tot.stops {
         eprintln!("stopped: {s}");
     }
@@ -89,6 +101,33 @@ fn crash_workload_seeds() {
         lying_flush: false,
     };
     let tot = run_all("crash-workload", base..base + seeds, &[], run);
+    assert_clean(&tot);
+}
+
+/// A mix biased towards renames (files and directories, over files,
+/// RENAME_EXCHANGE), links, atomic saves (write X.tmp, fsync, rename over
+/// X, fsync the directory) and directory fsyncs.
+#[test]
+fn crash_workload_namespace_fsync() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let base = env_usize("RXFS_CRASH_SEED_BASE", 1) as u64;
+    let run = SeedRun {
+        params: Params {
+            ops: env_usize("RXFS_CRASH_OPS", 160),
+            mix: Mix::NamespaceFsync,
+            ..Params::default()
+        },
+        opts: rw(),
+        points: env_usize("RXFS_CRASH_POINTS", 12),
+        kernel_every: env_usize("RXFS_CRASH_KERNEL_EVERY", 10),
+        prefill_log: None,
+        lying_flush: false,
+    };
+    let n = env_usize("RXFS_CRASH_NS_SEEDS", 2) as u64;
+    let tot = run_all("crash-nsfsync", base + 800..base + 800 + n, &[], run);
     assert_clean(&tot);
 }
 
@@ -136,7 +175,7 @@ fn crash_workload_namespace_only() {
     let run = SeedRun {
         params: Params {
             ops: env_usize("RXFS_CRASH_OPS", 160),
-            data_ops: false,
+            mix: Mix::NamespaceOnly,
             ..Params::default()
         },
         opts: rw(),
@@ -256,84 +295,133 @@ fn harness_catches_a_lying_flush() {
     assert!(live.is_none(), "a failure of the live image: {live:?}");
 }
 
+/// A hand-made history for the checker tests: root is inode 1.
+struct HandMade(model::History);
+
+impl HandMade {
+    fn new() -> Self {
+        let mut h = model::History::default();
+        h.ops.push(model::OpRec {
+            desc: "mkfs".into(),
+            ev_start: 0,
+            ev_end: 0,
+        });
+        h.inodes
+            .insert(1, vec![(0, Some(Arc::new(model::State::new(true, 0o755))))]);
+        let mut m = HandMade(h);
+        m.ns(0, &[]);
+        m
+    }
+
+    /// Op `desc` running from event `s` to event `e`.
+    fn op(&mut self, desc: &str, s: usize, e: usize) -> usize {
+        self.0.ops.push(model::OpRec {
+            desc: desc.into(),
+            ev_start: s,
+            ev_end: e,
+        });
+        self.0.ops.len() - 1
+    }
+
+    /// Inode `ino` holds a file with `content` and `xattrs` after `op`.
+    fn file(&mut self, ino: u64, op: usize, content: &[u8], xattrs: HandXattrs) {
+        let mut st = model::State::new(false, 0o644);
+        st.content = Arc::new(content.to_vec());
+        st.xattrs = Arc::new(
+            xattrs
+                .iter()
+                .map(|(k, v)| (k.as_bytes().to_vec(), v.to_vec()))
+                .collect(),
+        );
+        self.0
+            .inodes
+            .entry(ino)
+            .or_default()
+            .push((op, Some(Arc::new(st))));
+    }
+
+    /// The namespace after `op`: the root and `names` (path, inode; files).
+    fn ns(&mut self, op: usize, names: &[(&str, u64)]) {
+        let mut ns = model::Namespace::new();
+        ns.insert("/".into(), model::NsEntry { dir: true, ino: 1 });
+        for (p, ino) in names {
+            ns.insert(
+                p.to_string(),
+                model::NsEntry {
+                    dir: false,
+                    ino: *ino,
+                },
+            );
+        }
+        self.0.ns.push((op, Arc::new(ns)));
+    }
+
+    fn durable(&mut self, op: usize, ns_lo: usize, scope: model::Scope) {
+        let ev_end = self.0.ops[op].ev_end;
+        self.0.durable.push(model::Durable {
+            op,
+            ev_end,
+            ns_lo,
+            scope,
+        });
+    }
+}
+
+/// Xattrs of a hand-made file: (name, value).
+type HandXattrs<'a> = &'a [(&'a str, &'a [u8])];
+
+/// A recovered tree: the root and `files` (path, content, inode number,
+/// link count, xattrs).
+fn hand_tree(files: &[(&str, &[u8], u64, u32, HandXattrs)]) -> walk::Tree {
+    let got = |dir, perm, c: &[u8], ino, nlink, x: HandXattrs| walk::Got {
+        dir,
+        other: false,
+        perm,
+        uid: 0,
+        gid: 0,
+        size: c.len() as u64,
+        mtime: (0, 0),
+        content: c.to_vec(),
+        ino,
+        nlink,
+        xattrs: x
+            .iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.to_vec()))
+            .collect(),
+    };
+    let mut t = walk::Tree::new();
+    t.insert("/".into(), got(true, 0o755, b"", 128, 2, &[]));
+    for (p, c, ino, nlink, x) in files {
+        t.insert(p.to_string(), got(false, 0o644, c, *ino, *nlink, x));
+    }
+    t
+}
+
 /// The checker itself, on a hand-made history: it must accept what the
 /// rules allow and reject a lost fsync, stale data and a wrong namespace.
 #[test]
 fn checker_rules() {
     use crash_support::check::check_tree;
-    use crash_support::model::{Durable, History, OpRec, Scope, State};
-    use crash_support::walk::{Got, Tree};
-    use std::sync::Arc;
+    use model::Scope;
 
-    let st = |c: &[u8]| {
-        Some(Arc::new(State {
-            dir: false,
-            content: Arc::new(c.to_vec()),
-            perm: 0o644,
-            uid: 0,
-            gid: 0,
-            mtime: None,
-        }))
-    };
-    let root = Arc::new(State {
-        dir: true,
-        content: Arc::new(Vec::new()),
-        perm: 0o755,
-        uid: 0,
-        gid: 0,
-        mtime: None,
-    });
     let v1 = vec![1u8; 1024];
     let mut v2 = v1.clone();
     v2[100..200].fill(3);
     v2[600..].fill(2);
-    let mut h = History::default();
-    for (d, s, e) in [
-        ("mkfs", 0, 0),
-        ("create /a", 0, 2),
-        ("write /a v1", 2, 4),
-        ("fsync /a", 4, 6),
-        ("overwrite /a v2", 6, 8),
-    ] {
-        h.ops.push(OpRec {
-            desc: d.into(),
-            ev_start: s,
-            ev_end: e,
-        });
-    }
-    h.paths.insert("/".into(), vec![(0, Some(root))]);
-    h.paths
-        .insert("/a".into(), vec![(1, st(b"")), (2, st(&v1)), (4, st(&v2))]);
-    let ns0: model::Namespace = [("/".to_string(), true)].into_iter().collect();
-    let mut ns1 = ns0.clone();
-    ns1.insert("/a".into(), false);
-    h.ns = vec![(0, Arc::new(ns0)), (1, Arc::new(ns1))];
-    h.durable.push(Durable {
-        op: 3,
-        ev_end: 6,
-        ns_lo: 2,
-        scope: Scope::Path {
-            path: "/a".into(),
-            meta: true,
-        },
-    });
-    let tree = |a: Option<&[u8]>| {
-        let mut t = Tree::new();
-        let got = |dir, perm, c: &[u8]| Got {
-            dir,
-            other: false,
-            perm,
-            uid: 0,
-            gid: 0,
-            size: c.len() as u64,
-            mtime: (0, 0),
-            content: c.to_vec(),
-        };
-        t.insert("/".into(), got(true, 0o755, b""));
-        if let Some(c) = a {
-            t.insert("/a".into(), got(false, 0o644, c));
-        }
-        t
+    let mut m = HandMade::new();
+    m.op("create /a", 0, 2);
+    m.op("write /a v1", 2, 4);
+    m.op("fsync /a", 4, 6);
+    m.op("overwrite /a v2", 6, 8);
+    m.file(2, 1, b"", &[]);
+    m.file(2, 2, &v1, &[]);
+    m.file(2, 4, &v2, &[]);
+    m.ns(1, &[("/a", 2)]);
+    m.durable(3, 2, Scope::Inode { ino: 2, meta: true });
+    let h = m.0;
+    let tree = |a: Option<&[u8]>| match a {
+        Some(c) => hand_tree(&[("/a", c, 131, 1, &[])]),
+        None => hand_tree(&[]),
     };
     // Before the fsync returned: anything up to the write.
     assert!(check_tree(&h, 5, &tree(None)).is_ok());
@@ -360,4 +448,95 @@ fn checker_rules() {
     let mut t = tree(Some(&v1));
     t.get_mut("/a").unwrap().perm = 0o600;
     assert!(check_tree(&h2, 6, &t).is_err());
+    // A wrong link count.
+    let mut t = tree(Some(&v1));
+    t.get_mut("/a").unwrap().nlink = 2;
+    assert!(check_tree(&h2, 6, &t).is_err());
+}
+
+/// The checker on namespace changes, links and xattrs: a name renamed
+/// away that reappears after its directory's fsync, a broken link group
+/// (two links with different content, or no longer links), and an xattr
+/// lost after an fsync must be caught; what the rules allow must pass.
+#[test]
+fn checker_rules_namespace() {
+    use crash_support::check::check_tree;
+    use model::Scope;
+
+    // create /a, rename /a -> /b, fsync /.
+    let mut m = HandMade::new();
+    m.op("create /a", 0, 2);
+    m.op("rename /a -> /b", 2, 4);
+    m.op("fsync dir /", 4, 6);
+    m.file(2, 1, b"", &[]);
+    m.ns(1, &[("/a", 2)]);
+    m.ns(2, &[("/b", 2)]);
+    m.durable(3, 2, Scope::Inode { ino: 1, meta: true });
+    let h = m.0;
+    let a = hand_tree(&[("/a", b"", 131, 1, &[])]);
+    let b = hand_tree(&[("/b", b"", 131, 1, &[])]);
+    let both = hand_tree(&[("/a", b"", 131, 1, &[]), ("/b", b"", 132, 1, &[])]);
+    let linked = hand_tree(&[("/a", b"", 131, 2, &[]), ("/b", b"", 131, 2, &[])]);
+    assert!(check_tree(&h, 5, &a).is_ok());
+    assert!(check_tree(&h, 5, &b).is_ok());
+    assert!(check_tree(&h, 5, &hand_tree(&[])).is_ok());
+    assert!(check_tree(&h, 6, &b).is_ok());
+    let e = check_tree(&h, 6, &a).unwrap_err();
+    assert!(e.contains("namespace"), "{e}");
+    assert!(check_tree(&h, 6, &both).is_err());
+    assert!(check_tree(&h, 5, &both).is_err());
+    assert!(check_tree(&h, 5, &linked).is_err());
+
+    // create /a, write v1, link /a /b, sync.
+    let v1 = vec![7u8; 2000];
+    let mut m = HandMade::new();
+    m.op("create /a", 0, 2);
+    m.op("write /a v1", 2, 4);
+    m.op("link /a /b", 4, 6);
+    m.op("sync", 6, 8);
+    m.file(2, 1, b"", &[]);
+    m.file(2, 2, &v1, &[]);
+    m.ns(1, &[("/a", 2)]);
+    m.ns(3, &[("/a", 2), ("/b", 2)]);
+    m.durable(4, 4, Scope::All);
+    let h = m.0;
+    let ok = hand_tree(&[("/a", &v1, 131, 2, &[]), ("/b", &v1, 131, 2, &[])]);
+    assert!(check_tree(&h, 8, &ok).is_ok());
+    let mut v1b = v1.clone();
+    v1b[1500] = 1;
+    let torn = hand_tree(&[("/a", &v1, 131, 2, &[]), ("/b", &v1b, 131, 2, &[])]);
+    let e = check_tree(&h, 8, &torn).unwrap_err();
+    assert!(e.contains("links to inode 131 but differ"), "{e}");
+    let split = hand_tree(&[("/a", &v1, 131, 1, &[]), ("/b", &v1, 132, 1, &[])]);
+    let e = check_tree(&h, 8, &split).unwrap_err();
+    assert!(e.contains("linked with"), "{e}");
+    let count = hand_tree(&[("/a", &v1, 131, 1, &[]), ("/b", &v1, 131, 1, &[])]);
+    let e = check_tree(&h, 8, &count).unwrap_err();
+    assert!(e.contains("link count"), "{e}");
+    // Before the sync returned, the link may be missing (then /a has one
+    // link), and the data may be older.
+    let one = hand_tree(&[("/a", &v1, 131, 1, &[])]);
+    assert!(check_tree(&h, 7, &one).is_ok());
+    assert!(check_tree(&h, 8, &one).is_err());
+
+    // create /a, setxattr user.x, fsync /a.
+    let mut m = HandMade::new();
+    m.op("create /a", 0, 2);
+    m.op("setxattr /a user.x", 2, 4);
+    m.op("fsync /a", 4, 6);
+    m.file(2, 1, b"", &[]);
+    m.file(2, 2, b"", &[("user.x", b"value")]);
+    m.ns(1, &[("/a", 2)]);
+    m.durable(3, 1, Scope::Inode { ino: 2, meta: true });
+    let h = m.0;
+    let without = hand_tree(&[("/a", b"", 131, 1, &[])]);
+    let with = hand_tree(&[("/a", b"", 131, 1, &[("user.x", b"value")])]);
+    let wrong = hand_tree(&[("/a", b"", 131, 1, &[("user.x", b"other")])]);
+    assert!(check_tree(&h, 5, &without).is_ok());
+    assert!(check_tree(&h, 5, &with).is_ok());
+    assert!(check_tree(&h, 5, &wrong).is_err());
+    assert!(check_tree(&h, 6, &with).is_ok());
+    let e = check_tree(&h, 6, &without).unwrap_err();
+    assert!(e.contains("xattrs"), "{e}");
+    assert!(check_tree(&h, 6, &wrong).is_err());
 }

@@ -1,10 +1,14 @@
 //! Does a recovered tree satisfy the [`History`] at a crash point? The
 //! rules are in [`super::model`]'s docs.
 
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
 use sha2::{Digest, Sha256};
 
-use super::model::{History, Namespace, State};
-use super::walk::Tree;
+use super::model::{ns_shape, shape, History, InodeId, Namespace, Shape, State, Xattrs};
+use super::target::parent_of;
+use super::walk::{got_diff, Got, Tree};
 
 const SECTOR: usize = 512;
 
@@ -23,12 +27,20 @@ fn sha(b: &[u8]) -> String {
     d.iter().take(8).map(|x| format!("{x:02x}")).collect()
 }
 
-fn ns_diff(want: &Namespace, got: &Namespace) -> String {
+/// The shape of a recovered tree (link groups by inode number).
+pub fn tree_shape(t: &Tree) -> Shape {
+    shape(t.iter().map(|(p, g)| (p, g.dir, g.ino)))
+}
+
+fn shape_diff(want: &Shape, got: &Shape) -> String {
     let mut s = String::new();
-    for (k, d) in want {
+    for (k, (d, grp)) in want {
         match got.get(k) {
             None => s += &format!(" missing {k}{};", if *d { "/" } else { "" }),
-            Some(g) if g != d => s += &format!(" {k} dir={g} want dir={d};"),
+            Some((g, _)) if g != d => s += &format!(" {k} dir={g} want dir={d};"),
+            Some((_, g)) if g != grp => {
+                s += &format!(" {k} linked with {g}, want linked with {grp};")
+            }
             _ => {}
         }
     }
@@ -37,6 +49,26 @@ fn ns_diff(want: &Namespace, got: &Namespace) -> String {
     }
     s.truncate(1500);
     s
+}
+
+fn xattr_names(x: &Xattrs) -> String {
+    let v: Vec<String> = x
+        .iter()
+        .map(|(k, v)| {
+            let n = String::from_utf8_lossy(k);
+            match n.char_indices().nth(24) {
+                Some((i, _)) => format!(
+                    "{}..({} bytes)={}B:{}",
+                    &n[..i],
+                    k.len(),
+                    v.len(),
+                    &sha(v)[..8]
+                ),
+                None => format!("{n}={}B:{}", v.len(), &sha(v)[..8]),
+            }
+        })
+        .collect();
+    format!("{{{}}}", v.join(" "))
 }
 
 /// Sector `i` of a state's content, zero-padded past its end.
@@ -50,16 +82,70 @@ fn sector_of(st: &State, i: usize, out: &mut [u8; SECTOR]) {
     }
 }
 
+/// The image's own link structure: the names of one inode show one inode,
+/// a file's link count is its number of names, a directory's is 2 + its
+/// subdirectories, and no directory has two names.
+pub fn check_links(t: &Tree) -> Vec<String> {
+    let mut errs = Vec::new();
+    let mut groups: BTreeMap<u64, Vec<(&String, &Got)>> = BTreeMap::new();
+    for (p, g) in t {
+        groups.entry(g.ino).or_default().push((p, g));
+    }
+    let mut subdirs: BTreeMap<&str, u32> = BTreeMap::new();
+    for p in t.iter().filter(|(p, g)| g.dir && *p != "/").map(|(p, _)| p) {
+        *subdirs.entry(parent_of(p)).or_default() += 1;
+    }
+    for (ino, names) in &groups {
+        let (p0, g0) = names[0];
+        if g0.dir {
+            if names.len() > 1 {
+                errs.push(format!("directory inode {ino} has {} names", names.len()));
+            }
+            let want = 2 + subdirs.get(p0.as_str()).copied().unwrap_or(0);
+            if g0.nlink != want {
+                errs.push(format!(
+                    "{p0}: directory link count {}, want {want} (2 + subdirectories)",
+                    g0.nlink
+                ));
+            }
+            continue;
+        }
+        if g0.nlink as usize != names.len() && !g0.other {
+            let ps: Vec<&str> = names.iter().map(|(p, _)| p.as_str()).collect();
+            errs.push(format!(
+                "inode {ino}: link count {} but {} names {ps:?}",
+                g0.nlink,
+                names.len()
+            ));
+        }
+        for (p, g) in &names[1..] {
+            if *g != g0 {
+                errs.push(format!(
+                    "{p0} and {p} are links to inode {ino} but differ: {}",
+                    got_diff(g0, g)
+                ));
+            }
+        }
+    }
+    errs
+}
+
 /// Check `t`, the tree recovered from a crash at point `p`. Returns what
 /// was checked, or every violation found.
 pub fn check_tree(h: &History, p: usize, t: &Tree) -> Result<Checked, String> {
     let b = h.bounds(p);
-    let mut errs = Vec::new();
+    let mut errs = check_links(t);
     let mut done = Checked::default();
 
-    let got: Namespace = t.iter().map(|(k, g)| (k.clone(), g.dir)).collect();
+    let got = tree_shape(t);
     let cands = h.namespaces(&b);
-    if !cands.iter().any(|(_, n)| **n == got) {
+    let matching: Vec<&Arc<Namespace>> = cands
+        .iter()
+        .filter(|(_, n)| ns_shape(n) == got)
+        .map(|(_, n)| n)
+        .collect();
+    let ns_ok = !matching.is_empty();
+    if !ns_ok {
         let (lo_op, lo_ns) = &cands[0];
         let (hi_op, hi_ns) = &cands[cands.len() - 1];
         errs.push(format!(
@@ -67,50 +153,77 @@ pub fn check_tree(h: &History, p: usize, t: &Tree) -> Result<Checked, String> {
             b.ns_lo,
             b.upper,
             cands.len(),
-            ns_diff(lo_ns, &got),
-            ns_diff(hi_ns, &got)
+            shape_diff(&ns_shape(lo_ns), &got),
+            shape_diff(&ns_shape(hi_ns), &got)
         ));
     }
+    // Without a matching namespace, judge each path against every
+    // candidate that has it (the namespace error is reported already).
+    let pool: Vec<&Arc<Namespace>> = if ns_ok {
+        matching
+    } else {
+        cands.iter().map(|(_, n)| n).collect()
+    };
 
     for (path, g) in t {
         if g.other {
             errs.push(format!("{path}: neither a file nor a directory"));
             continue;
         }
-        let (plo_meta, plo_data) = b.lo.get(path).copied().unwrap_or((0, 0));
-        let mlo = b.all_lo.max(plo_meta);
-        let dlo = b.all_lo.max(plo_data);
-        let present = |lo| -> Vec<std::sync::Arc<State>> {
-            h.states(path, lo, b.upper)
-                .into_iter()
-                .filter_map(|(_, s)| s)
-                .filter(|s| s.dir == g.dir)
-                .collect()
+        let inos: BTreeSet<InodeId> = pool
+            .iter()
+            .filter_map(|n| n.get(path))
+            .filter(|e| e.dir == g.dir)
+            .map(|e| e.ino)
+            .collect();
+        let present = |data: bool| -> (Vec<Arc<State>>, usize) {
+            let mut out = Vec::new();
+            let mut lo_min = usize::MAX;
+            for &ino in &inos {
+                let (mlo, dlo) = b.inode_lo(ino);
+                let lo = if data { dlo } else { mlo };
+                lo_min = lo_min.min(lo);
+                out.extend(
+                    h.states(ino, lo, b.upper)
+                        .into_iter()
+                        .filter_map(|(_, s)| s)
+                        .filter(|s| s.dir == g.dir),
+                );
+            }
+            (out, lo_min)
         };
-        let meta = present(mlo);
+        let (meta, mlo) = present(false);
         if meta.is_empty() {
             // Reported by the namespace check unless the kind is wrong.
-            if !errs.iter().any(|e| e.starts_with("namespace")) {
+            if ns_ok {
                 errs.push(format!("{path}: no allowed state of this kind"));
             }
             continue;
         }
-        if !meta
-            .iter()
-            .any(|s| s.perm == g.perm && s.uid == g.uid && s.gid == g.gid)
-        {
-            let allowed: Vec<String> = meta
-                .iter()
-                .map(|s| format!("{:o} {}:{}", s.perm, s.uid, s.gid))
-                .collect();
-            errs.push(format!(
-                "{path}: attributes {:o} {}:{} not among the allowed [{}] (ops {mlo}..={})",
-                g.perm,
-                g.uid,
-                g.gid,
-                allowed.join(", "),
-                b.upper
-            ));
+        let attrs_ok = |s: &State| s.perm == g.perm && s.uid == g.uid && s.gid == g.gid;
+        if !meta.iter().any(|s| attrs_ok(s) && *s.xattrs == g.xattrs) {
+            if meta.iter().any(|s| attrs_ok(s)) {
+                let allowed: Vec<String> = meta.iter().map(|s| xattr_names(&s.xattrs)).collect();
+                errs.push(format!(
+                    "{path}: xattrs {} not among the allowed [{}] (ops {mlo}..={})",
+                    xattr_names(&g.xattrs),
+                    allowed.join(", "),
+                    b.upper
+                ));
+            } else {
+                let allowed: Vec<String> = meta
+                    .iter()
+                    .map(|s| format!("{:o} {}:{}", s.perm, s.uid, s.gid))
+                    .collect();
+                errs.push(format!(
+                    "{path}: attributes {:o} {}:{} not among the allowed [{}] (ops {mlo}..={})",
+                    g.perm,
+                    g.uid,
+                    g.gid,
+                    allowed.join(", "),
+                    b.upper
+                ));
+            }
         }
         if let Some(m) = meta[0].mtime {
             if meta.iter().all(|s| s.mtime == Some(m)) && g.mtime != m {
@@ -120,8 +233,9 @@ pub fn check_tree(h: &History, p: usize, t: &Tree) -> Result<Checked, String> {
         if g.dir {
             continue;
         }
-        let mut data: Vec<std::sync::Arc<State>> = Vec::new();
-        for s in present(dlo) {
+        let (states, dlo) = present(true);
+        let mut data: Vec<Arc<State>> = Vec::new();
+        for s in states {
             if !data.iter().any(|d| d.content == s.content) {
                 data.push(s);
             }
@@ -182,13 +296,18 @@ pub fn check_tree(h: &History, p: usize, t: &Tree) -> Result<Checked, String> {
     }
 }
 
-/// The model's tree compared with a live one (before any crash): a check
-/// of the write path itself.
+/// The model's current tree (namespace and each path's state) compared
+/// with a live one (before any crash): a check of the write path itself.
 pub fn check_live(
-    model: &std::collections::BTreeMap<String, std::sync::Arc<State>>,
+    ns: &Namespace,
+    model: &BTreeMap<String, Arc<State>>,
     t: &Tree,
 ) -> Result<(), String> {
-    let mut errs = Vec::new();
+    let mut errs = check_links(t);
+    let (want, got) = (ns_shape(ns), tree_shape(t));
+    if want != got {
+        errs.push(format!("namespace:{}", shape_diff(&want, &got)));
+    }
     for (p, s) in model {
         match t.get(p) {
             None => errs.push(format!("{p}: missing")),
@@ -197,6 +316,13 @@ pub fn check_live(
                     errs.push(format!(
                         "{p}: dir {} perm {:o} {}:{}, model dir {} perm {:o} {}:{}",
                         g.dir, g.perm, g.uid, g.gid, s.dir, s.perm, s.uid, s.gid
+                    ));
+                }
+                if g.xattrs != *s.xattrs {
+                    errs.push(format!(
+                        "{p}: xattrs {}, model {}",
+                        xattr_names(&g.xattrs),
+                        xattr_names(&s.xattrs)
                     ));
                 }
                 if !s.dir && (g.size != s.content.len() as u64 || g.content != *s.content) {

@@ -1,8 +1,10 @@
 //! Crash-consistency harness for the write path: a seeded workload over
-//! the library API runs on a [`CrashDevice`] while a model records what
-//! every fsync/sync made durable ([`model`]); then, for sampled crash
+//! the library API (data, attribute, xattr and namespace ops, fsyncs of
+//! files and directories) runs on a [`CrashDevice`] while a model records
+//! what every fsync/sync made durable ([`model`]); then, for sampled crash
 //! points in every crash mode, the crash image is opened read-write by
-//! rxfs (log recovery), walked, unmounted, and must satisfy the model,
+//! rxfs (log recovery), walked (names, inode numbers and link counts,
+//! contents, user xattrs), unmounted, and must satisfy the model,
 //! reopen clean, and pass `xfs_repair -n`; a sample of the images is also
 //! recovered by the kernel (loop mount), which must show the same tree
 //! and leave a clean filesystem.
@@ -16,6 +18,9 @@ pub mod rwapi;
 pub mod target;
 pub mod walk;
 pub mod workload;
+pub mod workload_data;
+pub mod workload_mix;
+pub mod workload_ns;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -74,9 +79,57 @@ pub struct Totals {
     pub commits: u64,
     /// The largest log size among the images, in bytes.
     pub log_size: u64,
+    /// Ops run, by kind ([`op_kind`]).
+    pub kinds: std::collections::BTreeMap<String, usize>,
+}
+
+/// The kind of an op, from its description: its first word, with
+/// directory fsyncs, atomic-save renames, exchanges, fallocate modes and
+/// requests that must fail told apart.
+pub fn op_kind(desc: &str) -> String {
+    let w: Vec<&str> = desc.split_whitespace().collect();
+    let first = w.first().copied().unwrap_or("");
+    // Requests that must fail end in "(..., ERRNO)".
+    let errno = desc
+        .rsplit_once('(')
+        .and_then(|(_, r)| r.strip_suffix(')'))
+        .and_then(|r| r.split([' ', ':']).next_back())
+        .is_some_and(|e| {
+            e.len() > 2 && e.starts_with('E') && e.chars().all(|c| c.is_ascii_uppercase())
+        });
+    if errno {
+        return "must fail".into();
+    }
+    match first {
+        "fsync" | "fdatasync" if w.get(1) == Some(&"dir") => format!("{first} dir"),
+        "rename" if desc.ends_with("(atomic save)") => "rename (atomic save)".into(),
+        "rename" => {
+            let dir = if w.get(2) == Some(&"dir") { " dir" } else { "" };
+            let over = if desc.contains("-> existing ") {
+                " over"
+            } else {
+                ""
+            };
+            format!("rename {}{dir}{over}", w.get(1).unwrap_or(&""))
+        }
+        "setxattr" => format!("{first} {}", w.get(1).unwrap_or(&"")),
+        "fallocate" if w.get(2) == Some(&"keep-size") => format!("{first} {} keep-size", w[1]),
+        "fallocate" => format!("{first} {}", w.get(1).unwrap_or(&"")),
+        "setattr" => format!(
+            "setattr {}",
+            w.get(2).unwrap_or(&"").split('(').next().unwrap_or("")
+        ),
+        _ => first.into(),
+    }
 }
 
 impl Totals {
+    /// The op counts by kind, one line.
+    pub fn kinds_report(&self) -> String {
+        let v: Vec<String> = self.kinds.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        v.join(", ")
+    }
+
     pub fn report(&self, name: &str) -> String {
         format!(
             "{name}: {} seeds, {} ops, {} events; {} crash points x {} modes \
@@ -272,7 +325,8 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
     let mut w = Workload::new(Box::new(target), seed, run.params);
     let mut stop = w.run().err();
     if !matches!(stop, Some(Stop::Unexpected(_))) {
-        let live = rxfs_tree(&fs).and_then(|t| check_live(&w.current(), &t));
+        let (ns, states) = w.current();
+        let live = rxfs_tree(&fs).and_then(|t| check_live(&ns, &states, &t));
         if let Err(e) = live {
             tot.failures.push(format!(
                 "seed {seed}: live tree differs from the model:\n{e}"
@@ -296,6 +350,10 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
             w.h.ops.len() - 1
         ));
     }
+    for u in &w.unsupported {
+        tot.stops
+            .push(format!("seed {seed}: the library refused {u}"));
+    }
     let h = std::mem::take(&mut w.h);
     drop(w);
     if stop.is_some() {
@@ -303,6 +361,9 @@ pub fn run_seed(scr: &Scratch, base: &[u8], seed: u64, run: &SeedRun, tot: &mut 
     }
     drop(fs);
     tot.ops += h.ops.len() - 1;
+    for o in &h.ops[1..] {
+        *tot.kinds.entry(op_kind(&o.desc)).or_default() += 1;
+    }
     tot.events += dev.event_count();
     let (pts, wraps) = choose_points(&dev, &h, run.points, seed, log_end);
     tot.log_end_writes += wraps.len() / 3;

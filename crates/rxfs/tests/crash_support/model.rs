@@ -1,5 +1,16 @@
 //! The history a crash workload records, and what it allows after a crash.
 //!
+//! # Inodes and names
+//!
+//! The model keeps inodes apart from the names that reach them: each
+//! inode has a model id (never reused) and a history of states (content,
+//! permission bits, owner, explicit mtime, user xattrs); a namespace maps
+//! every path to (kind, inode id). Hard links are several paths with one
+//! id; a change made through any of them is one new state of that inode.
+//! A rename moves the inode (and, for a directory, its subtree) to the new
+//! path; the old path is gone; a replaced target loses that name, and with
+//! its last name its inode ends (a `None` state).
+//!
 //! # Timeline
 //!
 //! Operations are numbered from 1; op 0 is the freshly made filesystem.
@@ -12,42 +23,71 @@
 //!   U(p) = max { i : ev_start(i) <= p }      newest state the image may show
 //! ```
 //!
-//! # Durability points
+//! # What each inode's marks are
+//!
+//! - `last_any(I)`: the last op that logged inode I. XFS logs an inode for
+//!   every change of it, and also when a rename moves it (ctime), when a
+//!   link or unlink changes its link count, when a rename replaces it, and,
+//!   for a directory, when an entry is added, removed or renamed in or out
+//!   of it (rename changes both parents, the moved inode and the replaced
+//!   one; link changes the inode and its new parent). Xattr changes,
+//!   fallocate (every mode) and truncate log the inode too.
+//! - `last_data(I)`: the last op that changed I's data or size (its
+//!   creation included): writes, truncates, fallocate.
+//!
+//! # Durability points (Linux, XFS)
 //!
 //! A durability op `d` (sync, fsync, fdatasync, unmount) that returned
 //! before the crash (`ev_end(d) <= p`) promises:
 //!
 //! - `sync`/`unmount` at op `i`: everything as of op `i`;
-//! - `fsync(P)` at op `i`: P's data and attributes as of op `i`, and (XFS
-//!   has one ordered log: forcing P's last change forces every change
-//!   committed before it) the namespace as of P's last change;
-//! - `fdatasync(P)` at op `i`: P's data and size as of op `i`, and the
-//!   namespace as of P's last data change (its creation included).
-//!   Attributes (mode, owner, times) are not promised.
+//! - `fsync(P)` at op `i`, P naming inode I (a file or a directory): I's
+//!   data, attributes and xattrs as of op `i`, and, XFS having one ordered
+//!   log in which forcing I's last change forces every change committed
+//!   before it, the namespace as of `last_any(I)`. For a directory that
+//!   covers its entries (every add, remove and rename in or out of it is
+//!   one of its changes); for a file renamed or linked, the rename/link
+//!   (it changed the file's ctime or link count).
+//! - `fdatasync(P)` at op `i`: I's data and size as of op `i`, and the
+//!   namespace as of `last_data(I)`. Attributes (mode, owner, times,
+//!   xattrs) are not promised.
 //!
 //! # What a recovered image must show at crash point `p`
 //!
-//! - Namespace (paths and their kinds): exactly the namespace after some op
-//!   `k` with `NS_LO(p) <= k <= U(p)`, where `NS_LO` is the largest
-//!   namespace bound of the durability ops done by `p`. Metadata
-//!   transactions are committed in op order to one log, so recovery yields
-//!   a prefix of them.
-//! - Each path present: for its attributes (perm, uid, gid) one of P's
-//!   states in the window `[META_LO(P), U(p)]`; for its data (size and
-//!   content) one of the states in `[DATA_LO(P), U(p)]`, where the window
-//!   holds the state current at its low end and every later one. With one
-//!   state in the window the content must match it exactly (sha256), and
-//!   so must an explicitly set mtime; with several, the size must be one of
-//!   theirs and every 512-byte sector (the device's atomic unit) must equal
-//!   that sector in one of them (past a state's size, zeros): a write that
-//!   was not made durable may be torn, but no sector may hold bytes no
-//!   allowed state ever had (stale data), nor an older version than the
-//!   one made durable.
+//! - Namespace (paths, their kinds, and which paths are links to one
+//!   inode): exactly the namespace after some op `k` with
+//!   `NS_LO(p) <= k <= U(p)`, where `NS_LO` is the largest namespace bound
+//!   of the durability ops done by `p`. Metadata transactions are
+//!   committed in op order to one log, so recovery yields a prefix of them.
+//!   Link groups are compared as partitions: paths that share a model
+//!   inode must share a recovered inode number, and only those.
+//! - Link structure of the image itself: the names of one inode show the
+//!   same inode (attributes, xattrs, size, content), a file's link count
+//!   equals its number of names, a directory's is 2 + its subdirectories.
+//! - Each path present names, in the namespace(s) that matched, some model
+//!   inode I; for its attributes (perm, uid, gid and the user xattrs, taken
+//!   together: one inode update is one transaction) one of I's states in
+//!   the window `[META_LO(I), U(p)]`; for its data (size and content) one
+//!   of I's states in `[DATA_LO(I), U(p)]`, where the window holds the
+//!   state current at its low end and every later one. With one state in
+//!   the window the content must match it exactly (sha256), and so must an
+//!   explicitly set mtime; with several, the size must be one of theirs
+//!   and every 512-byte sector (the device's atomic unit) must equal that
+//!   sector in one of them (past a state's size, zeros): a write, punch or
+//!   zeroing that was not made durable may be torn, but no sector may hold
+//!   bytes no allowed state ever had (stale data), nor an older version
+//!   than the one made durable.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// What a path holds at one moment.
+/// A model inode's id (never reused; not the filesystem's inode number).
+pub type InodeId = u64;
+
+/// User extended attributes: full name ("user.x") -> value.
+pub type Xattrs = BTreeMap<Vec<u8>, Vec<u8>>;
+
+/// What an inode holds at one moment.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct State {
     pub dir: bool,
@@ -58,15 +98,31 @@ pub struct State {
     pub gid: u32,
     /// Set explicitly (utimens); `None` when the last change set "now".
     pub mtime: Option<(i64, u32)>,
+    pub xattrs: Arc<Xattrs>,
 }
 
-/// Which paths a durability op covers.
+impl State {
+    /// A new empty file or directory owned by root.
+    pub fn new(dir: bool, perm: u32) -> Self {
+        State {
+            dir,
+            content: Arc::new(Vec::new()),
+            perm,
+            uid: 0,
+            gid: 0,
+            mtime: None,
+            xattrs: Arc::new(Xattrs::new()),
+        }
+    }
+}
+
+/// Which inodes a durability op covers.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     All,
-    /// One path; `meta` false for fdatasync (data and size only).
-    Path {
-        path: String,
+    /// One inode; `meta` false for fdatasync (data and size only).
+    Inode {
+        ino: InodeId,
         meta: bool,
     },
 }
@@ -87,17 +143,45 @@ pub struct OpRec {
     pub ev_end: usize,
 }
 
-/// One path's history: (op, state after it; None = absent), op ascending.
-pub type PathHistory = Vec<(usize, Option<Arc<State>>)>;
+/// One inode's history: (op, state after it; None = gone), op ascending.
+pub type StateHistory = Vec<(usize, Option<Arc<State>>)>;
 
-/// A namespace: path -> is a directory.
-pub type Namespace = BTreeMap<String, bool>;
+/// One name of a namespace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NsEntry {
+    pub dir: bool,
+    pub ino: InodeId,
+}
+
+/// A namespace: path -> (kind, model inode).
+pub type Namespace = BTreeMap<String, NsEntry>;
+
+/// A namespace with inode ids replaced by link groups: path -> (is a
+/// directory, the first path, in path order, of its group). Two shapes
+/// are equal when the paths, kinds and partitions into links are.
+pub type Shape = BTreeMap<String, (bool, String)>;
+
+/// The shape of (path, is_dir, inode key) triples in path order.
+pub fn shape<'a, K: Ord + Copy>(it: impl Iterator<Item = (&'a String, bool, K)>) -> Shape {
+    let mut first: BTreeMap<K, &String> = BTreeMap::new();
+    let mut out = Shape::new();
+    for (p, dir, k) in it {
+        let f = *first.entry(k).or_insert(p);
+        out.insert(p.clone(), (dir, f.clone()));
+    }
+    out
+}
+
+/// The shape of a model namespace.
+pub fn ns_shape(ns: &Namespace) -> Shape {
+    shape(ns.iter().map(|(p, e)| (p, e.dir, e.ino)))
+}
 
 #[derive(Debug, Default)]
 pub struct History {
     /// `ops[0]` is the fresh filesystem.
     pub ops: Vec<OpRec>,
-    pub paths: BTreeMap<String, PathHistory>,
+    pub inodes: BTreeMap<InodeId, StateHistory>,
     /// Namespace after each op that changed it (op ascending; first: op 0).
     pub ns: Vec<(usize, Arc<Namespace>)>,
     pub durable: Vec<Durable>,
@@ -108,10 +192,18 @@ pub struct History {
 pub struct Bounds {
     pub upper: usize,
     pub ns_lo: usize,
-    /// Per path: (meta lo, data lo); paths without a promise are absent.
-    pub lo: BTreeMap<String, (usize, usize)>,
+    /// Per inode: (meta lo, data lo); inodes without a promise are absent.
+    pub lo: BTreeMap<InodeId, (usize, usize)>,
     /// Durability ops done (all scopes).
     pub all_lo: usize,
+}
+
+impl Bounds {
+    /// (meta lo, data lo) of inode `ino`, `sync`s included.
+    pub fn inode_lo(&self, ino: InodeId) -> (usize, usize) {
+        let (m, d) = self.lo.get(&ino).copied().unwrap_or((0, 0));
+        (self.all_lo.max(m), self.all_lo.max(d))
+    }
 }
 
 impl History {
@@ -127,8 +219,8 @@ impl History {
             b.ns_lo = b.ns_lo.max(d.ns_lo);
             match &d.scope {
                 Scope::All => b.all_lo = b.all_lo.max(d.op),
-                Scope::Path { path, meta } => {
-                    let e = b.lo.entry(path.clone()).or_insert((0, 0));
+                Scope::Inode { ino, meta } => {
+                    let e = b.lo.entry(*ino).or_insert((0, 0));
                     if *meta {
                         e.0 = e.0.max(d.op);
                     }
@@ -150,9 +242,9 @@ impl History {
             .collect()
     }
 
-    /// The states of `path` in the window `[lo, upper]`.
-    pub fn states(&self, path: &str, lo: usize, upper: usize) -> PathHistory {
-        match self.paths.get(path) {
+    /// The states of inode `ino` in the window `[lo, upper]`.
+    pub fn states(&self, ino: InodeId, lo: usize, upper: usize) -> StateHistory {
+        match self.inodes.get(&ino) {
             Some(h) => window(h, lo, upper)
                 .into_iter()
                 .map(|(op, s)| (*op, s.clone()))

@@ -7,14 +7,19 @@
 //! possibly done. FUSE passes no syncfs to the daemon, so there is no
 //! `sync` (the workload fsyncs instead); permission bits stay within 0o777
 //! (setuid/setgid handling on write and chown is the kernel's business).
+//! Renames go through renameat2 (flags NOREPLACE, EXCHANGE), xattrs through
+//! lsetxattr/lremovexattr, fallocate through fallocate(2) on a file opened
+//! for writing (a mode the mount refuses with EOPNOTSUPP is reported as
+//! not supported, and the workload leaves it out), and a directory is
+//! fsynced through an O_RDONLY|O_DIRECTORY descriptor.
 
-use std::fs::{DirBuilder, File, OpenOptions};
+use std::fs::{DirBuilder, OpenOptions};
 use std::os::unix::fs::{DirBuilderExt, FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use super::target::{Attr, TErr, Target};
+use super::target::{Attr, RenameHow, TErr, Target, XattrHow};
 
 pub struct PosixTarget {
     root: PathBuf,
@@ -38,6 +43,19 @@ impl PosixTarget {
     fn p(&self, path: &str) -> PathBuf {
         self.root.join(path.trim_start_matches('/'))
     }
+
+    fn c(&self, path: &str) -> std::ffi::CString {
+        std::ffi::CString::new(self.p(path).into_os_string().into_encoded_bytes()).unwrap()
+    }
+}
+
+/// A system call's return value: 0 (or more) is success.
+fn sys(r: i64) -> Result<(), TErr> {
+    if r >= 0 {
+        Ok(())
+    } else {
+        Err(io(std::io::Error::last_os_error()))
+    }
 }
 
 fn io(e: std::io::Error) -> TErr {
@@ -45,6 +63,9 @@ fn io(e: std::io::Error) -> TErr {
         Some(libc::EEXIST) => TErr::Exists,
         Some(libc::ENOENT) => TErr::NotFound,
         Some(libc::ENOTEMPTY) => TErr::NotEmpty,
+        Some(libc::ENODATA) => TErr::NoAttr,
+        Some(libc::EINVAL) => TErr::Invalid,
+        Some(libc::EOPNOTSUPP) => TErr::NotSupported(e.to_string()),
         _ => TErr::Other(e.to_string()),
     }
 }
@@ -127,8 +148,80 @@ impl Target for PosixTarget {
         }
     }
 
+    fn rename(&mut self, from: &str, to: &str, how: RenameHow) -> Result<(), TErr> {
+        let flags = match how {
+            RenameHow::Plain => 0,
+            RenameHow::NoReplace => libc::RENAME_NOREPLACE,
+            RenameHow::Exchange => libc::RENAME_EXCHANGE,
+        };
+        let (f, t) = (self.c(from), self.c(to));
+        // SAFETY: two NUL-terminated paths.
+        let r = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                f.as_ptr(),
+                libc::AT_FDCWD,
+                t.as_ptr(),
+                flags,
+            )
+        };
+        sys(r as i64)
+    }
+
+    fn link(&mut self, from: &str, to: &str) -> Result<(), TErr> {
+        std::fs::hard_link(self.p(from), self.p(to)).map_err(io)
+    }
+
+    fn setxattr(
+        &mut self,
+        path: &str,
+        name: &[u8],
+        value: &[u8],
+        how: XattrHow,
+    ) -> Result<(), TErr> {
+        let flags = match how {
+            XattrHow::Any => 0,
+            XattrHow::Create => libc::XATTR_CREATE,
+            XattrHow::Replace => libc::XATTR_REPLACE,
+        };
+        let (p, n) = (self.c(path), std::ffi::CString::new(name).unwrap());
+        // SAFETY: NUL-terminated path and name; value.len() bytes of value.
+        let r = unsafe {
+            libc::lsetxattr(
+                p.as_ptr(),
+                n.as_ptr(),
+                value.as_ptr().cast(),
+                value.len(),
+                flags,
+            )
+        };
+        sys(r as i64)
+    }
+
+    fn removexattr(&mut self, path: &str, name: &[u8]) -> Result<(), TErr> {
+        let (p, n) = (self.c(path), std::ffi::CString::new(name).unwrap());
+        // SAFETY: NUL-terminated path and name.
+        sys(unsafe { libc::lremovexattr(p.as_ptr(), n.as_ptr()) } as i64)
+    }
+
+    fn fallocate(&mut self, path: &str, mode: i32, off: u64, len: u64) -> Result<(), TErr> {
+        let f = OpenOptions::new()
+            .write(true)
+            .open(self.p(path))
+            .map_err(io)?;
+        use std::os::fd::AsRawFd;
+        // SAFETY: an open file descriptor.
+        let r = unsafe { libc::fallocate(f.as_raw_fd(), mode, off as i64, len as i64) };
+        sys(r as i64)
+    }
+
     fn fsync(&mut self, path: &str, datasync: bool) -> Result<(), TErr> {
-        let f = File::open(self.p(path)).map_err(io)?;
+        let mut o = OpenOptions::new();
+        o.read(true);
+        if std::fs::symlink_metadata(self.p(path)).is_ok_and(|m| m.is_dir()) {
+            o.custom_flags(libc::O_DIRECTORY);
+        }
+        let f = o.open(self.p(path)).map_err(io)?;
         if datasync {
             f.sync_data().map_err(io)
         } else {

@@ -2,14 +2,17 @@
 //! ([`LibTarget`]), or a mounted tree through system calls
 //! ([`super::posix::PosixTarget`], e.g. `rxfs mount` before a `kill -9`).
 //! Operations name paths; each target maps them to its own handles.
+//! Fallocate modes are Linux `FALLOC_FL_*` bits.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rxfs::bdev::CrashDevice;
 use rxfs::format::inode::Timestamp;
+use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_data::SetAttr;
 use rxfs::fs::ops_ns::CreateArgs;
+use rxfs::fs::ops_rename::RenameFlags;
 use rxfs::types::Ino;
 use rxfs::{Error, Filesystem};
 
@@ -19,8 +22,30 @@ pub enum TErr {
     Exists,
     NotFound,
     NotEmpty,
+    /// ENODATA: no such xattr.
+    NoAttr,
+    /// EINVAL (e.g. a directory renamed into itself).
+    Invalid,
     NotSupported(String),
     Other(String),
+}
+
+/// renameat2 flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RenameHow {
+    Plain,
+    NoReplace,
+    Exchange,
+}
+
+/// setxattr flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum XattrHow {
+    Any,
+    /// XATTR_CREATE
+    Create,
+    /// XATTR_REPLACE
+    Replace,
 }
 
 /// One attribute change.
@@ -49,6 +74,19 @@ pub trait Target {
     fn truncate(&mut self, path: &str, size: u64) -> Result<(), TErr>;
     fn setattr(&mut self, path: &str, a: Attr) -> Result<(), TErr>;
     fn remove(&mut self, path: &str, dir: bool) -> Result<(), TErr>;
+    fn rename(&mut self, from: &str, to: &str, how: RenameHow) -> Result<(), TErr>;
+    /// A new name `to` for the file `from`.
+    fn link(&mut self, from: &str, to: &str) -> Result<(), TErr>;
+    fn setxattr(
+        &mut self,
+        path: &str,
+        name: &[u8],
+        value: &[u8],
+        how: XattrHow,
+    ) -> Result<(), TErr>;
+    fn removexattr(&mut self, path: &str, name: &[u8]) -> Result<(), TErr>;
+    fn fallocate(&mut self, path: &str, mode: i32, off: u64, len: u64) -> Result<(), TErr>;
+    /// fsync or fdatasync of a file or a directory.
     fn fsync(&mut self, path: &str, datasync: bool) -> Result<(), TErr>;
     fn sync(&mut self) -> Result<(), TErr>;
     fn unmount(&mut self) -> Result<(), TErr>;
@@ -70,6 +108,8 @@ fn lib_err(e: Error) -> TErr {
         Error::Exists => TErr::Exists,
         Error::NotFound => TErr::NotFound,
         Error::NotEmpty => TErr::NotEmpty,
+        Error::NoAttr => TErr::NoAttr,
+        Error::IntoItself => TErr::Invalid,
         Error::NotSupported(m) => TErr::NotSupported(m),
         e => TErr::Other(e.to_string()),
     }
@@ -94,6 +134,30 @@ impl LibTarget {
             .get(path)
             .copied()
             .ok_or_else(|| TErr::Other(format!("{path}: not in the target's map")))
+    }
+
+    /// `path` and every path below it, taken out of the map.
+    fn take_subtree(&mut self, path: &str) -> Vec<(String, Ino)> {
+        let below = format!("{path}/");
+        let keys: Vec<String> = self
+            .inos
+            .keys()
+            .filter(|k| *k == path || k.starts_with(&below))
+            .cloned()
+            .collect();
+        keys.into_iter()
+            .map(|k| {
+                let i = self.inos.remove(&k).unwrap();
+                (k, i)
+            })
+            .collect()
+    }
+
+    /// Put a subtree taken from under `from` back under `to`.
+    fn put_subtree(&mut self, from: &str, to: &str, sub: Vec<(String, Ino)>) {
+        for (k, i) in sub {
+            self.inos.insert(format!("{to}{}", &k[from.len()..]), i);
+        }
     }
 }
 
@@ -182,6 +246,70 @@ impl Target for LibTarget {
         r.map_err(lib_err)?;
         self.inos.remove(path);
         Ok(())
+    }
+
+    fn rename(&mut self, from: &str, to: &str, how: RenameHow) -> Result<(), TErr> {
+        let sp = self.ino(parent_of(from))?;
+        let dp = self.ino(parent_of(to))?;
+        let flags = RenameFlags {
+            noreplace: how == RenameHow::NoReplace,
+            exchange: how == RenameHow::Exchange,
+        };
+        self.fs
+            .rename(sp, name_of(from), dp, name_of(to), flags)
+            .map_err(lib_err)?;
+        let (s, t) = (self.ino(from)?, self.inos.get(to).copied());
+        if t == Some(s) {
+            // Two names of one inode: rename does nothing.
+            return Ok(());
+        }
+        let src = self.take_subtree(from);
+        let dst = self.take_subtree(to);
+        self.put_subtree(from, to, src);
+        if how == RenameHow::Exchange {
+            self.put_subtree(to, from, dst);
+        }
+        Ok(())
+    }
+
+    fn link(&mut self, from: &str, to: &str) -> Result<(), TErr> {
+        let ino = self.ino(from)?;
+        let ip = self
+            .fs
+            .link(ino, self.ino(parent_of(to))?, name_of(to))
+            .map_err(lib_err)?;
+        if ip.ino != ino {
+            return Err(TErr::Other(format!("link returned inode {:?}", ip.ino)));
+        }
+        self.inos.insert(to.to_string(), ino);
+        Ok(())
+    }
+
+    fn setxattr(
+        &mut self,
+        path: &str,
+        name: &[u8],
+        value: &[u8],
+        how: XattrHow,
+    ) -> Result<(), TErr> {
+        let how = match how {
+            XattrHow::Any => XattrSet::Any,
+            XattrHow::Create => XattrSet::Create,
+            XattrHow::Replace => XattrSet::Replace,
+        };
+        self.fs
+            .setxattr(self.ino(path)?, name, value, how)
+            .map_err(lib_err)
+    }
+
+    fn removexattr(&mut self, path: &str, name: &[u8]) -> Result<(), TErr> {
+        self.fs.removexattr(self.ino(path)?, name).map_err(lib_err)
+    }
+
+    fn fallocate(&mut self, path: &str, mode: i32, off: u64, len: u64) -> Result<(), TErr> {
+        self.fs
+            .fallocate(self.ino(path)?, mode, off, len)
+            .map_err(lib_err)
     }
 
     fn fsync(&mut self, path: &str, datasync: bool) -> Result<(), TErr> {

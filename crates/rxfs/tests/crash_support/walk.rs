@@ -4,6 +4,9 @@
 //!
 //! Walks return errors as text instead of panicking: a damaged image is a
 //! test failure to report with its crash case, not a crash of the test.
+//! Each path reports its inode number and link count (hard links show as
+//! paths with one inode number) and its "user." xattrs (the only ones the
+//! workload makes; others, e.g. security labels a host adds, are left out).
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::MetadataExt;
@@ -12,9 +15,14 @@ use std::process::Command;
 
 use rxfs::Filesystem;
 
+use super::model::Xattrs;
+
 /// Walk limits: a broken image must not make the walk run away.
 const MAX_ENTRIES: usize = 100_000;
 const MAX_FILE: u64 = 64 << 20;
+/// Xattr names per inode, and bytes of the name list.
+const MAX_XATTRS: usize = 10_000;
+const MAX_XATTR_LIST: usize = 1 << 20;
 
 /// One path of a recovered tree.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +36,10 @@ pub struct Got {
     pub size: u64,
     pub mtime: (i64, u32),
     pub content: Vec<u8>,
+    pub ino: u64,
+    pub nlink: u32,
+    /// "user." xattrs: full name -> value.
+    pub xattrs: Xattrs,
 }
 
 pub type Tree = BTreeMap<String, Got>;
@@ -82,6 +94,19 @@ pub fn rxfs_tree(fs: &Filesystem) -> Result<Tree, String> {
                 off += n;
             }
         }
+        let mut xattrs = Xattrs::new();
+        let names = fs
+            .listxattr(&ip)
+            .map_err(|e| format!("listxattr {rel}: {e}"))?;
+        if names.len() > MAX_XATTRS {
+            return Err(format!("{rel}: {} xattrs", names.len()));
+        }
+        for n in names.into_iter().filter(|n| n.starts_with(b"user.")) {
+            let v = fs
+                .getxattr(&ip, &n)
+                .map_err(|e| format!("getxattr {rel} {}: {e}", String::from_utf8_lossy(&n)))?;
+            xattrs.insert(n, v);
+        }
         t.insert(
             rel,
             Got {
@@ -93,6 +118,9 @@ pub fn rxfs_tree(fs: &Filesystem) -> Result<Tree, String> {
                 size: c.size,
                 mtime: (c.mtime.sec, c.mtime.nsec),
                 content,
+                ino: ino.0,
+                nlink: c.nlink,
+                xattrs,
             },
         );
     }
@@ -119,6 +147,7 @@ pub fn kernel_tree(root: &Path) -> Result<Tree, String> {
         } else if ft.is_file() {
             content = std::fs::read(&p).map_err(|e| format!("read {rel}: {e}"))?;
         }
+        let xattrs = kernel_xattrs(&p).map_err(|e| format!("xattrs of {rel}: {e}"))?;
         t.insert(
             rel,
             Got {
@@ -130,10 +159,79 @@ pub fn kernel_tree(root: &Path) -> Result<Tree, String> {
                 size: md.size(),
                 mtime: (md.mtime(), md.mtime_nsec() as u32),
                 content,
+                ino: md.ino(),
+                nlink: md.nlink() as u32,
+                xattrs,
             },
         );
     }
     Ok(t)
+}
+
+/// The "user." xattrs of `p` (not following a symlink), through
+/// llistxattr/lgetxattr.
+fn kernel_xattrs(p: &Path) -> Result<Xattrs, String> {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).map_err(|e| e.to_string())?;
+    let err = |what: &str| format!("{what}: {}", std::io::Error::last_os_error());
+    // SAFETY: a NUL-terminated path; a null buffer of size 0 asks for the size.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), std::ptr::null_mut(), 0) };
+    if n < 0 {
+        return Err(err("llistxattr"));
+    }
+    let mut list = vec![0u8; (n as usize).min(MAX_XATTR_LIST)];
+    // SAFETY: the buffer holds list.len() bytes.
+    let n = unsafe { libc::llistxattr(c.as_ptr(), list.as_mut_ptr().cast(), list.len()) };
+    if n < 0 {
+        return Err(err("llistxattr"));
+    }
+    list.truncate(n as usize);
+    let mut out = Xattrs::new();
+    for name in list.split(|&b| b == 0).filter(|n| n.starts_with(b"user.")) {
+        let cn = std::ffi::CString::new(name).map_err(|e| e.to_string())?;
+        let mut v = vec![0u8; 64 << 10];
+        // SAFETY: NUL-terminated path and name; the buffer holds v.len() bytes.
+        let n = unsafe { libc::lgetxattr(c.as_ptr(), cn.as_ptr(), v.as_mut_ptr().cast(), v.len()) };
+        if n < 0 {
+            return Err(err(&format!("lgetxattr {}", String::from_utf8_lossy(name))));
+        }
+        v.truncate(n as usize);
+        out.insert(name.to_vec(), v);
+    }
+    Ok(out)
+}
+
+/// The fields in which two views of one path differ (first/second).
+pub fn got_diff(v: &Got, w: &Got) -> String {
+    format!(
+        "dir {}/{} perm {:o}/{:o} uid {}/{} gid {}/{} size {}/{} mtime {:?}/{:?} \
+         ino {}/{} nlink {}/{} content {} xattrs {}",
+        v.dir,
+        w.dir,
+        v.perm,
+        w.perm,
+        v.uid,
+        w.uid,
+        v.gid,
+        w.gid,
+        v.size,
+        w.size,
+        v.mtime,
+        w.mtime,
+        v.ino,
+        w.ino,
+        v.nlink,
+        w.nlink,
+        if v.content == w.content {
+            "same"
+        } else {
+            "differs"
+        },
+        if v.xattrs == w.xattrs {
+            "same"
+        } else {
+            "differ"
+        }
+    )
 }
 
 /// Whether two trees are equal; a short description of the differences.
@@ -145,13 +243,7 @@ pub fn tree_diff(a: &Tree, b: &Tree) -> Option<String> {
     for (k, v) in a {
         match b.get(k) {
             None => out += &format!("only in first: {k}\n"),
-            Some(w) if w != v => {
-                out += &format!(
-                    "{k}: dir {}/{} perm {:o}/{:o} uid {}/{} gid {}/{} size {}/{} mtime {:?}/{:?} content {}\n",
-                    v.dir, w.dir, v.perm, w.perm, v.uid, w.uid, v.gid, w.gid, v.size, w.size,
-                    v.mtime, w.mtime, if v.content == w.content { "same" } else { "differs" }
-                )
-            }
+            Some(w) if w != v => out += &format!("{k}: {}\n", got_diff(v, w)),
             _ => {}
         }
     }

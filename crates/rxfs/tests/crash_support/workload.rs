@@ -1,34 +1,45 @@
-//! A seeded workload over the library's write API (create, mkdir, unlink,
-//! rmdir, write new/append/overwrite/sparse, truncate, chmod, chown,
-//! utimens, fsync, fdatasync, sync, some operations that must fail), run
-//! against a [`CrashDevice`] while a model records the [`History`].
+//! A seeded workload over the library's write API, run against a
+//! [`CrashDevice`] while a model records the [`History`]: create, mkdir,
+//! unlink, rmdir, chmod, chown, utimens, fsync (files and directories),
+//! fdatasync, sync and requests that must fail (here); write
+//! new/append/overwrite/sparse, truncate, fallocate (allocate, keep-size,
+//! punch hole, zero range) and xattr set/replace/remove
+//! ([`super::workload_data`]); rename (to a new name, over a file, of a
+//! directory, RENAME_NOREPLACE, RENAME_EXCHANGE), link, and the atomic
+//! save "write X.tmp, fsync it, rename it over X, fsync the directory"
+//! ([`super::workload_ns`]).
 //!
-//! The generator only asks for what the model says is possible, plus a few
+//! The generator only asks for what the model says is possible, plus some
 //! requests that must fail with a known error (create over an existing
-//! name, unlink of a missing one, rmdir of a non-empty directory): an error
-//! path must cancel its transaction without leaving anything behind.
-//! Operations go to a [`Target`] (the library, or system calls on a
-//! mount). Directories stay in shortform or block form (at most [`MAX_ENTRIES`]
-//! entries) and files small (extent-format data forks): leaf/node
+//! name, unlink of a missing one, rmdir of a non-empty directory, rename
+//! into itself, ...): an error path must cancel its transaction without
+//! leaving anything behind. Operations go to a [`Target`] (the library,
+//! or system calls on a mount). Directories stay in shortform or block
+//! form (at most [`MAX_ENTRIES`] entries, paths at most [`MAX_DEPTH`]
+//! deep) and files small (extent-format data forks): leaf/node
 //! directories and btree forks are issue 4.
+//!
+//! Op mixes and their weights: [`super::workload_mix`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::model::{Durable, History, Namespace, OpRec, Scope, State};
+use super::model::{Durable, History, InodeId, Namespace, NsEntry, OpRec, Scope, State};
 use super::target::{parent_of, Attr, TErr, Target};
+pub use super::workload_mix::{mix_table, Mix, Op};
 
 /// Entries per directory, so directories stay in block form.
 pub const MAX_ENTRIES: usize = 60;
+/// Components per path (`/a/b/f`).
+pub const MAX_DEPTH: usize = 3;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Params {
+    /// Ops to run (the last step may add a few more).
     pub ops: usize,
     /// File size cap (keeps data forks in extent format).
     pub max_file: usize,
-    /// Data and attribute ops (write, truncate, setattr, fsync); without
-    /// them: namespace ops and sync only.
-    pub data_ops: bool,
+    pub mix: Mix,
 }
 
 impl Default for Params {
@@ -36,7 +47,7 @@ impl Default for Params {
         Params {
             ops: 160,
             max_file: 384 << 10,
-            data_ops: true,
+            mix: Mix::Full,
         }
     }
 }
@@ -66,38 +77,61 @@ impl Rng {
     pub fn below(&mut self, n: u64) -> u64 {
         self.next() % n.max(1)
     }
-    fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> Option<&'a T> {
         (!v.is_empty()).then(|| &v[self.below(v.len() as u64) as usize])
     }
 }
 
-struct Node {
-    st: Arc<State>,
-    /// Last op that changed anything of this inode (a directory: also its
-    /// entries), and the last that changed its data or size (or made it).
-    last_any: usize,
-    last_data: usize,
+/// The model's view of one inode now.
+pub struct Node {
+    pub st: Arc<State>,
+    /// Last op that logged this inode (see the model's docs: changes of
+    /// it, renames and links of it, a directory's entry changes), and the
+    /// last that changed its data or size (or made it).
+    pub last_any: usize,
+    pub last_data: usize,
 }
 
 pub struct Workload {
-    t: Box<dyn Target + Send>,
-    rng: Rng,
-    cur: BTreeMap<String, Node>,
+    pub(super) t: Box<dyn Target + Send>,
+    pub(super) rng: Rng,
+    /// The namespace now: path -> model inode.
+    pub(super) ns: BTreeMap<String, InodeId>,
+    pub(super) nodes: BTreeMap<InodeId, Node>,
+    next_ino: InodeId,
     pub h: History,
-    names: u64,
-    params: Params,
-    fill: u64,
+    pub(super) names: u64,
+    pub(super) params: Params,
+    pub(super) fill: u64,
     /// An op that fails may still have happened (a daemon killed while
     /// serving it): record its effect before stopping.
     pub assume_on_error: bool,
+    /// Requests the target refused as not supported, which the workload
+    /// then leaves out (fallocate modes through a mount); the library
+    /// target must have none.
+    pub unsupported: BTreeSet<String>,
 }
 
-fn join(dir: &str, name: &str) -> String {
+pub fn join(dir: &str, name: &str) -> String {
     if dir == "/" {
         format!("/{name}")
     } else {
         format!("{dir}/{name}")
     }
+}
+
+/// Components of a path ("/" has none).
+pub fn depth(path: &str) -> usize {
+    if path == "/" {
+        0
+    } else {
+        path.matches('/').count()
+    }
+}
+
+/// Whether `path` is `top` or lies below it.
+pub fn is_under(path: &str, top: &str) -> bool {
+    path == top || top == "/" || path.strip_prefix(top).is_some_and(|r| r.starts_with('/'))
 }
 
 /// Deterministic bytes for one write.
@@ -113,49 +147,40 @@ pub fn fill_bytes(seed: u64, len: usize) -> Vec<u8> {
 
 impl Workload {
     pub fn new(t: Box<dyn Target + Send>, seed: u64, params: Params) -> Self {
-        let root = Arc::new(State {
-            dir: true,
-            content: Arc::new(Vec::new()),
-            perm: 0o755,
-            uid: 0,
-            gid: 0,
-            mtime: None,
-        });
         let mut h = History::default();
         h.ops.push(OpRec {
             desc: "mkfs".into(),
             ev_start: 0,
             ev_end: t.clock(),
         });
-        h.paths.insert("/".into(), vec![(0, Some(root.clone()))]);
-        let mut ns = Namespace::new();
-        ns.insert("/".into(), true);
-        h.ns.push((0, Arc::new(ns)));
-        let mut cur = BTreeMap::new();
-        cur.insert(
-            "/".to_string(),
-            Node {
-                st: root,
-                last_any: 0,
-                last_data: 0,
-            },
-        );
-        Workload {
+        let mut w = Workload {
             t,
             rng: Rng::new(seed ^ 0x6372_6173_6874_6573),
-            cur,
+            ns: BTreeMap::new(),
+            nodes: BTreeMap::new(),
+            next_ino: 1,
             h,
             names: 0,
             params,
             fill: seed << 20,
             assume_on_error: false,
-        }
+            unsupported: BTreeSet::new(),
+        };
+        let root = w.new_inode(State::new(true, 0o755));
+        w.ns.insert("/".into(), root);
+        w.record_ns();
+        w
     }
 
     /// Run the workload; `Err` says why it stopped early (the history is
     /// complete up to there).
     pub fn run(&mut self) -> Result<(), Stop> {
-        for _ in 0..self.params.ops {
+        // Ops, not steps (an atomic save is several ops); a step may also
+        // find nothing to do, hence the bound.
+        for _ in 0..self.params.ops * 20 {
+            if self.op() >= self.params.ops {
+                break;
+            }
             self.step()?;
         }
         Ok(())
@@ -166,14 +191,14 @@ impl Workload {
         self.t.clock()
     }
 
-    fn op(&self) -> usize {
+    pub(super) fn op(&self) -> usize {
         self.h.ops.len() - 1
     }
 
     /// Run `f` on the target as op `desc`; returns the op number and
     /// `Some(stop)` if it failed (the effect is then recorded only with
     /// `assume_on_error`, and the caller stops after recording).
-    fn exec(
+    pub(super) fn exec(
         &mut self,
         desc: String,
         f: impl FnOnce(&mut dyn Target) -> Result<(), TErr>,
@@ -199,6 +224,29 @@ impl Workload {
         }
     }
 
+    /// Run a request that must fail with one of `want` and change nothing.
+    pub(super) fn expect_err(
+        &mut self,
+        desc: String,
+        want: &[TErr],
+        f: impl FnOnce(&mut dyn Target) -> Result<(), TErr>,
+    ) -> Result<(), Stop> {
+        let mut got = None;
+        self.exec(desc, |t| {
+            got = Some(f(t));
+            Ok(())
+        })?;
+        match got {
+            Some(Err(e)) if want.contains(&e) => Ok(()),
+            Some(Err(TErr::NotSupported(m))) => Err(Stop::NotSupported(m)),
+            other => Err(Stop::Unexpected(format!(
+                "op {} {}: got {other:?}, want {want:?}",
+                self.op(),
+                self.h.ops[self.op()].desc
+            ))),
+        }
+    }
+
     fn stop(&self, e: TErr) -> Stop {
         let i = self.op();
         let d = &self.h.ops[i].desc;
@@ -208,85 +256,184 @@ impl Workload {
         }
     }
 
-    fn done(stop: Option<Stop>) -> Result<(), Stop> {
+    pub(super) fn done(stop: Option<Stop>) -> Result<(), Stop> {
         match stop {
             None => Ok(()),
             Some(s) => Err(s),
         }
     }
 
-    fn record(&mut self, path: &str, st: Option<Arc<State>>) {
+    /// A new inode with state `st` (the current op made it).
+    pub(super) fn new_inode(&mut self, st: State) -> InodeId {
         let op = self.op();
-        self.h
-            .paths
-            .entry(path.to_string())
-            .or_default()
-            .push((op, st));
+        let ino = self.next_ino;
+        self.next_ino += 1;
+        let st = Arc::new(st);
+        self.h.inodes.insert(ino, vec![(op, Some(st.clone()))]);
+        self.nodes.insert(
+            ino,
+            Node {
+                st,
+                last_any: op,
+                last_data: op,
+            },
+        );
+        ino
     }
 
-    fn record_ns(&mut self) {
-        let ns: Namespace = self
-            .cur
+    /// The namespace now, as the history records it.
+    fn ns_now(&self) -> Namespace {
+        self.ns
             .iter()
-            .map(|(p, n)| (p.clone(), n.st.dir))
-            .collect();
-        let op = self.op();
-        self.h.ns.push((op, Arc::new(ns)));
+            .map(|(p, &ino)| {
+                let dir = self.nodes[&ino].st.dir;
+                (p.clone(), NsEntry { dir, ino })
+            })
+            .collect()
     }
 
-    fn paths(&self, dir: bool) -> Vec<String> {
-        self.cur
+    pub(super) fn record_ns(&mut self) {
+        let ns = Arc::new(self.ns_now());
+        let op = self.op();
+        self.h.ns.push((op, ns));
+    }
+
+    pub(super) fn node(&self, path: &str) -> &Node {
+        &self.nodes[&self.ns[path]]
+    }
+
+    pub(super) fn is_dir(&self, path: &str) -> bool {
+        self.node(path).st.dir
+    }
+
+    /// The names of inode `ino` now.
+    pub(super) fn names_of(&self, ino: InodeId) -> Vec<String> {
+        self.ns
             .iter()
-            .filter(|(_, n)| n.st.dir == dir)
+            .filter(|(_, &i)| i == ino)
             .map(|(p, _)| p.clone())
             .collect()
     }
 
-    fn children(&self, dir: &str) -> usize {
-        self.cur
+    pub(super) fn paths(&self, dir: bool) -> Vec<String> {
+        self.ns
+            .iter()
+            .filter(|(_, i)| self.nodes[*i].st.dir == dir)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+
+    pub(super) fn children(&self, dir: &str) -> usize {
+        self.ns
             .keys()
             .filter(|p| p.as_str() != "/" && parent_of(p) == dir)
             .count()
     }
 
-    fn step(&mut self) -> Result<(), Stop> {
-        let files = self.paths(false);
-        if files.is_empty() {
-            return self.create(false);
-        }
-        if !self.params.data_ops {
-            return match self.rng.below(100) {
-                0..=39 => self.create(false),
-                40..=54 => self.create(true),
-                55..=74 => self.unlink(),
-                75..=84 => self.rmdir(),
-                85..=92 => self.sync(),
-                _ => self.bogus(),
-            };
-        }
-        match self.rng.below(100) {
-            0..=11 => self.create(false),
-            12..=16 => self.create(true),
-            17..=44 => self.write(),
-            45..=50 => self.truncate(),
-            51..=53 => self.chmod(),
-            54..=55 => self.chown(),
-            56..=58 => self.utimens(),
-            59..=65 => self.unlink(),
-            66..=68 => self.rmdir(),
-            69..=80 => self.fsync(false),
-            81..=86 => self.fsync(true),
-            87..=90 => self.sync(),
-            _ => self.bogus(),
+    /// The current op logged inode `ino` without changing its state.
+    pub(super) fn touch(&mut self, ino: InodeId) {
+        let op = self.op();
+        if let Some(n) = self.nodes.get_mut(&ino) {
+            n.last_any = op;
         }
     }
 
-    fn pick_dir(&mut self) -> String {
+    /// Change an inode's state: record it and bump its op marks.
+    pub(super) fn set_state(&mut self, ino: InodeId, st: State, data: bool) {
+        let op = self.op();
+        let st = Arc::new(st);
+        let n = self.nodes.get_mut(&ino).expect("inode in model");
+        n.st = st.clone();
+        n.last_any = op;
+        if data {
+            n.last_data = op;
+        }
+        self.h.inodes.get_mut(&ino).unwrap().push((op, Some(st)));
+    }
+
+    /// An entry was added to or removed from `parent`: logged, and its
+    /// mtime is now.
+    pub(super) fn touch_parent(&mut self, parent: &str) {
+        let Some(&ino) = self.ns.get(parent) else {
+            return;
+        };
+        let st = self.nodes[&ino].st.clone();
+        if st.mtime.is_some() {
+            let new = State {
+                mtime: None,
+                ..(*st).clone()
+            };
+            self.set_state(ino, new, false);
+        } else {
+            self.touch(ino);
+        }
+    }
+
+    /// `path` goes (unlink, rmdir, replaced by a rename): its inode loses
+    /// a name, and with its last name ends.
+    pub(super) fn drop_name(&mut self, path: &str) {
+        let ino = self.ns.remove(path).expect("path in model");
+        if self.ns.values().any(|&i| i == ino) {
+            self.touch(ino);
+        } else {
+            let op = self.op();
+            self.nodes.remove(&ino);
+            self.h.inodes.get_mut(&ino).unwrap().push((op, None));
+        }
+    }
+
+    fn step(&mut self) -> Result<(), Stop> {
+        if self.paths(false).is_empty() {
+            return self.create(false);
+        }
+        let table = mix_table(self.params.mix);
+        let total: u32 = table.iter().map(|(w, _)| w).sum();
+        let mut r = self.rng.below(total as u64) as u32;
+        for &(w, op) in table {
+            if r < w {
+                return self.run_op(op);
+            }
+            r -= w;
+        }
+        unreachable!("weights sum to {total}")
+    }
+
+    fn run_op(&mut self, op: Op) -> Result<(), Stop> {
+        match op {
+            Op::Create => self.create(false),
+            Op::Mkdir => self.create(true),
+            Op::Write => self.write(),
+            Op::Truncate => self.truncate(),
+            Op::Falloc => self.fallocate(),
+            Op::Chmod => self.chmod(),
+            Op::Chown => self.chown(),
+            Op::Utimens => self.utimens(),
+            Op::Xattr => self.xattr(),
+            Op::Unlink => self.unlink(),
+            Op::Rmdir => self.rmdir(),
+            Op::Rename => self.rename_file(),
+            Op::RenameOver => self.rename_over(),
+            Op::RenameDir => self.rename_dir(),
+            Op::Exchange => self.exchange(),
+            Op::AtomicSave => self.atomic_save(),
+            Op::Link => self.link(),
+            Op::Fsync => self.fsync(false),
+            Op::FsyncDir => self.fsync_dir(),
+            Op::Fdatasync => self.fsync(true),
+            Op::Sync => self.sync(),
+            Op::Bogus => self.bogus(),
+            Op::BogusNs => self.bogus_ns(),
+        }
+    }
+
+    /// A directory that may take one more entry (paths at most
+    /// [`MAX_DEPTH`] deep).
+    pub(super) fn pick_dir(&mut self) -> String {
         // Prefer one directory that grows into block form.
         let dirs: Vec<String> = self
             .paths(true)
             .into_iter()
-            .filter(|d| self.children(d) < MAX_ENTRIES && d.matches('/').count() <= 2)
+            .filter(|d| self.children(d) < MAX_ENTRIES && depth(d) < MAX_DEPTH)
             .collect();
         if self.rng.below(3) == 0 {
             if let Some(d) = dirs.iter().find(|d| d.as_str() == "/big") {
@@ -297,163 +444,62 @@ impl Workload {
     }
 
     fn create(&mut self, dir: bool) -> Result<(), Stop> {
-        let parent = self.pick_dir();
-        if self.children(&parent) >= MAX_ENTRIES {
+        self.names += 1;
+        let path = if dir && !self.ns.contains_key("/big") {
+            "/big".to_string()
+        } else {
+            let parent = self.pick_dir();
+            join(
+                &parent,
+                &format!("{}{}", if dir { "d" } else { "f" }, self.names),
+            )
+        };
+        if self.children(parent_of(&path)) >= MAX_ENTRIES {
             return Ok(());
         }
-        self.names += 1;
-        let name = if dir && !self.cur.contains_key("/big") {
-            "big".to_string()
-        } else if dir {
-            format!("d{}", self.names)
-        } else {
-            format!("f{}", self.names)
-        };
-        let path = join(&parent, &name);
+        self.create_path(path, dir)
+    }
+
+    /// Create the file or directory `path` (its name is free).
+    pub(super) fn create_path(&mut self, path: String, dir: bool) -> Result<(), Stop> {
+        debug_assert!(!self.ns.contains_key(&path));
         let perm = if dir { 0o755 } else { 0o644 };
         let desc = format!("{} {path}", if dir { "mkdir" } else { "create" });
         let p2 = path.clone();
-        let (op, stop) = self.exec(desc, |t| t.create(&p2, dir, perm))?;
-        let st = Arc::new(State {
-            dir,
-            content: Arc::new(Vec::new()),
-            perm,
-            uid: 0,
-            gid: 0,
-            mtime: None,
-        });
-        self.cur.insert(
-            path.clone(),
-            Node {
-                st: st.clone(),
-                last_any: op,
-                last_data: op,
-            },
-        );
-        self.touch_parent(&parent, op);
-        self.record(&path, Some(st));
+        let (_, stop) = self.exec(desc, |t| t.create(&p2, dir, perm))?;
+        let ino = self.new_inode(State::new(dir, perm));
+        self.ns.insert(path.clone(), ino);
+        self.touch_parent(parent_of(&path));
         self.record_ns();
         Self::done(stop)
     }
 
-    /// An entry was added to or removed from `parent`: its mtime is now.
-    fn touch_parent(&mut self, parent: &str, op: usize) {
-        let Some(n) = self.cur.get_mut(parent) else {
-            return;
-        };
-        n.last_any = op;
-        if n.st.mtime.is_some() {
-            let st = Arc::new(State {
-                mtime: None,
-                ..(*n.st).clone()
-            });
-            n.st = st.clone();
-            self.record(parent, Some(st));
-        }
-    }
-
-    /// Change a path's state: record it and bump its op marks.
-    fn set_state(&mut self, path: &str, st: State, data: bool) {
-        let op = self.op();
-        let st = Arc::new(st);
-        let n = self.cur.get_mut(path).expect("path in model");
-        n.st = st.clone();
-        n.last_any = op;
-        if data {
-            n.last_data = op;
-        }
-        self.record(path, Some(st));
-    }
-
-    fn pick_file(&mut self) -> Option<(String, Arc<State>)> {
+    pub(super) fn pick_file(&mut self) -> Option<(String, InodeId, Arc<State>)> {
         let files = self.paths(false);
         let p = self.rng.pick(&files)?.clone();
-        let st = self.cur[&p].st.clone();
-        Some((p, st))
-    }
-
-    fn write(&mut self) -> Result<(), Stop> {
-        let Some((path, st)) = self.pick_file() else {
-            return Ok(());
-        };
-        let size = st.content.len();
-        let mut len = match self.rng.below(10) {
-            0 => 1 + self.rng.below(128 << 10) as usize,
-            1..=3 => 1 + self.rng.below(512) as usize,
-            _ => 1 + self.rng.below(16 << 10) as usize,
-        };
-        let (kind, off) = match self.rng.below(8) {
-            _ if size == 0 => ("new", 0),
-            0..=2 => ("append", size),
-            3..=5 => ("overwrite", self.rng.below(size as u64) as usize),
-            6 => ("sparse", size + 1 + self.rng.below(64 << 10) as usize),
-            _ => ("aligned", (self.rng.below(size as u64) as usize) & !4095),
-        };
-        if off + len > self.params.max_file {
-            if off >= self.params.max_file {
-                return Ok(());
-            }
-            len = self.params.max_file - off;
-        }
-        self.fill += 1;
-        let data = fill_bytes(self.fill, len);
-        let desc = format!("write {kind} {path} off {off} len {len}");
-        let (_, stop) = self.exec(desc, |t| t.write(&path, off as u64, &data))?;
-        let mut c = (*st.content).clone();
-        if c.len() < off + len {
-            c.resize(off + len, 0);
-        }
-        c[off..off + len].copy_from_slice(&data);
-        let new = State {
-            content: Arc::new(c),
-            mtime: None,
-            ..(*st).clone()
-        };
-        self.set_state(&path, new, true);
-        Self::done(stop)
-    }
-
-    fn truncate(&mut self) -> Result<(), Stop> {
-        let Some((path, st)) = self.pick_file() else {
-            return Ok(());
-        };
-        let size = st.content.len() as u64;
-        let to = (match self.rng.below(4) {
-            0 => 0,
-            1 => size + self.rng.below(32 << 10),
-            _ => self.rng.below(size + 1),
-        })
-        .min(self.params.max_file as u64);
-        let desc = format!("truncate {path} {size} -> {to}");
-        let (_, stop) = self.exec(desc, |t| t.truncate(&path, to))?;
-        let mut c = (*st.content).clone();
-        c.resize(to as usize, 0);
-        let new = State {
-            content: Arc::new(c),
-            mtime: None,
-            ..(*st).clone()
-        };
-        self.set_state(&path, new, true);
-        Self::done(stop)
+        let ino = self.ns[&p];
+        let st = self.nodes[&ino].st.clone();
+        Some((p, ino, st))
     }
 
     /// A file or a directory (not the root).
-    fn pick_any(&mut self) -> Option<(String, Arc<State>)> {
-        let all: Vec<String> = self.cur.keys().filter(|p| *p != "/").cloned().collect();
+    pub(super) fn pick_any(&mut self) -> Option<(String, InodeId, Arc<State>)> {
+        let all: Vec<String> = self.ns.keys().filter(|p| *p != "/").cloned().collect();
         let p = self.rng.pick(&all)?.clone();
-        let st = self.cur[&p].st.clone();
-        Some((p, st))
+        let ino = self.ns[&p];
+        let st = self.nodes[&ino].st.clone();
+        Some((p, ino, st))
     }
 
-    fn setattr(&mut self, path: &str, a: Attr, new: State) -> Result<(), Stop> {
+    fn setattr(&mut self, path: &str, ino: InodeId, a: Attr, new: State) -> Result<(), Stop> {
         let desc = format!("setattr {path} {a:?}");
         let (_, stop) = self.exec(desc, |t| t.setattr(path, a))?;
-        self.set_state(path, new, false);
+        self.set_state(ino, new, false);
         Self::done(stop)
     }
 
     fn chmod(&mut self) -> Result<(), Stop> {
-        let Some((path, st)) = self.pick_any() else {
+        let Some((path, ino, st)) = self.pick_any() else {
             return Ok(());
         };
         let perm = (0o600 | (self.rng.below(0o10000) as u32 & 0o7177)) & self.t.perm_mask();
@@ -461,11 +507,11 @@ impl Workload {
             perm,
             ..(*st).clone()
         };
-        self.setattr(&path, Attr::Perm(perm), new)
+        self.setattr(&path, ino, Attr::Perm(perm), new)
     }
 
     fn chown(&mut self) -> Result<(), Stop> {
-        let Some((path, st)) = self.pick_any() else {
+        let Some((path, ino, st)) = self.pick_any() else {
             return Ok(());
         };
         // chown(2) clears setuid/setgid of files; leave those alone.
@@ -478,11 +524,11 @@ impl Workload {
             gid,
             ..(*st).clone()
         };
-        self.setattr(&path, Attr::Owner(uid, gid), new)
+        self.setattr(&path, ino, Attr::Owner(uid, gid), new)
     }
 
     fn utimens(&mut self) -> Result<(), Stop> {
-        let Some((path, st)) = self.pick_any() else {
+        let Some((path, ino, st)) = self.pick_any() else {
             return Ok(());
         };
         let ts = |r: &mut Rng| {
@@ -496,11 +542,11 @@ impl Workload {
             mtime: Some(mt),
             ..(*st).clone()
         };
-        self.setattr(&path, Attr::Times(at, mt), new)
+        self.setattr(&path, ino, Attr::Times(at, mt), new)
     }
 
     fn unlink(&mut self) -> Result<(), Stop> {
-        let Some((path, _)) = self.pick_file() else {
+        let Some((path, _, _)) = self.pick_file() else {
             return Ok(());
         };
         self.remove(path, false)
@@ -519,12 +565,10 @@ impl Workload {
     }
 
     fn remove(&mut self, path: String, dir: bool) -> Result<(), Stop> {
-        let parent = parent_of(&path).to_string();
         let desc = format!("{} {path}", if dir { "rmdir" } else { "unlink" });
-        let (op, stop) = self.exec(desc, |t| t.remove(&path, dir))?;
-        self.cur.remove(&path);
-        self.touch_parent(&parent, op);
-        self.record(&path, None);
+        let (_, stop) = self.exec(desc, |t| t.remove(&path, dir))?;
+        self.drop_name(&path);
+        self.touch_parent(parent_of(&path));
         self.record_ns();
         Self::done(stop)
     }
@@ -535,23 +579,41 @@ impl Workload {
         } else {
             self.pick_any()
         };
-        let Some((path, _)) = pick else {
+        let Some((path, _, _)) = pick else {
             return Ok(());
         };
-        let desc = format!("{} {path}", if datasync { "fdatasync" } else { "fsync" });
+        self.fsync_path(path, datasync)
+    }
+
+    /// fsync of a directory (the root included).
+    fn fsync_dir(&mut self) -> Result<(), Stop> {
+        let dirs = self.paths(true);
+        let Some(d) = self.rng.pick(&dirs).cloned() else {
+            return Ok(());
+        };
+        self.fsync_path(d, false)
+    }
+
+    /// fsync or fdatasync of `path` (a file or a directory), and the
+    /// promise it makes once it returned.
+    pub(super) fn fsync_path(&mut self, path: String, datasync: bool) -> Result<(), Stop> {
+        let what = if datasync { "fdatasync" } else { "fsync" };
+        let kind = if self.is_dir(&path) { "dir " } else { "" };
+        let desc = format!("{what} {kind}{path}");
         let (op, stop) = self.exec(desc, |t| t.fsync(&path, datasync))?;
         if let Some(s) = stop {
             // Not known to have returned: promises nothing.
             return Err(s);
         }
-        let n = &self.cur[&path];
+        let ino = self.ns[&path];
+        let n = &self.nodes[&ino];
         let ns_lo = if datasync { n.last_data } else { n.last_any };
         self.h.durable.push(Durable {
             op,
             ev_end: self.h.ops[op].ev_end,
             ns_lo,
-            scope: Scope::Path {
-                path,
+            scope: Scope::Inode {
+                ino,
                 meta: !datasync,
             },
         });
@@ -580,24 +642,24 @@ impl Workload {
         });
     }
 
-    /// Requests that must fail with a known error and change nothing.
+    /// create/unlink/rmdir requests that must fail with a known error.
     fn bogus(&mut self) -> Result<(), Stop> {
-        let (desc, path, want, op): (String, String, TErr, u8) = match self.rng.below(3) {
+        match self.rng.below(3) {
             0 => {
-                let Some((path, st)) = self.pick_any() else {
+                let Some((path, _, st)) = self.pick_any() else {
                     return Ok(());
                 };
                 let d = if st.dir { "mkdir" } else { "create" };
-                (
-                    format!("{d} over {path} (EEXIST)"),
-                    path,
-                    TErr::Exists,
-                    st.dir as u8,
-                )
+                let dir = st.dir;
+                self.expect_err(format!("{d} over {path} (EEXIST)"), &[TErr::Exists], |t| {
+                    t.create(&path, dir, 0o644)
+                })
             }
             1 => {
                 let path = join(&self.pick_dir(), "missing");
-                (format!("unlink {path} (ENOENT)"), path, TErr::NotFound, 2)
+                self.expect_err(format!("unlink {path} (ENOENT)"), &[TErr::NotFound], |t| {
+                    t.remove(&path, false)
+                })
             }
             _ => {
                 let full: Vec<String> = self
@@ -608,27 +670,12 @@ impl Workload {
                 let Some(path) = self.rng.pick(&full).cloned() else {
                     return Ok(());
                 };
-                (format!("rmdir {path} (ENOTEMPTY)"), path, TErr::NotEmpty, 3)
+                self.expect_err(
+                    format!("rmdir {path} (ENOTEMPTY)"),
+                    &[TErr::NotEmpty],
+                    |t| t.remove(&path, true),
+                )
             }
-        };
-        let mut got = None;
-        let r = self.exec(desc, |t| {
-            got = Some(match op {
-                0 | 1 => t.create(&path, op == 1, 0o644),
-                2 => t.remove(&path, false),
-                _ => t.remove(&path, true),
-            });
-            Ok(())
-        });
-        r?;
-        match got {
-            Some(Err(e)) if e == want => Ok(()),
-            Some(Err(TErr::NotSupported(m))) => Err(Stop::NotSupported(m)),
-            other => Err(Stop::Unexpected(format!(
-                "op {} {}: got {other:?}, want {want:?}",
-                self.op(),
-                self.h.ops[self.op()].desc
-            ))),
         }
     }
 
@@ -642,11 +689,15 @@ impl Workload {
         Ok(())
     }
 
-    /// The model's current tree (for a check of the live filesystem).
-    pub fn current(&self) -> BTreeMap<String, Arc<State>> {
-        self.cur
+    /// The model's namespace and each path's state now (for a check of
+    /// the live filesystem).
+    pub fn current(&self) -> (Namespace, BTreeMap<String, Arc<State>>) {
+        let ns = self.ns_now();
+        let states = self
+            .ns
             .iter()
-            .map(|(p, n)| (p.clone(), n.st.clone()))
-            .collect()
+            .map(|(p, i)| (p.clone(), self.nodes[i].st.clone()))
+            .collect();
+        (ns, states)
     }
 }
