@@ -223,6 +223,8 @@ impl Filesystem {
         let uuid = sb.metadata_uuid();
         let ail = Ail::new(dev.clone(), view.clone(), bufs.clone(), geo.clone(), uuid);
         let log = Arc::new(LogWriter::new(dev.clone(), cfg, ail.clone())?);
+        // Torn remnants of a crash ahead of the head go first (see there).
+        log.clear_stale_blocks()?;
         let cil = Cil::new(
             log.clone(),
             ail.clone(),

@@ -222,6 +222,58 @@ impl LogWriter {
         self.sh.stats.snapshot(self.sh.grant.stats())
     }
 
+    /// Overwrite what a crash may have left ahead of the head: torn pieces
+    /// of records that never completed carry the current cycle, so after
+    /// this writer has written a little more a head search would take them
+    /// for part of the log (a dirty log after a clean unmount, or a replay
+    /// of garbage after the next crash). The kernel does the same at every
+    /// mount (`xlog_clear_stale_blocks`). Call before the first record.
+    ///
+    /// Cleared: up to the in-flight window a head search looks back over
+    /// ([`STALE_WINDOW_BBS`]), never into the live log (`[tail, head)`)
+    /// and never more than half the log. Blocks before the physical end
+    /// get the previous cycle (an empty record header, or zeros for cycle
+    /// 0: never written); blocks past the wrap, the current one, as what
+    /// this pass wrote there earlier.
+    pub fn clear_stale_blocks(&self) -> Result<u32> {
+        let cfg = &self.sh.cfg;
+        let (size, head, tail) = (cfg.size_bbs, cfg.head, cfg.tail);
+        let (h, t) = (head.block(), tail.block());
+        let free = if tail.cycle() == head.cycle() {
+            size - h + t
+        } else {
+            t.saturating_sub(h)
+        };
+        // Whole stripe units (4 KiB log sectors), as every log write.
+        let unit = (cfg.sunit as usize / BBSIZE).max(1) as u32;
+        let n = free.min(STALE_WINDOW_BBS).min(size / 2) / unit * unit;
+        let first = n.min(size - h);
+        self.write_stale(h, first, head.cycle().wrapping_sub(1), tail)?;
+        if n > first {
+            self.write_stale(0, n - first, head.cycle(), tail)?;
+        }
+        self.sh.dev.flush()?;
+        Ok(n)
+    }
+
+    fn write_stale(&self, block: u32, count: u32, cycle: u32, tail: Lsn) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        let cfg = &self.sh.cfg;
+        let mut buf = vec![0u8; count as usize * BBSIZE];
+        if cycle != 0 {
+            for i in 0..count {
+                let lsn = Lsn::new(cycle, block + i);
+                let h =
+                    RecordHeader::new(cycle, lsn, tail, cfg.order.fmt(), cfg.uuid, cfg.logbsize);
+                h.encode(&mut buf[i as usize * BBSIZE..]);
+            }
+        }
+        let off = Daddr(cfg.start.0 + block as u64).bytes();
+        self.sh.dev.write_at(&buf, off)
+    }
+
     /// Where the next record goes.
     pub fn head(&self) -> Lsn {
         let c = self.sh.lock();
@@ -613,6 +665,11 @@ pub(crate) fn record_payload_len(hdr_bbs: u32, sunit: u32, len: usize) -> usize 
     let unit = (sunit as usize).max(BBSIZE);
     padded_len((hdr + len).div_ceil(unit) * unit - hdr)
 }
+
+/// BBs ahead of the head that [`LogWriter::clear_stale_blocks`] clears:
+/// as many as the most log buffers in flight can cover (what the head
+/// search looks back over).
+pub const STALE_WINDOW_BBS: u32 = (crate::format::log::MAX_RECORD_BSIZE / BBSIZE * 8) as u32;
 
 /// The `last_sync_lsn` to start with: just before the head. Every record
 /// before the head is on disk; every record this writer makes is at or
