@@ -51,6 +51,7 @@ enum Command {
     #[command(hide = true)]
     Populate(cmd::populate::Args),
     Mkfs(cmd::mkfs::Args),
+    Bench(cmd::bench::Args),
     #[command(subcommand)]
     Debug(cmd::debug::DebugCmd),
 }
@@ -73,6 +74,7 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Mkdir(a) => cmd::mkdir::run(a),
         Command::Populate(a) => cmd::populate::run(a),
         Command::Mkfs(a) => cmd::mkfs::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
         Command::Debug(d) => cmd::debug::run(d),
     }
 }

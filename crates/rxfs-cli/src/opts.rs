@@ -8,7 +8,8 @@
 //! `logbsize=SIZE` (16k, 32k, 64k, 128k or 256k; bytes or a k/K suffix) and
 //! `ablate_delaylog` (benchmarks only: a checkpoint per transaction), and
 //! `allocsize=SIZE` (EOF preallocation size, a power of two from 4k to 1g;
-//! `allocsize=0` turns it off).
+//! `allocsize=0` turns it off), and `inject_latency_us=N` (benchmarks
+//! only: every device write and flush waits N more microseconds).
 //! The inspection subcommands always open images read-only (`rw` is
 //! refused there); `rxfs mount` mounts read-write unless `ro` is given, and
 //! additionally takes FUSE and generic mount(8) options, see [`FuseOpts`].
@@ -62,6 +63,8 @@ pub struct Opts {
     pub ablate_delaylog: bool,
     /// `allocsize=SIZE`: EOF preallocation size in bytes (0: none).
     pub allocsize: Option<u64>,
+    /// `inject_latency_us=N`: benchmarks only.
+    pub inject_latency_us: Option<u64>,
     pub fuse: FuseOpts,
 }
 
@@ -187,10 +190,23 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             ("logbsize", Some(v)) => o.logbsize = Some(parse_logbsize(v)?),
             ("ablate_delaylog", None) => o.ablate_delaylog = true,
             ("allocsize", Some(v)) => o.allocsize = Some(parse_allocsize(v)?),
+            ("inject_latency_us", Some(v)) => {
+                let us = v
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|&u| u <= 1_000_000)
+                    .ok_or_else(|| {
+                        CliError::usage(format!(
+                            "bad inject_latency_us '{v}': microseconds, 0..1000000"
+                        ))
+                    })?;
+                o.inject_latency_us = Some(us);
+            }
             _ if !mount => {
                 return Err(CliError::usage(format!(
                     "unknown option '{opt}' (known: ro, norecovery, rtdev=FILE, odirect, \
-                     logbufs=N, logbsize=SIZE, allocsize=SIZE, ablate_delaylog)"
+                     logbufs=N, logbsize=SIZE, allocsize=SIZE, ablate_delaylog, \
+                     inject_latency_us=N)"
                 )))
             }
             ("allow_other", None) => o.fuse.allow_other = true,
@@ -317,6 +333,7 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
         logbsize: opts.logbsize,
         ablate_delaylog: opts.ablate_delaylog,
         allocsize: opts.allocsize,
+        inject_latency: opts.inject_latency_us.map(std::time::Duration::from_micros),
     };
     Filesystem::open_path(image, opts.rtdev.as_deref(), mo).map_err(|e| CliError::fs(&shown, &e))
 }

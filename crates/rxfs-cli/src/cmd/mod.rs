@@ -1,6 +1,7 @@
 //! One module per subcommand. Each has an `Args` (clap derive, with the
 //! subcommand's `--help` text as its doc comment) and a `run`.
 
+pub mod bench;
 pub mod cat;
 pub mod check;
 pub mod debug;

@@ -238,11 +238,11 @@ impl fuser::Filesystem for RxFuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let (name, who) = (bytes(name), creator(req, umask));
-        self.spawn(move |c| c.create(parent, &name, mode, who, reply));
+        self.spawn(move |c| c.create(parent, &name, mode, flags, who, reply));
     }
 
     fn mknod(

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fuser::consts::{FOPEN_CACHE_DIR, FOPEN_KEEP_CACHE};
+use fuser::consts::{FOPEN_CACHE_DIR, FOPEN_DIRECT_IO, FOPEN_KEEP_CACHE};
 use fuser::{
     ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
     ReplyOpen, ReplyStatfs, ReplyXattr, FUSE_ROOT_ID,
@@ -43,6 +43,23 @@ pub struct Core {
     pub log_errors: bool,
     /// A read-write mount.
     pub rw: bool,
+}
+
+/// FUSE's `FOPEN_PARALLEL_DIRECT_WRITES` (protocol 7.36; fuser 0.15
+/// does not name it): the kernel may send several writes of one file at
+/// once, for direct I/O that does not extend the file.
+pub const FOPEN_PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
+
+/// What an open answers: `O_DIRECT` opens bypass the kernel's page cache
+/// (`FOPEN_DIRECT_IO`, each read and write a request of its own) and let
+/// the kernel send overwrites in parallel, which the library runs under
+/// the shared I/O lock (seed 004); other opens keep the page cache.
+pub fn open_flags(flags: i32) -> u32 {
+    if flags & libc::O_DIRECT != 0 {
+        FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES
+    } else {
+        FOPEN_KEEP_CACHE
+    }
 }
 
 impl Core {
@@ -155,7 +172,7 @@ impl Core {
         }
     }
 
-    /// OPEN. Writable opens need a read-write mount; O_TRUNC arrives as a
+    /// OPEN (see [`open_flags`]). Writable opens need a read-write mount; O_TRUNC arrives as a
     /// separate SETATTR (no FUSE_ATOMIC_O_TRUNC), O_APPEND is the kernel's.
     /// Every successful open is matched by one RELEASE.
     pub fn open(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {
@@ -165,7 +182,7 @@ impl Core {
         }
         match self.inode(nodeid) {
             Ok(ip) if ip.is_dir() => reply.error(libc::EISDIR),
-            Ok(_) => reply.opened(0, FOPEN_KEEP_CACHE),
+            Ok(_) => reply.opened(0, open_flags(flags)),
             Err(e) => reply.error(self.errno("open", nodeid, &e)),
         }
     }

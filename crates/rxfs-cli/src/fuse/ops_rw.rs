@@ -22,7 +22,6 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use fuser::consts::FOPEN_KEEP_CACHE;
 use fuser::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::ops_data::SetAttr;
@@ -151,7 +150,15 @@ impl Core {
 
     /// CREATE: a regular file, opened. (`mode`s arrive without the umask,
     /// which goes with the caller, see [`Caller::umask`].)
-    pub fn create(&self, parent: u64, name: &[u8], mode: u32, who: Caller, reply: ReplyCreate) {
+    pub fn create(
+        &self,
+        parent: u64,
+        name: &[u8],
+        mode: u32,
+        flags: i32,
+        who: Caller,
+        reply: ReplyCreate,
+    ) {
         let mode = libc::S_IFREG | (mode & 0o7777);
         let args = match self.create_args(parent, name, mode, 0, who) {
             Ok(a) => a,
@@ -160,7 +167,7 @@ impl Core {
         match self.fs.create(self.ino(parent), name, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
-                reply.created(&self.ttl, &attr, gen, 0, FOPEN_KEEP_CACHE)
+                reply.created(&self.ttl, &attr, gen, 0, super::ops::open_flags(flags))
             }
             Err(e) => reply.error(self.errno("create", parent, &e)),
         }

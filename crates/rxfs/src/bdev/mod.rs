@@ -12,6 +12,7 @@ mod cow;
 mod crash;
 mod fault;
 mod file;
+mod latency;
 mod mem;
 pub mod overlay;
 mod record;
@@ -24,6 +25,7 @@ pub use crash::{
 };
 pub use fault::{Fault, FaultDevice, FaultStats, Ops};
 pub use file::FileDevice;
+pub use latency::LatencyDevice;
 pub use mem::MemDevice;
 pub use overlay::{Overlay, OverlayDevice};
 pub use record::{ReadRecord, RecordingDevice};

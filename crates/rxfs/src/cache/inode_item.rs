@@ -1,20 +1,19 @@
 //! In-core inodes of a read-write mount: the committed dinode bytes, the
-//! inode's log item state, and the inode lock (`ilock`).
+//! inode's log item state, and the inode locks ([`super::ilock`]).
 //!
-//! The inode lock is taken by the operations (outside transactions),
+//! The inode locks are taken by the operations (outside transactions),
 //! several in ascending inode number; a transaction may join only inodes
-//! whose lock its caller holds (or inodes just allocated under the AGI).
+//! whose ilock its caller holds (or inodes just allocated under the AGI).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use parking_lot::{Mutex, RawRwLock, RwLock};
+use parking_lot::Mutex;
 
+use super::ilock::InodeLockTable;
+pub use super::ilock::{ILockExcl, ILockShared, IoLockGuard};
 use super::ItemLog;
 use crate::types::Ino;
-
-pub type ILockExcl = parking_lot::lock_api::ArcRwLockWriteGuard<RawRwLock, ()>;
-pub type ILockShared = parking_lot::lock_api::ArcRwLockReadGuard<RawRwLock, ()>;
 
 #[derive(Debug)]
 pub struct IState {
@@ -42,33 +41,29 @@ const SHARDS: usize = 64;
 /// In-core inode items and inode locks.
 pub struct InodeTable {
     items: Vec<Mutex<HashMap<u64, Arc<InodeItem>>>>,
-    locks: Vec<Mutex<HashMap<u64, Arc<RwLock<()>>>>>,
+    pub locks: InodeLockTable,
 }
 
 impl Default for InodeTable {
     fn default() -> Self {
         InodeTable {
             items: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            locks: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            locks: InodeLockTable::default(),
         }
     }
 }
 
 impl InodeTable {
-    fn lock_of(&self, ino: Ino) -> Arc<RwLock<()>> {
-        self.locks[ino.0 as usize % SHARDS]
-            .lock()
-            .entry(ino.0)
-            .or_insert_with(|| Arc::new(RwLock::new(())))
-            .clone()
-    }
-
     pub fn ilock(&self, ino: Ino) -> ILockExcl {
-        self.lock_of(ino).write_arc()
+        self.locks.ilock(ino)
     }
 
     pub fn ilock_shared(&self, ino: Ino) -> ILockShared {
-        self.lock_of(ino).read_arc()
+        self.locks.ilock_shared(ino)
+    }
+
+    pub fn iolock(&self, ino: Ino, exclusive: bool) -> IoLockGuard {
+        self.locks.iolock(ino, exclusive)
     }
 
     pub fn get(&self, ino: Ino) -> Option<Arc<InodeItem>> {

@@ -25,6 +25,7 @@
 //!   try-locks (it never waits on a transaction).
 
 pub mod buf;
+pub mod ilock;
 pub mod inode_item;
 pub mod view;
 
@@ -49,4 +50,8 @@ pub struct ItemLog {
     pub ail_lsn: Option<Lsn>,
     /// CIL sequence of the last commit that changed this item.
     pub last_seq: u64,
+    /// Inodes: CIL sequence of the last commit that changed more than
+    /// timestamps (what `fdatasync` must make stable, as the kernel's
+    /// `ili_fsync_fields` without `XFS_ILOG_TIMESTAMP`).
+    pub last_dsync_seq: u64,
 }

@@ -72,6 +72,9 @@ pub struct TxBuf {
 pub struct TxInode {
     pub item: Arc<InodeItem>,
     pub data: Vec<u8>,
+    /// Only timestamps changed: `fdatasync` need not force this change
+    /// (see [`crate::cache::ItemLog::last_dsync_seq`]).
+    pub timestamps_only: bool,
 }
 
 /// A busy extent: freed in checkpoint `seq`, reusable once it is stable.
@@ -357,6 +360,9 @@ impl Cil {
             dvecs += lv.nvecs() as isize - on as isize;
             st.log.lv = Some(lv);
             st.log.last_seq = seq;
+            if !ti.timestamps_only {
+                st.log.last_dsync_seq = seq;
+            }
             if fresh {
                 st.log.pin += 1;
                 st.log.cil_seq = seq;

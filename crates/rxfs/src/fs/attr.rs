@@ -54,6 +54,8 @@ impl Filesystem {
     /// Full names of every attribute, as `listxattr(2)` run by root shows
     /// them (see the module docs for the rules).
     pub fn listxattr(&self, ip: &Inode) -> Result<Vec<Vec<u8>>> {
+        let held = self.read_locked(ip)?;
+        let ip: &Inode = &held;
         let mut out = Vec::new();
         self.for_each_attr(ip, &mut |e| {
             if e.incomplete() {
@@ -81,6 +83,8 @@ impl Filesystem {
         if name.len() > XATTR_NAME_MAX {
             return Err(Error::Range);
         }
+        let held = self.read_locked(ip)?;
+        let ip: &Inode = &held;
         if let Some(disk) = attr_acl::acl_disk_name(name) {
             if ip.file_type() == Some(FileType::Symlink) {
                 return Err(Error::NotSupported("ACLs on a symlink".into()));

@@ -16,7 +16,20 @@ impl Filesystem {
     /// Read up to `buf.len()` bytes of a regular file at byte `offset`;
     /// holes and unwritten extents read as zeros. Returns the byte count
     /// (short only at EOF).
+    ///
+    /// On a read-write mount the read holds the file's I/O lock shared
+    /// (no truncate, punch or allocation runs meanwhile, so the blocks
+    /// mapped stay the file's) and takes its mapping from a copy of the
+    /// inode read under the shared ilock (see [`super::read_lock`]).
     pub fn read_file(&self, ip: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        let _io = self.iolock(ip.ino, false);
+        // The mapping as of now; the ilock is not needed past this (the
+        // I/O lock keeps the blocks the file's).
+        let cur = self.read_locked(ip)?.fresh();
+        self.read_file_in(cur.as_deref().unwrap_or(ip), offset, buf)
+    }
+
+    fn read_file_in(&self, ip: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
         match ip.file_type() {
             Some(FileType::Regular) => {}
             Some(FileType::Directory) => return Err(Error::IsDir),

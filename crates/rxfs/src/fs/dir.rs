@@ -36,6 +36,10 @@ use crate::format::dir_leaf::{decode_leaf, hash_range, LeafEntry, LEAF1_MAGIC, L
 use crate::format::dir_sf::decode_sf;
 use crate::types::{Daddr, FileBlock, FileType, ForkKind, Ino};
 
+/// Entries read per hold of the directory's shared ilock (see
+/// [`Filesystem::readdir`]).
+pub const READDIR_BATCH: usize = 256;
+
 /// One directory entry as readdir returns it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DirEntry {
@@ -69,7 +73,13 @@ impl Filesystem {
     }
 
     /// Look `name` up in directory `dir`. `Err(NotFound)` when absent.
+    /// Under the directory's shared ilock (see [`super::read_lock`]).
     pub fn lookup(&self, dir: &Inode, name: &[u8]) -> Result<Ino> {
+        let dir = self.read_locked(dir)?;
+        self.lookup_in(&dir, name)
+    }
+
+    fn lookup_in(&self, dir: &Inode, name: &[u8]) -> Result<Ino> {
         let form = self.dir_form(dir)?;
         if name.len() > MAXNAMELEN {
             return Err(Error::NameTooLong);
@@ -102,7 +112,45 @@ impl Filesystem {
 
     /// Iterate entries starting at `cookie` (0 = start, "." and ".." first).
     /// `f` returns false to stop early.
+    ///
+    /// On a read-write mount the entries are read in batches of
+    /// [`READDIR_BATCH`] under the directory's shared ilock, and `f` runs
+    /// between batches with no lock held (it may call back into the
+    /// filesystem); each batch resumes at its predecessor's last cookie,
+    /// as a user's next `getdents` would.
     pub fn readdir(
+        &self,
+        dir: &Inode,
+        cookie: u64,
+        f: &mut dyn FnMut(&DirEntry) -> bool,
+    ) -> Result<()> {
+        if self.read_guard_needed().is_none() {
+            return self.readdir_in(dir, cookie, f);
+        }
+        let mut cookie = cookie;
+        loop {
+            let mut batch: Vec<DirEntry> = Vec::new();
+            {
+                let dir = self.read_locked(dir)?;
+                self.readdir_in(&dir, cookie, &mut |e| {
+                    batch.push(e.clone());
+                    batch.len() < READDIR_BATCH
+                })?;
+            }
+            let full = batch.len() >= READDIR_BATCH;
+            for e in &batch {
+                if !f(e) {
+                    return Ok(());
+                }
+            }
+            match batch.last() {
+                Some(last) if full => cookie = last.next_cookie,
+                _ => return Ok(()),
+            }
+        }
+    }
+
+    fn readdir_in(
         &self,
         dir: &Inode,
         cookie: u64,

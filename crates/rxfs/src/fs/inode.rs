@@ -149,14 +149,18 @@ impl Filesystem {
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
         let (daddr, off) = geo.ino_location(ino);
         let mut buf = vec![0u8; geo.inodesize as usize];
+        let guard = self.read_guard(ino);
         self.dev().read_at(&mut buf, daddr.bytes() + off as u64)?;
         // di_mode (offset 2) 0 is a free inode; bytes that do not decode
         // may be a freed and reused cluster: either way the full path
         // (inode btree first) gives the answer.
         if buf[2] == 0 && buf[3] == 0 {
+            drop(guard);
             return self.iget(ino);
         }
-        match self.decode_inode(ino, &buf) {
+        let decoded = self.decode_inode(ino, &buf);
+        drop(guard);
+        match decoded {
             Ok(ip) => {
                 let ip = Arc::new(ip);
                 self.icache.insert_if(ip.clone(), &self.epoch, epoch);
@@ -175,6 +179,9 @@ impl Filesystem {
                 ino.0
             )));
         }
+        // The existence check, the core and the fork blocks as of one
+        // transaction boundary (freeing an inode takes its ilock).
+        let _guard = self.read_guard(ino);
         // Existence is decided by the inode btree, not by the inode core:
         // an inode number that no allocated chunk covers does not exist.
         if !self.inode_allocated(ino)? {

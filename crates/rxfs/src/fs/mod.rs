@@ -18,8 +18,10 @@ pub mod ops_falloc;
 pub mod ops_link;
 pub mod ops_ns;
 pub mod ops_rename;
+pub mod overwrite;
 pub mod path;
 pub mod prealloc;
+mod read_lock;
 pub mod recover;
 mod recover_bmbt;
 mod recover_buf;
@@ -91,6 +93,10 @@ pub struct MountOptions {
     /// size as the kernel's option does, `Some(0)` turns it off (an rxfs
     /// extension, for tests that count extents).
     pub allocsize: Option<u64>,
+    /// Benchmarks only: every write and flush of the devices waits this
+    /// much longer (see [`crate::bdev::LatencyDevice`]), to measure
+    /// batching and parallelism when the device is the bottleneck.
+    pub inject_latency: Option<std::time::Duration>,
 }
 
 /// Inodes kept decoded in memory.
@@ -117,7 +123,11 @@ pub struct Filesystem {
 impl Filesystem {
     /// Open an image file or block device (and an optional realtime device).
     pub fn open_path(path: &Path, rtdev: Option<&Path>, opts: MountOptions) -> Result<Arc<Self>> {
-        let dev = Arc::new(FileDevice::open(path, opts.read_only, opts.direct_io)?);
+        let mut dev: Arc<dyn BlockDevice> =
+            Arc::new(FileDevice::open(path, opts.read_only, opts.direct_io)?);
+        if let Some(d) = opts.inject_latency {
+            dev = Arc::new(crate::bdev::LatencyDevice::new(dev, d, false));
+        }
         let rt = match rtdev {
             Some(p) => Some(
                 Arc::new(FileDevice::open(p, opts.read_only, opts.direct_io)?)

@@ -50,7 +50,16 @@ impl Filesystem {
     /// fallocate(2): `mode` holds Linux `FALLOC_FL_*` bits (0 = allocate
     /// and extend; KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE,
     /// COLLAPSE_RANGE, INSERT_RANGE).
+    ///
+    /// Holds the file's I/O lock exclusive (no read or write runs while
+    /// its mapping changes) and its ilock exclusive.
     pub fn fallocate(&self, ino: Ino, mode: i32, off: u64, len: u64) -> Result<()> {
+        let _io = self.iolock(ino, true);
+        self.fallocate_locked(ino, mode, off, len)
+    }
+
+    /// [`Self::fallocate`] for a caller holding the I/O lock exclusive.
+    pub(super) fn fallocate_locked(&self, ino: Ino, mode: i32, off: u64, len: u64) -> Result<()> {
         const KNOWN: i32 = FALLOC_FL_KEEP_SIZE
             | FALLOC_FL_PUNCH_HOLE
             | FALLOC_FL_COLLAPSE_RANGE

@@ -269,6 +269,8 @@ impl Filesystem {
     /// its unlinked list).
     fn free_if_orphan(&self, ino: Ino) -> Result<()> {
         let rw = self.rw_live()?;
+        // Its blocks go: no read may be using them.
+        let _io = self.iolock(ino, true);
         self.truncate_in_steps(ino)?;
         self.with_unlinked_prev(Resv::Remove, ino, &[], &mut |tx, prev| {
             let ip = tx.ijoin(ino)?;

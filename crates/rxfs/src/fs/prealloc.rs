@@ -3,7 +3,8 @@
 //! kernel's delayed allocation and EOF preallocation do).
 //!
 //! rxfs allocates at write time (there is no page cache to delay into),
-//! so an appending write that finds nothing mapped past the new EOF
+//! so an appending write to a non-empty file that finds nothing mapped
+//! past the new EOF
 //! reserves the next blocks with an unwritten extent (fallocate
 //! KEEP_SIZE): as many blocks as the file already has, from
 //! [`PREALLOC_MIN_BLOCKS`] up to [`PREALLOC_MAX_BLOCKS`]. Later appends
@@ -45,11 +46,22 @@ impl Filesystem {
     /// Write `data` at `off` (see [`Filesystem::write_inner`]), with
     /// speculative preallocation after appends and a retry after giving
     /// preallocations back on ENOSPC.
+    ///
+    /// A block-aligned overwrite of written blocks inside EOF takes the
+    /// fast path of [`Self::overwrite`] (I/O lock shared, no transaction
+    /// but a timestamp update per clock tick); every other write holds
+    /// the I/O lock exclusive.
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        if let Some(n) = self.overwrite(ino, off, data)? {
+            return Ok(n);
+        }
+        let _io = self.iolock(ino, true);
         let old_size = self.iget(ino)?.core.size;
         let n = match self.write_inner(ino, off, data) {
-            Err(Error::NoSpace) if self.trim_all_eof()? => self.write_inner(ino, off, data)?,
-            Ok(n) if n < data.len() && self.trim_all_eof()? => {
+            Err(Error::NoSpace) if self.trim_all_eof(Some(ino))? => {
+                self.write_inner(ino, off, data)?
+            }
+            Ok(n) if n < data.len() && self.trim_all_eof(Some(ino))? => {
                 n + self
                     .write_inner(ino, off + n as u64, &data[n..])
                     .unwrap_or(0)
@@ -57,7 +69,11 @@ impl Filesystem {
             r => r?,
         };
         let end = off + n as u64;
-        if n > 0 && end > old_size {
+        // Not after the first write of an empty file: it is likely its
+        // only one (the kernel skips files under its minimum preallocation
+        // for the same reason; without delayed allocation rxfs starts at
+        // the second write, so interleaved appends still get their runs).
+        if n > 0 && end > old_size && old_size > 0 {
             self.prealloc_eof(ino, end);
         }
         Ok(n)
@@ -69,15 +85,18 @@ impl Filesystem {
     /// after other files' preallocation is given back, as in
     /// [`Filesystem::write`].
     pub fn write_exact(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+        let _io = self.iolock(ino, true);
         match self.write_inner(ino, off, data) {
-            Err(Error::NoSpace) if self.trim_all_eof()? => self.write_inner(ino, off, data),
+            Err(Error::NoSpace) if self.trim_all_eof(Some(ino))? => {
+                self.write_inner(ino, off, data)
+            }
             r => r,
         }
     }
 
     /// After an append that made the file `size` bytes: preallocate past
     /// EOF unless something is mapped there already. Best effort: no
-    /// space is no error.
+    /// space is no error. The caller holds the I/O lock exclusive.
     fn prealloc_eof(&self, ino: Ino, size: u64) {
         let Some(rw) = self.rw() else { return };
         let bs = self.geo().blocksize as u64;
@@ -100,7 +119,10 @@ impl Filesystem {
             return;
         }
         let keep_size = crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
-        if self.fallocate(ino, keep_size, eof * bs, want * bs).is_ok() {
+        if self
+            .fallocate_locked(ino, keep_size, eof * bs, want * bs)
+            .is_ok()
+        {
             rw.prealloc.inodes.lock().insert(ino.0);
         }
     }
@@ -108,6 +130,12 @@ impl Filesystem {
     /// Give back the blocks past EOF of `ino` (its unused preallocation,
     /// or any other blocks mapped past EOF).
     pub fn trim_eof(&self, ino: Ino) -> Result<()> {
+        let _io = self.iolock(ino, true);
+        self.trim_eof_locked(ino)
+    }
+
+    /// [`Self::trim_eof`] for a caller holding the I/O lock exclusive.
+    fn trim_eof_locked(&self, ino: Ino) -> Result<()> {
         let Some(rw) = self.rw() else { return Ok(()) };
         if !rw.prealloc.inodes.lock().remove(&ino.0) {
             return Ok(());
@@ -140,14 +168,22 @@ impl Filesystem {
         }
     }
 
-    /// Trim every file's preallocation; true if there was any.
-    pub(super) fn trim_all_eof(&self) -> Result<bool> {
+    /// Trim every file's preallocation; true if there was any. `held`:
+    /// the caller holds that file's I/O lock exclusive. Other files busy
+    /// with I/O are skipped (their I/O lock tried, not awaited: two
+    /// writers at ENOSPC must not wait for each other), as the kernel's
+    /// EOF-blocks scan skips them.
+    pub(super) fn trim_all_eof(&self, held: Option<Ino>) -> Result<bool> {
         let Some(rw) = self.rw() else {
             return Ok(false);
         };
         let all: Vec<u64> = rw.prealloc.inodes.lock().iter().copied().collect();
         for &i in &all {
-            self.trim_eof(Ino(i))?;
+            if held == Some(Ino(i)) {
+                self.trim_eof_locked(Ino(i))?;
+            } else if let Some(_io) = rw.inodes.locks.try_iolock_excl(Ino(i)) {
+                self.trim_eof_locked(Ino(i))?;
+            }
         }
         Ok(!all.is_empty())
     }

@@ -329,10 +329,18 @@ impl Filesystem {
         self.rw_live()?.cil.force_all()
     }
 
-    /// Make the last committed change of inode `ino` stable (fsync).
-    pub fn log_force_inode(&self, ino: Ino) -> Result<()> {
+    /// Make the last committed change of inode `ino` stable (fsync); with
+    /// `datasync`, its last change of more than timestamps (fdatasync).
+    /// Nothing is forced when that change is stable already.
+    pub fn log_force_inode(&self, ino: Ino, datasync: bool) -> Result<()> {
         let rw = self.rw_live()?;
-        let seq = rw.inodes.get(ino).map(|ip| ip.st.lock().log.last_seq);
+        let seq = rw.inodes.get(ino).map(|ip| {
+            let st = ip.st.lock();
+            match datasync {
+                true => st.log.last_dsync_seq,
+                false => st.log.last_seq,
+            }
+        });
         match seq {
             Some(s) if s > 0 => rw.cil.force_seq(s),
             _ => Ok(()),
@@ -382,6 +390,7 @@ impl Filesystem {
             ail_write_ios: a.ios,
             ail_pinned_skips: a.pinned,
             log: rw.log.stats(),
+            locks: rw.inodes.locks.stats(),
         }
     }
 
@@ -405,7 +414,7 @@ impl Filesystem {
         let drain = Duration::from_secs(120);
         // Unused preallocation goes back; open files whose last link
         // went: their last close is now.
-        self.trim_all_eof()?;
+        self.trim_all_eof(None)?;
         self.free_open_orphans()?;
         rw.raw.flush()?;
         rw.cil.force_all()?;

@@ -1,5 +1,6 @@
 //! Counters of a mounted filesystem that a user can read (`rxfs stats`).
 
+use crate::cache::ilock::LockStats;
 use crate::log::LogStats;
 
 /// A snapshot of the write path's counters (all zero on read-only mounts).
@@ -36,6 +37,8 @@ pub struct FsStats {
     pub ail_pinned_skips: u64,
     /// The log writer's counters (log writes, bytes, forces, grant waits).
     pub log: LogStats,
+    /// Inode lock acquisitions (see [`crate::cache::ilock`]).
+    pub locks: LockStats,
 }
 
 impl FsStats {
@@ -70,6 +73,13 @@ impl FsStats {
             ("grant_waits", l.grant_waits),
             ("grant_wakeups", l.grant_wakeups),
             ("tail_pushes", l.tail_pushes),
+            ("iolock_shared", self.locks.iolock_shared),
+            ("iolock_excl", self.locks.iolock_excl),
+            ("iolock_waits", self.locks.iolock_waits),
+            ("iolock_upgrades", self.locks.iolock_upgrades),
+            ("ilock_shared", self.locks.ilock_shared),
+            ("ilock_excl", self.locks.ilock_excl),
+            ("ilock_waits", self.locks.ilock_waits),
         ]
     }
 }

@@ -17,6 +17,8 @@ use crate::types::{FileBlock, FileType, ForkKind};
 impl Filesystem {
     /// The target of symlink `ip`. `Err(NotSymlink)` for other files.
     pub fn readlink(&self, ip: &Inode) -> Result<Vec<u8>> {
+        let held = self.read_locked(ip)?;
+        let ip: &Inode = &held;
         if ip.file_type() != Some(FileType::Symlink) {
             return Err(Error::NotSymlink);
         }

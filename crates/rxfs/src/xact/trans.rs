@@ -86,6 +86,9 @@ pub struct Trans<'a> {
     raw: Vec<RawItem>,
     /// Extents to free after commit (EFI now, EFD in follow-ups).
     deferred: Vec<(AgNumber, AgBlock, u32)>,
+    /// The caller changes only inode timestamps (see
+    /// [`Trans::timestamps_only`]).
+    timestamps_only: bool,
     _open: OpenMark,
 }
 
@@ -144,6 +147,7 @@ impl<'a> Trans<'a> {
             busy: Vec::new(),
             raw: Vec::new(),
             deferred: Vec::new(),
+            timestamps_only: false,
             _open: OpenMark::new(),
         }
     }
@@ -387,6 +391,7 @@ impl<'a> Trans<'a> {
             })
             .collect();
         let mut changed = Vec::new();
+        let ts_only = self.timestamps_only;
         let inodes: Vec<TxInode> = std::mem::take(&mut self.inodes)
             .into_iter()
             .filter(|i| i.dirty)
@@ -395,6 +400,7 @@ impl<'a> Trans<'a> {
                 TxInode {
                     item: i.item,
                     data: i.data,
+                    timestamps_only: ts_only,
                 }
             })
             .collect();
@@ -442,6 +448,12 @@ impl<'a> Trans<'a> {
                 ip.st.lock().stale = true;
             }
         }
+    }
+
+    /// Declare that this transaction changes nothing but inode
+    /// timestamps: `fdatasync` of its inodes does not wait for it.
+    pub fn timestamps_only(&mut self) {
+        self.timestamps_only = true;
     }
 
     /// Drop every change.

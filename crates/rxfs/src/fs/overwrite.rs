@@ -1,0 +1,124 @@
+//! Overwrites without a transaction (seed 004): a block-aligned write
+//! that falls entirely on written blocks inside EOF changes no mapping and
+//! no size, so it runs under the file's I/O lock *shared*, any number at
+//! once, and writes its data straight to the blocks.
+//!
+//! The one metadata change left is the time stamp. As in the kernel, file
+//! times move in clock ticks ([`TIMESTAMP_TICK_NS`]): the write logs a
+//! transaction that sets mtime and ctime only when the tick changed since
+//! the inode's last stamp, so a stream of overwrites commits at most one
+//! transaction per tick per inode. That transaction is marked
+//! timestamps-only: `fdatasync` does not wait for it (see
+//! [`crate::cache::ItemLog::last_dsync_seq`]).
+//!
+//! Crash safety: the data goes in place, before the stamp commits; a crash
+//! between leaves the new data with the old times (as in the kernel). The
+//! blocks cannot change owner meanwhile: freeing or remapping them takes
+//! the I/O lock exclusive.
+//!
+//! Not fast-pathed (the caller's general write takes the I/O lock
+//! exclusive): unaligned writes (they read-modify-write a block, so two
+//! at once could lose each other's bytes; the kernel serializes unaligned
+//! direct I/O too), writes reaching EOF or a hole or an unwritten extent,
+//! realtime and reflinked files.
+
+use super::Filesystem;
+use crate::bmapop::data;
+use crate::error::Result;
+use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
+use crate::fs::ops_data::SetAttr;
+use crate::types::{FileBlock, FileType, FsBlock, Ino};
+use crate::xact::{MetaTx, Resv};
+
+/// The clock tick file times are kept at (the kernel's coarse clock with
+/// `HZ=250`).
+pub const TIMESTAMP_TICK_NS: u32 = 4_000_000;
+
+/// Now, rounded down to the tick.
+pub fn coarse_now() -> Timestamp {
+    let t = data::now();
+    Timestamp {
+        sec: t.sec,
+        nsec: t.nsec - t.nsec % TIMESTAMP_TICK_NS,
+    }
+}
+
+impl Filesystem {
+    /// Write `data` at `off` if it is a pure overwrite (see the module
+    /// doc); `Ok(None)` if not, having written nothing.
+    pub(super) fn overwrite(&self, ino: Ino, off: u64, data: &[u8]) -> Result<Option<usize>> {
+        let Some(rw) = self.rw() else {
+            return Ok(None);
+        };
+        let bs = self.geo().blocksize as u64;
+        let len = data.len() as u64;
+        if len == 0 || off % bs != 0 || len % bs != 0 || !self.read_guard_needed().is_some() {
+            return Ok(None);
+        }
+        let _io = rw.inodes.iolock(ino, false);
+        let (runs, stamp) = {
+            let _il = rw.inodes.ilock_shared(ino);
+            let ip = self.iget(ino)?;
+            let plain = ip.file_type() == Some(FileType::Regular)
+                && !ip.is_realtime()
+                && ip.core.flags2 & DIFLAG2_REFLINK == 0;
+            let end = off.checked_add(len);
+            if !plain || end.is_none_or(|e| e > ip.core.size) {
+                rw.inodes.locks.count_upgrade();
+                return Ok(None);
+            }
+            let bl = self.geo().blocklog;
+            let mut runs = Vec::new();
+            let (mut fb, fb_end) = (off >> bl, (off + len) >> bl);
+            while fb < fb_end {
+                let (ext, run) = self.bmap(&ip.data, FileBlock(fb));
+                let Some(e) = ext.filter(|e| !e.unwritten) else {
+                    rw.inodes.locks.count_upgrade();
+                    return Ok(None);
+                };
+                let n = run.min(fb_end - fb);
+                let disk = self
+                    .geo()
+                    .fsb_to_daddr(FsBlock(e.start + (fb - e.off.0)))
+                    .bytes();
+                runs.push((disk, ((fb << bl) - off) as usize, (n << bl) as usize));
+                fb += n;
+            }
+            let now = coarse_now();
+            let stamp = (ip.core.mtime != now || ip.core.ctime != now).then_some(now);
+            (runs, stamp)
+        };
+        for (disk, at, n) in runs {
+            self.dev().write_at(&data[at..at + n], disk)?;
+        }
+        if let Some(now) = stamp {
+            self.stamp_write(ino, now)?;
+        }
+        Ok(Some(data.len()))
+    }
+
+    /// mtime = ctime = `now` after an overwrite, in a timestamps-only
+    /// transaction.
+    fn stamp_write(&self, ino: Ino, now: Timestamp) -> Result<()> {
+        let _lock = self.ilock(ino)?;
+        let mut tx = self.trans_alloc(Resv::SetAttr)?;
+        let attr = SetAttr {
+            mtime: Some(now),
+            ctime: Some(now),
+            ..SetAttr::default()
+        };
+        let r = tx
+            .ijoin(ino)
+            .and_then(|ip| data::setattr(&mut tx, self.dev(), ip, &attr, now));
+        match r {
+            Ok(()) => {
+                tx.timestamps_only();
+                tx.commit().map(|_| ())
+            }
+            Err(e) => {
+                tx.cancel();
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! How the read path of a read-write mount takes the shared inode locks
+//! (the rules are in [`crate::cache::ilock`]).
+//!
+//! Every public reader of an inode's forks (lookup, readdir, read,
+//! readlink, getxattr, listxattr) takes the inode's shared ilock, then
+//! reads the inode *again* under it (from the inode cache, which a commit
+//! clears before its writer unlocks), and reads the blocks found through
+//! that fresh copy: a caller's older copy of the inode may name blocks a
+//! transaction has since freed or rewritten. The caller's copy is used as
+//! it is on read-only mounts (nothing changes) and on threads that already
+//! hold an ilock or a transaction (operations reading what they locked).
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use super::{Filesystem, Inode};
+use crate::cache::ilock::{reader_may_lock, ILockShared, IoLockGuard};
+use crate::error::{Error, Result};
+use crate::types::Ino;
+
+enum Snap<'a> {
+    Given(&'a Inode),
+    Fresh(Arc<Inode>),
+}
+
+/// An inode read under its shared ilock (or the caller's copy where no
+/// lock is needed); derefs to the inode. The lock is held until drop.
+pub(crate) struct Reading<'a> {
+    ip: Snap<'a>,
+    _ilock: Option<ILockShared>,
+}
+
+impl Deref for Reading<'_> {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        match &self.ip {
+            Snap::Given(i) => i,
+            Snap::Fresh(i) => i,
+        }
+    }
+}
+
+impl Reading<'_> {
+    /// The inode read under the lock, if one was taken.
+    pub(crate) fn fresh(&self) -> Option<Arc<Inode>> {
+        match &self.ip {
+            Snap::Given(_) => None,
+            Snap::Fresh(i) => Some(i.clone()),
+        }
+    }
+}
+
+impl Filesystem {
+    /// The shared ilock of `ino`, if this read must take it (read-write
+    /// mount, and the thread holds no ilock and no transaction).
+    pub(crate) fn read_guard(&self, ino: Ino) -> Option<ILockShared> {
+        let rw = self.rw.as_ref()?;
+        if !reader_may_lock() {
+            return None;
+        }
+        Some(rw.inodes.ilock_shared(ino))
+    }
+
+    /// Whether reads on this thread take shared ilocks (`Some`), without
+    /// taking one.
+    pub(crate) fn read_guard_needed(&self) -> Option<()> {
+        self.rw.as_ref()?;
+        reader_may_lock().then_some(())
+    }
+
+    /// `ip` as of now, with its shared ilock held (see the module doc).
+    /// The same inode number freed and allocated again since the caller
+    /// read it: `NotFound` (the caller's file is gone).
+    pub(crate) fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>> {
+        let Some(g) = self.read_guard(ip.ino) else {
+            return Ok(Reading {
+                ip: Snap::Given(ip),
+                _ilock: None,
+            });
+        };
+        let cur = self.iget(ip.ino)?;
+        if cur.core.gen != ip.core.gen {
+            return Err(Error::NotFound);
+        }
+        Ok(Reading {
+            ip: Snap::Fresh(cur),
+            _ilock: Some(g),
+        })
+    }
+
+    /// The I/O lock of `ino` in the mode given, on read-write mounts.
+    pub(crate) fn iolock(&self, ino: Ino, exclusive: bool) -> Option<IoLockGuard> {
+        Some(self.rw.as_ref()?.inodes.iolock(ino, exclusive))
+    }
+}
