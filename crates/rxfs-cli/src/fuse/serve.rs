@@ -37,11 +37,15 @@ pub struct ServeConfig {
     pub read_only: bool,
 }
 
+/// Workers: four per CPU, 8 to 32. A worker spends most of a data
+/// request waiting for the device, and parallel direct I/O (several
+/// overwrites of one file at once, see `fuse::ops::open_flags`) needs as
+/// many workers as requests in flight.
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    (cpus * 2).clamp(2, 16)
+    (cpus * 4).clamp(8, 32)
 }
 
 /// The FUSE mount options for a configuration.

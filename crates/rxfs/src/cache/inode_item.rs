@@ -26,6 +26,10 @@ pub struct IState {
     /// it is written back any more (the AIL drops it), until a new image
     /// is committed (the chunk allocated again).
     pub stale: bool,
+    /// Data was overwritten in place (no transaction) since the inode's
+    /// last commit: its fsync must flush the device cache even if a log
+    /// force covers the inode (the force's flush may predate the data).
+    pub overwritten: bool,
 }
 
 #[derive(Debug)]
@@ -92,6 +96,7 @@ impl InodeTable {
                 on_disk: true,
                 log: ItemLog::default(),
                 stale: false,
+                overwritten: false,
             }),
         });
         sh.insert(ino.0, ip.clone());

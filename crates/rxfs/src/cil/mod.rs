@@ -525,6 +525,11 @@ impl Cil {
         Ok(())
     }
 
+    /// Whether every change committed up to sequence `seq` is stable.
+    pub fn is_stable(&self, seq: u64) -> bool {
+        self.done.lock().stable >= seq
+    }
+
     /// Called when checkpoint `seq` is stable: busy extents of it are free.
     pub fn checkpoint_stable(&self, seq: u64) {
         self.busy.lock().retain(|b| b.seq > seq);

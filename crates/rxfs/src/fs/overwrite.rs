@@ -14,7 +14,10 @@
 //! Crash safety: the data goes in place, before the stamp commits; a crash
 //! between leaves the new data with the old times (as in the kernel). The
 //! blocks cannot change owner meanwhile: freeing or remapping them takes
-//! the I/O lock exclusive.
+//! the I/O lock exclusive. An overwrite that commits no stamp marks the
+//! inode (`IState::overwritten`) so that its next fsync flushes the
+//! device cache even when a log force would otherwise cover the data
+//! (see [`Filesystem::fsync`]).
 //!
 //! Not fast-pathed (the caller's general write takes the I/O lock
 //! exclusive): unaligned writes (they read-modify-write a block, so two
@@ -91,8 +94,13 @@ impl Filesystem {
         for (disk, at, n) in runs {
             self.dev().write_at(&data[at..at + n], disk)?;
         }
-        if let Some(now) = stamp {
-            self.stamp_write(ino, now)?;
+        match stamp {
+            Some(now) => self.stamp_write(ino, now)?,
+            None => {
+                if let Some(ip) = rw.inodes.get(ino) {
+                    ip.st.lock().overwritten = true;
+                }
+            }
         }
         Ok(Some(data.len()))
     }
@@ -101,6 +109,11 @@ impl Filesystem {
     /// transaction.
     fn stamp_write(&self, ino: Ino, now: Timestamp) -> Result<()> {
         let _lock = self.ilock(ino)?;
+        // Another overwrite of this tick may have stamped it meanwhile.
+        let ip = self.iget(ino)?;
+        if ip.core.mtime == now && ip.core.ctime == now {
+            return Ok(());
+        }
         let mut tx = self.trans_alloc(Resv::SetAttr)?;
         let attr = SetAttr {
             mtime: Some(now),

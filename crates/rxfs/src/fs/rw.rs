@@ -331,8 +331,10 @@ impl Filesystem {
 
     /// Make the last committed change of inode `ino` stable (fsync); with
     /// `datasync`, its last change of more than timestamps (fdatasync).
-    /// Nothing is forced when that change is stable already.
-    pub fn log_force_inode(&self, ino: Ino, datasync: bool) -> Result<()> {
+    /// Nothing is forced when that change is stable already: returns
+    /// whether a force was needed (then a log write issued after the
+    /// change committed made it stable, with its cache flush).
+    pub fn log_force_inode(&self, ino: Ino, datasync: bool) -> Result<bool> {
         let rw = self.rw_live()?;
         let seq = rw.inodes.get(ino).map(|ip| {
             let st = ip.st.lock();
@@ -342,8 +344,8 @@ impl Filesystem {
             }
         });
         match seq {
-            Some(s) if s > 0 => rw.cil.force_seq(s),
-            _ => Ok(()),
+            Some(s) if s > 0 && !rw.cil.is_stable(s) => rw.cil.force_seq(s).map(|_| true),
+            _ => Ok(false),
         }
     }
 
