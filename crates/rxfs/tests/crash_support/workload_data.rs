@@ -1,5 +1,5 @@
 //! The workload's data and xattr operations: write (new, append,
-//! overwrite, sparse, block-aligned), truncate, fallocate (allocate with
+//! overwrite, sparse, block-aligned, whole blocks inside EOF), truncate, fallocate (allocate with
 //! and without KEEP_SIZE, PUNCH_HOLE|KEEP_SIZE, ZERO_RANGE with and
 //! without KEEP_SIZE) and xattr set/replace/remove ("user." names, values
 //! mostly up to 300 bytes, some up to 2 KiB so the attr fork changes
@@ -52,6 +52,16 @@ impl Workload {
             6 => ("sparse", size + 1 + self.rng.below(64 << 10) as usize),
             _ => ("aligned", (self.rng.below(size as u64) as usize) & !4095),
         };
+        // Half of the aligned writes are whole blocks inside EOF: pure
+        // overwrites, which rxfs writes in place without a transaction
+        // (but a timestamp per tick).
+        if kind == "aligned" && off < size && self.rng.below(2) == 0 {
+            len = len.div_ceil(4096).max(1) * 4096;
+            len = len.min((size - off) & !4095);
+            if len == 0 {
+                len = 1;
+            }
+        }
         if off + len > self.params.max_file {
             if off >= self.params.max_file {
                 return Ok(());
