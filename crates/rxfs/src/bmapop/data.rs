@@ -46,14 +46,22 @@ const S_ISUID: u16 = 0o4000;
 const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o0010;
 
-/// The current time.
+/// The clock tick file times are kept at: the kernel's coarse clock
+/// (`current_time`) with `HZ=250`.
+pub const TIMESTAMP_TICK_NS: u32 = 4_000_000;
+
+/// The current time for inode timestamps, rounded down to the tick as the
+/// kernel's coarse clock is: every operation stamps with this clock, so
+/// times never go backwards, and an overwrite can tell whether the tick
+/// changed since the inode's last stamp (see [`crate::fs::overwrite`]).
 pub fn now() -> Timestamp {
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
+    let nsec = d.subsec_nanos();
     Timestamp {
         sec: d.as_secs() as i64,
-        nsec: d.subsec_nanos(),
+        nsec: nsec - nsec % TIMESTAMP_TICK_NS,
     }
 }
 

@@ -26,13 +26,7 @@ pub use crate::attrop::XattrSet;
 use super::attr::XATTR_NAME_MAX;
 
 fn now() -> Timestamp {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp {
-        sec: d.as_secs() as i64,
-        nsec: d.subsec_nanos(),
-    }
+    crate::bmapop::data::now()
 }
 
 /// What a full xattr name addresses.

@@ -37,13 +37,7 @@ pub struct CreateArgs {
 const RELOOKUP_TRIES: usize = 8;
 
 pub(super) fn now() -> Timestamp {
-    let d = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default();
-    Timestamp {
-        sec: d.as_secs() as i64,
-        nsec: d.subsec_nanos(),
-    }
+    crate::bmapop::data::now()
 }
 
 /// Linux `dev_t` (as `stat` gives it) to the on-disk XFS encoding

@@ -4,7 +4,8 @@
 //! once, and writes its data straight to the blocks.
 //!
 //! The one metadata change left is the time stamp. As in the kernel, file
-//! times move in clock ticks ([`TIMESTAMP_TICK_NS`]): the write logs a
+//! times move in clock ticks ([`TIMESTAMP_TICK_NS`], see
+//! [`crate::bmapop::data::now`]): the write logs a
 //! transaction that sets mtime and ctime only when the tick changed since
 //! the inode's last stamp, so a stream of overwrites commits at most one
 //! transaction per tick per inode. That transaction is marked
@@ -33,18 +34,7 @@ use crate::fs::ops_data::SetAttr;
 use crate::types::{FileBlock, FileType, FsBlock, Ino};
 use crate::xact::{MetaTx, Resv};
 
-/// The clock tick file times are kept at (the kernel's coarse clock with
-/// `HZ=250`).
-pub const TIMESTAMP_TICK_NS: u32 = 4_000_000;
-
-/// Now, rounded down to the tick.
-pub fn coarse_now() -> Timestamp {
-    let t = data::now();
-    Timestamp {
-        sec: t.sec,
-        nsec: t.nsec - t.nsec % TIMESTAMP_TICK_NS,
-    }
-}
+pub use crate::bmapop::data::TIMESTAMP_TICK_NS;
 
 impl Filesystem {
     /// Write `data` at `off` if it is a pure overwrite (see the module
@@ -87,7 +77,7 @@ impl Filesystem {
                 runs.push((disk, ((fb << bl) - off) as usize, (n << bl) as usize));
                 fb += n;
             }
-            let now = coarse_now();
+            let now = data::now();
             let stamp = (ip.core.mtime != now || ip.core.ctime != now).then_some(now);
             (runs, stamp)
         };
