@@ -55,7 +55,7 @@ fn open(a: &Args) -> CliResult<Arc<Filesystem>> {
         inject_latency: Some(Duration::from_micros(a.latency_us)),
         ..MountOptions::default()
     };
-    Filesystem::open_path(&a.image, None, mo).map_err(|e| CliError::fs(&a.image.display(), &e))
+    Filesystem::open_path(&a.image, None, mo).map_err(|e| CliError::fs(a.image.display(), &e))
 }
 
 fn fs_err(e: rxfs::Error) -> CliError {
