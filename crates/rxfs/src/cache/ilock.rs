@@ -89,10 +89,12 @@ enum MetaGuard {
     Shared(#[allow(dead_code)] ArcRwLockReadGuard<RawRwLock, ()>),
 }
 
-/// A held ilock (exclusive or shared); released on drop.
+/// A held ilock (exclusive or shared); released on drop, on the thread
+/// that took it (not `Send`: the thread's held set must stay right).
 pub struct ILockGuard {
     ino: u64,
     _g: MetaGuard,
+    _not_send: std::marker::PhantomData<*const ()>,
 }
 
 impl Drop for ILockGuard {
@@ -184,6 +186,7 @@ impl InodeLockTable {
         ILockGuard {
             ino: ino.0,
             _g: MetaGuard::Excl(g),
+            _not_send: std::marker::PhantomData,
         }
     }
 
@@ -202,6 +205,7 @@ impl InodeLockTable {
         ILockGuard {
             ino: ino.0,
             _g: MetaGuard::Shared(g),
+            _not_send: std::marker::PhantomData,
         }
     }
 
