@@ -23,6 +23,7 @@ const RO: MountOptions = MountOptions {
     logbsize: None,
     ablate_delaylog: false,
     allocsize: None,
+    inject_latency: None,
 };
 
 /// A kernel-populated image: a directory of 200 small files (several inode

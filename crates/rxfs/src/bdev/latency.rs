@@ -72,7 +72,7 @@ mod tests {
 
     #[test]
     fn writes_wait_at_least_the_delay() {
-        let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(1 << 16));
+        let mem: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(vec![0u8; 1 << 16]));
         let d = LatencyDevice::new(mem, Duration::from_millis(20), false);
         let t = Instant::now();
         d.write_at(&[1u8; 512], 512).unwrap();

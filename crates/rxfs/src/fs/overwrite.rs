@@ -55,7 +55,11 @@ impl Filesystem {
         };
         let bs = self.geo().blocksize as u64;
         let len = data.len() as u64;
-        if len == 0 || off % bs != 0 || len % bs != 0 || !self.read_guard_needed().is_some() {
+        if len == 0
+            || !off.is_multiple_of(bs)
+            || !len.is_multiple_of(bs)
+            || self.read_guard_needed().is_none()
+        {
             return Ok(None);
         }
         let _io = rw.inodes.iolock(ino, false);
