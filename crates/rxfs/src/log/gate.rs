@@ -27,8 +27,11 @@
 //! 4. the gathering went quiet: a gap with no arrival and no release, of
 //!    twice the last record's write time (pre-flush to post-flush) at most
 //!    2 ms; or 4 gaps passed since this forcer arrived. A forcer never
-//!    waits long for threads that stopped forcing, and then the next batch
-//!    may overlap the previous record's post-flush.
+//!    waits long for threads that stopped forcing (and those are then
+//!    forgotten), and the next batch may overlap the previous record's
+//!    post-flush. The price: an fsync that arrives while an unrelated
+//!    fsync's record is in flight waits for it and up to one gap more
+//!    (the kernel would not wait; it batches only by chance of timing).
 //!
 //! Everyone waiting passes together (a new generation of the gate); the
 //! first to take the CIL's push lock pushes the whole context, the others
@@ -132,7 +135,11 @@ impl Shared {
                 let gathered = self.forcers_out(&c, now) == 0;
                 if gathered || now >= deadline {
                     if !gathered {
+                        // Forget who did not come back (a forcer that
+                        // stopped, the AIL's force): later gatherings
+                        // must not wait for them again.
                         Counters::add(&self.stats.gate_timeouts, 1);
+                        c.returning = 0;
                     }
                     c.gate_epoch += 1;
                     self.gate_cv.notify_all();
