@@ -26,7 +26,8 @@ use crate::{CliError, CliResult};
 /// random 4 KiB blocks for SECS seconds (pwrite only, no fsync); prints
 /// writes/s and the ratio to 1 thread. `fsync`: each thread creates files
 /// in its own directory, writes 4 KiB and fsyncs each; prints fsyncs/s,
-/// log writes, fsyncs per log write and transactions per file.
+/// log writes, fsyncs per log write, checkpoints, transactions per file,
+/// log flushes and log KiB per fsync.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// `overwrite` or `fsync`.
@@ -165,9 +166,9 @@ fn overwrite(a: &Args, threads: &[usize]) -> CliResult<()> {
 
 fn fsync(a: &Args, threads: &[usize]) -> CliResult<()> {
     println!(
-        "| threads | fsyncs/s | log writes | fsyncs per log write | checkpoints | transactions per file |"
+        "| threads | fsyncs/s | log writes | fsyncs per log write | checkpoints | transactions per file | log flushes | log KiB per fsync |"
     );
-    println!("|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for (round, &t) in threads.iter().enumerate() {
         let fs = open(a)?;
         let root = fs.root_ino();
@@ -220,11 +221,13 @@ fn fsync(a: &Args, threads: &[usize]) -> CliResult<()> {
         let n = t as u64 * a.files;
         let writes = d(|x| x.log.writes).max(1);
         println!(
-            "| {t} | {:.0} | {writes} | {:.1} | {} | {:.2} |",
+            "| {t} | {:.0} | {writes} | {:.1} | {} | {:.2} | {} | {:.1} |",
             n as f64 / secs,
             n as f64 / writes as f64,
             d(|x| x.checkpoints),
             d(|x| x.trans_commits) as f64 / n as f64,
+            d(|x| x.log.flushes),
+            d(|x| x.log.bytes) as f64 / 1024.0 / n as f64,
         );
     }
     Ok(())

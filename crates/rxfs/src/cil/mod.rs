@@ -21,7 +21,17 @@
 //! 3. Outside the lock: give back the transaction's unused reservation;
 //!    ask for a background push when the context passed its space limit.
 //!
+//! ## Forces (fsync)
+//! A force of the open sequence waits at the log's commit gate first
+//! ([`crate::log::CommitTurn`]): while a commit record is being written,
+//! the context gathers the commits of every other forcer and one of them
+//! pushes it all, so one checkpoint (not one per fsync) goes into each
+//! commit record and shared items are logged once. Forcers of a sequence
+//! being pushed wait for that push (`push_order`) instead of pushing again.
+//!
 //! ## Locks (outermost first)
+//! 0. the log's commit turn (held across a forcer's push; not a lock of
+//!    this module, and never taken by commits);
 //! 1. `push_order`: one push at a time, so checkpoints (and their commit
 //!    records) reach the log in sequence order. Commits never take it.
 //! 2. `ctx_lock` (RwLock): commits hold it shared across format + insert; a
@@ -541,9 +551,25 @@ impl Cil {
 
     /// Push and wait until every change committed in sequence `seq` or
     /// before is stable (fsync).
+    ///
+    /// A force of a sequence still open first waits at the log's commit
+    /// gate ([`LogWriter::commit_turn`]): while a commit record is being
+    /// written the context keeps gathering the commits of other forcers,
+    /// and one of them pushes it all as one checkpoint (shared items such
+    /// as the AG headers logged once, not once per fsync). A force of a
+    /// sequence being pushed waits on `push_order` for that push instead
+    /// of pushing again; one already pushed only forces its commit LSN.
     pub fn force_seq(self: &Arc<Self>, seq: u64) -> Result<()> {
         self.c.forces.fetch_add(1, Relaxed);
+        if self.is_stable(seq) {
+            return Ok(());
+        }
+        let turn = match seq >= self.current_seq() {
+            true => Some(self.log.commit_turn()?),
+            false => None,
+        };
         self.push(seq)?;
+        drop(turn);
         let lsn = {
             let d = self.done.lock();
             if d.stable >= seq {

@@ -2,22 +2,26 @@
 //! writer; see the module doc of [`crate::log`] for the ring and its rules).
 //!
 //! - A force of an LSN pushes the buffer holding it if it is still ACTIVE
-//!   (right away if no write is in flight, else when the in-flight writes
-//!   complete, so concurrent forces and commits share one write), or just
-//!   waits if the buffer is already being written (piggyback).
-//! - Each buffer has an I/O thread: it packs and CRCs the record, writes it
-//!   (two writes if it wraps the log end), with flushes around a buffer
-//!   holding a commit record, after every earlier write finished.
+//!   (right away if the commit slot is free, else the I/O thread that frees
+//!   it pushes it, so concurrent forces and commits share one write), or
+//!   just waits if the buffer is already being written (piggyback).
+//! - Each buffer has an I/O thread. It packs and CRCs the record and writes
+//!   it (two writes if it wraps the log end); a buffer holding a commit
+//!   record is written as PREFLUSH + write + FUA: once every earlier
+//!   record's *data write* finished, flush, write, flush. When its data
+//!   write is done it frees the commit slot (and pushes a deferred buffer)
+//!   before its own post-flush, so two commit records overlap.
 //! - Completion passes run in ring order and take every finished buffer at
 //!   once (a batch): one `last_sync_lsn` move, one grant-head update, the
 //!   callbacks in LSN order, one wakeup of forces and writers.
 
 use super::iclog::{record_pieces, IclogState, IoJob};
-use super::writer::Shared;
+use super::writer::{Core, Shared};
 use super::Counters;
 use crate::error::{Error, Result};
 use crate::types::{Daddr, Lsn};
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 impl Shared {
     pub(super) fn force(&self, lsn: Option<Lsn>) -> Result<Lsn> {
@@ -52,47 +56,34 @@ impl Shared {
                 }
             }
         };
-        // A deferred buffer is pushed by its forcers once the writes ahead
-        // of it complete, after the forcers that completion released have
-        // had about one write's time to commit into it too (the batching
-        // window); durability is unchanged: every force waits for its LSN.
-        let mut counted = false;
-        let mut deadline = None;
+        // Count this force on its buffer: the commit gate waits for the
+        // forcers of buffers in flight to come back (see gate.rs).
+        if let Some(i) = (0..n).find(|&i| c.iclogs[i].lsn == target) {
+            c.iclogs[i].forcers += 1;
+        }
         while c.last_sync < target {
             Self::shut_err(&c)?;
-            if !counted {
-                counted = true;
-                if let Some(i) = (0..n).find(|&i| c.iclogs[i].lsn == target) {
-                    c.iclogs[i].forcers += 1;
-                    self.done_cv.notify_all();
-                }
-            }
-            let cur = c.cur;
-            let (open, joined) = {
-                let ic = &c.iclogs[cur];
-                (ic.is_open() && ic.lsn == target, ic.forcers)
-            };
-            if open && c.oldest == cur {
-                let now = std::time::Instant::now();
-                let window = std::time::Duration::from_nanos(
-                    self.stats.last_io_ns.load(Ordering::Relaxed).min(2_000_000),
-                );
-                let end = *deadline.get_or_insert(now + window);
-                if joined <= c.rejoin && now < end {
-                    c = self
-                        .done_cv
-                        .wait_timeout(c, end - now)
-                        .unwrap_or_else(|e| e.into_inner())
-                        .0;
-                    continue;
-                }
-                c.rejoin = 0;
-                self.switch_out(&mut c, cur)?;
-                continue;
-            }
             c = self.done_cv.wait(c).unwrap_or_else(|e| e.into_inner());
         }
         Ok(target)
+    }
+
+    /// Whether a commit record switched out now would have its pre-flush
+    /// issued at once: every switched-out record's data write finished
+    /// (records still in their post-flush do not count).
+    pub(super) fn commit_slot_free(c: &Core) -> bool {
+        c.written_below == c.next_seq
+    }
+
+    /// Switch out the current buffer if it holds a deferred commit and the
+    /// commit slot is free (called when a data write finishes).
+    fn push_deferred(&self, c: &mut Core) {
+        let cur = c.cur;
+        let ic = &c.iclogs[cur];
+        if ic.is_open() && ic.push_when_idle && Self::commit_slot_free(c) {
+            Counters::add(&self.stats.deferred_pushes, 1);
+            let _ = self.switch_out(c, cur);
+        }
     }
 
     pub(super) fn io_thread(&self, idx: usize) {
@@ -109,23 +100,37 @@ impl Shared {
                     c = self.io_cvs[idx].wait(c).unwrap_or_else(|e| e.into_inner());
                 }
             };
-            let seq = job.seq;
-            let (res, spare) = self.do_io(job);
+            let (seq, flush) = (job.seq, job.need_flush);
+            let t0 = Instant::now();
+            let (mut res, spare) = self.write_record(idx, job);
             let mut c = self.lock();
-            c.io_done.insert(seq);
+            c.written.insert(seq);
             while {
-                let next = c.io_done_below;
-                c.io_done.remove(&next)
+                let next = c.written_below;
+                c.written.remove(&next)
             } {
-                c.io_done_below += 1;
+                c.written_below += 1;
             }
+            self.order_cv.notify_all();
+            self.gate_cv.notify_all();
+            if res.is_ok() {
+                self.push_deferred(&mut c);
+            }
+            drop(c);
+            // FUA: the commit record is stable before its completion runs.
+            if flush && res.is_ok() {
+                res = self.dev.flush();
+                Counters::add(&self.stats.flushes, 1);
+            }
+            let ns = t0.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            self.stats.last_io_ns.store(ns, Ordering::Relaxed);
+            let mut c = self.lock();
             let ic = &mut c.iclogs[idx];
             ic.data = spare;
             ic.state = IclogState::DoneSync;
             if let Err(e) = &res {
                 ic.io_error = Some(e.to_string());
             }
-            self.order_cv.notify_all();
             drop(c);
             if let Err(e) = res {
                 self.fail(format!("log write failed: {e}"));
@@ -134,21 +139,27 @@ impl Shared {
         }
     }
 
-    /// Write one record (with flush semantics if it holds a commit).
-    pub(super) fn do_io(&self, job: IoJob) -> (Result<()>, Vec<u8>) {
+    /// Write one record; a commit record first waits for every earlier
+    /// record's data write and flushes (PREFLUSH). The caller issues the
+    /// post-flush (FUA) after freeing the commit slot.
+    fn write_record(&self, idx: usize, job: IoJob) -> (Result<()>, Vec<u8>) {
         let (seq, flush) = (job.seq, job.need_flush);
         if flush {
             let mut c = self.lock();
-            while c.io_done_below < seq && c.error.is_none() {
+            while c.written_below < seq && c.error.is_none() {
                 c = self.order_cv.wait(c).unwrap_or_else(|e| e.into_inner());
             }
             if c.error.is_some() {
                 drop(c);
                 return (Err(Error::Shutdown), job.payload);
             }
+            if c.oldest != idx {
+                // An earlier record is still in its post-flush or waiting
+                // for completion: two commit records in flight.
+                Counters::add(&self.stats.overlapped_commits, 1);
+            }
         }
         let (pieces, spare) = record_pieces(job, self.cfg.size_bbs);
-        let t0 = std::time::Instant::now();
         let r = (|| {
             if flush {
                 self.dev.flush()?;
@@ -160,14 +171,8 @@ impl Shared {
                 Counters::add(&self.stats.writes, 1);
                 Counters::add(&self.stats.bytes, raw.len() as u64);
             }
-            if flush {
-                self.dev.flush()?;
-                Counters::add(&self.stats.flushes, 1);
-            }
             Ok(())
         })();
-        let ns = t0.elapsed().as_nanos().min(u64::MAX as u128) as u64;
-        self.stats.last_io_ns.store(ns, Ordering::Relaxed);
         (r, spare)
     }
 
@@ -198,7 +203,8 @@ impl Shared {
                 let lsn = ic.lsn;
                 cbs.extend(ic.callbacks.drain(..).map(|cb| (lsn, cb)));
             }
-            c.rejoin = batch.iter().map(|&b| c.iclogs[b].forcers).sum();
+            let released: usize = batch.iter().map(|&b| c.iclogs[b].forcers).sum();
+            self.note_released(&mut c, released);
             let last = c.iclogs[*batch.last().expect("non-empty")].lsn;
             c.oldest = idx;
             drop(c);
@@ -222,12 +228,8 @@ impl Shared {
             }
             Counters::add(&self.stats.completion_batches, 1);
             Counters::add(&self.stats.completed_records, batch.len() as u64);
-            let cur = c.cur;
-            let ic = &c.iclogs[cur];
-            if c.oldest == cur && ic.is_open() && ic.push_when_idle && ic.forcers == 0 {
-                let _ = self.switch_out(&mut c, cur);
-            }
             self.done_cv.notify_all();
+            self.gate_cv.notify_all();
             self.space_cv.notify_all();
         }
         c.completing = false;

@@ -92,10 +92,10 @@ pub(crate) struct Iclog {
     pub data: Vec<u8>,
     pub num_ops: u32,
     pub need_flush: bool,
-    /// A commit waits in this ACTIVE buffer for the in-flight I/O to end.
+    /// A commit waits in this ACTIVE buffer for the commit slot to free.
     pub push_when_idle: bool,
-    /// Forces sleeping until this (open) buffer is stable: they push it
-    /// themselves when the in-flight writes complete.
+    /// Forces sleeping until this buffer is stable (the commit gate counts
+    /// them as coming back soon).
     pub forcers: usize,
     pub job: Option<IoJob>,
     pub callbacks: Vec<StableCallback>,

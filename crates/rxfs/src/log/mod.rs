@@ -8,6 +8,7 @@
 //!  write(ops) --------> copy ops into the current iclog; when it is full:
 //!                       switch it out (record header, LSN) ---> pack, CRC, write
 //!                                                               (split at the log end)
+//!  commit_turn() -----> commit gate: gather synchronous committers
 //!  force(lsn) --------> push the iclog holding lsn, wait <--- completions in ring
 //!                                                               order, in batches
 //!  AIL: move_tail ----> GrantHeads wakes waiters (once each)
@@ -18,7 +19,7 @@
 //! of two: the kernel's rule) form a ring. Each cycles through
 //!
 //! ```text
-//!  ACTIVE --(full, forced, or commit with no I/O in flight)--> WANT_SYNC
+//!  ACTIVE --(full, forced, or commit with the commit slot free)--> WANT_SYNC
 //!  WANT_SYNC --(handed to its I/O thread)--> SYNCING --(write done)--> DONE_SYNC
 //!  DONE_SYNC --(all earlier buffers done: completion pass)--> CALLBACK --> ACTIVE
 //! ```
@@ -39,23 +40,35 @@
 //!   callbacks in order, then wakes forces and writers once.
 //! - A buffer holding a COMMIT op (or the unmount record) is written with
 //!   the kernel's `REQ_PREFLUSH | REQ_FUA` semantics, approximated as: wait
-//!   until every earlier buffer's write completed, `flush()` the device
-//!   (the checkpoint's body is now stable), write, `flush()` again (the
-//!   commit record is stable before the completion reports it). So a
-//!   commit record never becomes stable before the checkpoint it commits.
-//! - Commits that arrive while I/O is in flight stay in the ACTIVE buffer
-//!   (batched with later commits); it goes out when it fills, when a force
-//!   needs it, or when the last in-flight write completes.
-//! - When the in-flight writes complete, a deferred buffer with forcers
-//!   waiting on it is pushed by them, not by the completion pass: they
-//!   hold it open until the forcers that completion released have forced
-//!   into it too, or for at most one write latency (the last write's time,
-//!   capped at 2 ms). Without that window, closed-loop synchronous
-//!   committers split into two groups that alternate (batches of ~7 and 1
-//!   with 8 threads). Forces still return only once their LSN is stable.
+//!   until every earlier record's *data write* completed, `flush()` the
+//!   device (the checkpoint's body and every earlier record are now
+//!   stable), write, `flush()` again (the commit record is stable before
+//!   its completion reports it). So a commit record never becomes stable
+//!   before the checkpoint it commits nor before any earlier record.
+//! - The *commit slot* is free when every switched-out record's data write
+//!   has completed. A record in its post-flush does not hold it: the next
+//!   commit record's pre-flush covers that record too, so two commit
+//!   records are in flight, one in its post-flush while the next flushes
+//!   and writes ([`LogStats::overlapped_commits`]):
+//!
+//!   ```text
+//!    record k:    [flush][write k][flush]
+//!    record k+1:                 [flush][write k+1][flush]
+//!    slot:        busy ----------^ free: k+1 may start
+//!   ```
+//! - Commits that arrive while the slot is busy stay in the ACTIVE buffer
+//!   (batched with later commits, the kernel's WANT_SYNC gathering); the
+//!   I/O thread whose data write frees the slot pushes it
+//!   ([`LogStats::deferred_pushes`]); it also goes out when it fills.
+//! - Synchronous committers gather *before* the CIL push, at the commit
+//!   gate (`gate.rs`, [`LogWriter::commit_turn`]): a forcer waits until the
+//!   slot is free and the forcers released by the last writes have come
+//!   back (or a quiet gap passed), so all of them share one checkpoint and
+//!   one commit record. The gate only delays pushes; forces still return
+//!   only once their LSN is stable.
 //! - A force of an LSN whose buffer is already SYNCING only waits
 //!   (piggybacks; counted in [`LogStats::force_piggybacks`]).
-//!
+
 //! ## What the layers above must do
 //! - Reserve before writing: a ticket's unit covers its ops, op headers,
 //!   one record header per buffer it may open and a BB of padding
@@ -73,13 +86,15 @@
 //!
 //! ## Not done yet
 //! - External log devices; a log on the data device only.
-//! - The "wait for the previous buffer before pushing" heuristic is the
-//!   deferral above; there is no timed background push (the kernel's log
-//!   worker): a commit in an ACTIVE buffer with nothing in flight goes out at
-//!   once, one with I/O in flight goes out when that I/O completes.
+//! - No timed background push (the kernel's log worker): a commit in an
+//!   ACTIVE buffer goes out at once when the slot is free, else when the
+//!   data write holding the slot completes.
 //!
 //! ## Lock order (outermost first)
-//! 1. the writer's core lock (`icloglock`: ring states, head position);
+//! 0. a [`CommitTurn`] (held by a forcer across its CIL push; it is a
+//!    count under the core lock, not a lock: waiting for it holds nothing);
+//! 1. the writer's core lock (`icloglock`: ring states, head position,
+//!    the commit gate);
 //! 2. the grant heads' lock (a leaf).
 //!
 //! Device I/O, iclog callbacks and the AIL's [`TailPusher`] run with no lock
@@ -96,12 +111,16 @@
 //!   END on the last) on all pieces but the first.
 //! - `last_sync_lsn` only grows, and every record at or before it is on
 //!   disk (flushed if it held a commit).
+//! - `written_below <= next_seq`; a commit record's pre-flush is issued
+//!   only once `written_below` reached its sequence.
 
 mod force;
+mod gate;
 pub mod grant;
 pub mod iclog;
 pub mod writer;
 
+pub use gate::CommitTurn;
 pub use grant::{GrantHeads, GrantStats, NoPusher, TailPusher, Ticket};
 pub use iclog::IclogState;
 pub use writer::{CheckpointLsns, LogConfig, LogOp, LogWriter};
@@ -127,6 +146,15 @@ pub struct LogStats {
     pub force_piggybacks: u64,
     /// Writers that waited for a log buffer to come back from I/O.
     pub iclog_waits: u64,
+    /// Commit gate: forcers that waited at it, and openings by the window
+    /// (not by the forcers having gathered).
+    pub gate_waits: u64,
+    pub gate_timeouts: u64,
+    /// Deferred commit buffers pushed when the commit slot freed.
+    pub deferred_pushes: u64,
+    /// Commit records whose pre-flush was issued while an earlier record
+    /// was still in its post-flush (two commit records in flight).
+    pub overlapped_commits: u64,
     /// Completion passes, and the records they completed.
     pub completion_batches: u64,
     pub completed_records: u64,
@@ -146,9 +174,14 @@ pub(crate) struct Counters {
     pub forces: AtomicU64,
     pub force_piggybacks: AtomicU64,
     pub iclog_waits: AtomicU64,
+    pub gate_waits: AtomicU64,
+    pub gate_timeouts: AtomicU64,
+    pub deferred_pushes: AtomicU64,
+    pub overlapped_commits: AtomicU64,
     pub completion_batches: AtomicU64,
     pub completed_records: AtomicU64,
-    /// How long the last record write took (the batching window).
+    /// How long the last record write took, pre-flush to post-flush (the
+    /// commit gate's window).
     pub last_io_ns: AtomicU64,
 }
 
@@ -168,6 +201,10 @@ impl Counters {
             forces: r(&self.forces),
             force_piggybacks: r(&self.force_piggybacks),
             iclog_waits: r(&self.iclog_waits),
+            gate_waits: r(&self.gate_waits),
+            gate_timeouts: r(&self.gate_timeouts),
+            deferred_pushes: r(&self.deferred_pushes),
+            overlapped_commits: r(&self.overlapped_commits),
             completion_batches: r(&self.completion_batches),
             completed_records: r(&self.completed_records),
             grant_waits: g.waits,

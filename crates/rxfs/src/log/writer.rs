@@ -97,13 +97,20 @@ pub(super) struct Core {
     pub(super) curr_block: u32,
     pub(super) prev_block: u32,
     pub(super) next_seq: u64,
-    /// Every write with a smaller sequence number has finished.
-    pub(super) io_done_below: u64,
-    pub(super) io_done: BTreeSet<u64>,
+    /// Every record with a smaller sequence number has its data written
+    /// (its post-flush may still be running); `written` holds those done
+    /// out of order.
+    pub(super) written_below: u64,
+    pub(super) written: BTreeSet<u64>,
     pub(super) completing: bool,
-    /// Forcers released by the last completion pass (they may commit
-    /// again into the deferred buffer).
-    pub(super) rejoin: usize,
+    /// The commit gate (gate.rs): forcers waiting at it, passers still
+    /// pushing, the generation opened last, forcers released by recent
+    /// completions and not back yet, and the last arrival or release.
+    pub(super) gate_waiting: usize,
+    pub(super) gate_turns: usize,
+    pub(super) gate_epoch: u64,
+    pub(super) returning: usize,
+    pub(super) gate_last: Option<std::time::Instant>,
     pub(super) last_sync: Lsn,
     pub(super) error: Option<String>,
     pub(super) exit: bool,
@@ -120,8 +127,10 @@ pub(super) struct Shared {
     pub(super) space_cv: Condvar,
     /// Forces waiting for `last_sync` to pass their LSN.
     pub(super) done_cv: Condvar,
-    /// Commit writes waiting for earlier writes to finish.
+    /// Commit writes waiting for earlier data writes to finish.
     pub(super) order_cv: Condvar,
+    /// Forcers waiting at the commit gate.
+    pub(super) gate_cv: Condvar,
     pub(super) io_cvs: Vec<Condvar>,
     pub(super) stats: Counters,
     pub(super) next_tid: AtomicU32,
@@ -129,7 +138,7 @@ pub(super) struct Shared {
 
 /// The log writer of one filesystem (see the module doc of [`crate::log`]).
 pub struct LogWriter {
-    sh: Arc<Shared>,
+    pub(super) sh: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
 }
 
@@ -175,10 +184,14 @@ impl LogWriter {
             curr_block: cfg.head.block(),
             prev_block: cfg.prev_block,
             next_seq: 0,
-            io_done_below: 0,
-            io_done: BTreeSet::new(),
+            written_below: 0,
+            written: BTreeSet::new(),
             completing: false,
-            rejoin: 0,
+            gate_waiting: 0,
+            gate_turns: 0,
+            gate_epoch: 0,
+            returning: 0,
+            gate_last: None,
             last_sync: prev_record_lsn(&cfg),
             error: None,
             exit: false,
@@ -195,6 +208,7 @@ impl LogWriter {
             space_cv: Condvar::new(),
             done_cv: Condvar::new(),
             order_cv: Condvar::new(),
+            gate_cv: Condvar::new(),
             stats: Counters::default(),
             next_tid: AtomicU32::new(seed | 1),
         });
@@ -515,6 +529,7 @@ impl Shared {
         self.space_cv.notify_all();
         self.done_cv.notify_all();
         self.order_cv.notify_all();
+        self.gate_cv.notify_all();
     }
 
     fn write(&self, t: &mut Ticket, ops: &[LogOp<'_>]) -> Result<Lsn> {
@@ -553,14 +568,14 @@ impl Shared {
         Ok(lsn)
     }
 
-    /// Push the current buffer out now if no write is in flight; else leave
-    /// it ACTIVE, marked to go out when the in-flight writes complete, so
-    /// commits and forces arriving meanwhile share it (seed 002's batching).
+    /// Push the current buffer out now if the commit slot is free (every
+    /// earlier record's data write done); else leave it ACTIVE, marked to
+    /// go out when the slot frees, so commits and forces arriving meanwhile
+    /// share it (seed 002's batching; the kernel's WANT_SYNC gathering).
     pub(super) fn push_or_defer(&self, c: &mut Core, idx: usize) -> Result<()> {
-        if c.oldest == c.cur && c.iclogs[idx].forcers == 0 {
+        if Self::commit_slot_free(c) {
             self.switch_out(c, idx)
         } else {
-            // In flight, or forcers are holding it open for a batch.
             c.iclogs[idx].push_when_idle = true;
             Ok(())
         }
@@ -628,6 +643,7 @@ impl Shared {
             self.grant.shutdown();
             self.space_cv.notify_all();
             self.done_cv.notify_all();
+            self.gate_cv.notify_all();
             return Err(Error::Shutdown);
         }
         ic.state = IclogState::WantSync;
