@@ -124,7 +124,7 @@ impl Filesystem {
         cookie: u64,
         f: &mut dyn FnMut(&DirEntry) -> bool,
     ) -> Result<()> {
-        if self.read_guard_needed().is_none() {
+        if !self.reads_take_locks() {
             return self.readdir_in(dir, cookie, f);
         }
         let mut cookie = cookie;

@@ -48,7 +48,7 @@ impl Filesystem {
         if len == 0
             || !off.is_multiple_of(bs)
             || !len.is_multiple_of(bs)
-            || self.read_guard_needed().is_none()
+            || !self.reads_take_locks()
         {
             return Ok(None);
         }

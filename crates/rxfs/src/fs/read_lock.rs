@@ -54,18 +54,14 @@ impl Filesystem {
     /// The shared ilock of `ino`, if this read must take it (read-write
     /// mount, and the thread holds no ilock and no transaction).
     pub(crate) fn read_guard(&self, ino: Ino) -> Option<ILockShared> {
-        let rw = self.rw.as_ref()?;
-        if !reader_may_lock() {
-            return None;
-        }
+        let rw = self.rw.as_ref().filter(|_| reader_may_lock())?;
         Some(rw.inodes.ilock_shared(ino))
     }
 
-    /// Whether reads on this thread take shared ilocks (`Some`), without
-    /// taking one.
-    pub(crate) fn read_guard_needed(&self) -> Option<()> {
-        self.rw.as_ref()?;
-        reader_may_lock().then_some(())
+    /// Whether reads on this thread take shared ilocks (see
+    /// [`Self::read_guard`]), without taking one.
+    pub(crate) fn reads_take_locks(&self) -> bool {
+        self.rw.is_some() && reader_may_lock()
     }
 
     /// `ip` as of now, with its shared ilock held (see the module doc).
