@@ -10,25 +10,24 @@
 //! unlink, rmdir, opendir, readdir, releasedir, statfs, fallocate.
 //!
 //! How it serves:
-//! - fuser 0.15's session loop reads and dispatches one request at a time
-//!   on one thread. Metadata requests are answered there; read, write,
-//!   fsync and fallocate are handed, with their (Send) reply object and an
-//!   `Arc<File>` from the handle table, to a pool of worker threads, so
-//!   several data requests are in flight at once (pread/pwrite on the
-//!   file's descriptor: no shared file position).
+//! - fuser runs `--threads` event loops (default 16), each reading its own
+//!   clone of the `/dev/fuse` descriptor, the transport rxfs's daemon
+//!   uses; every request is answered on the loop that read it (pread and
+//!   pwrite on the file's descriptor: no shared file position).
 //! - Inodes are named by path (relative to SRC): FUSE inode numbers are
 //!   ours, handed out at lookup and freed when the kernel forgets them.
 //!   No rename, links or symlinks: the benchmark needs none.
 //! - An open whose flags carry O_DIRECT opens the source file with
 //!   O_DIRECT and replies FOPEN_DIRECT_IO (the kernel sends every read and
 //!   write to us, bypassing its page cache) plus FOPEN_PARALLEL_DIRECT_WRITES
-//!   (1 << 6, FUSE 7.36: the kernel takes the inode lock shared, not
-//!   exclusive, for direct writes that do not extend the file), unless
+//!   (FUSE 7.36: the kernel takes the inode lock shared, not exclusive, for
+//!   direct writes that do not extend the file), unless
 //!   `--no-parallel-dio`. Other opens use the kernel's page cache as usual.
-//! - Data buffers for O_DIRECT are 4096-byte aligned.
+//! - Data buffers for O_DIRECT are 4096-byte aligned: a direct write is
+//!   copied from the request buffer into one, other writes are not.
 //!
-//! Invariants: the session thread alone touches the node and handle
-//! tables (`&mut self`), so they need no lock; a worker holds its own
+//! Invariants: the node and handle tables live under one mutex, held only
+//! to look up or change them, never across I/O; a request holds its own
 //! `Arc<File>`, so a RELEASE racing a READ closes the descriptor only after
 //! the read finished.
 
@@ -40,21 +39,17 @@ use std::io;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fuser::consts::FOPEN_DIRECT_IO;
 use fuser::{
-    FileAttr, FileType, KernelConfig, MountOption, ReplyAttr, ReplyCreate, ReplyData,
+    BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo,
+    KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
     ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session,
-    TimeOrNow, FUSE_ROOT_ID,
+    TimeOrNow, WriteFlags,
 };
 
-/// FUSE 7.36 open flag (not among fuser 0.15's constants): direct writes
-/// inside EOF may run in parallel on one inode.
-const FOPEN_PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
+const ROOT: u64 = INodeNo::ROOT.0;
 /// Attributes and entries are cached this long by the kernel. The source
 /// changes only through us, so any value would do.
 const TTL: Duration = Duration::from_secs(1);
@@ -63,61 +58,6 @@ const ALIGN: usize = 4096;
 /// Largest request we accept (fuser's buffer allows 16 MiB; the kernel's
 /// default max_pages gives 128 KiB..1 MiB).
 const MAX_WRITE: u32 = 1 << 20;
-
-// ------------------------------------------------------------- the pool
-type Job = Box<dyn FnOnce() + Send + 'static>;
-
-/// Worker threads fed through a bounded queue: a full queue blocks the
-/// session thread, which pushes back on the kernel.
-struct Pool {
-    tx: Option<SyncSender<Job>>,
-    workers: Vec<JoinHandle<()>>,
-}
-
-impl Pool {
-    fn new(threads: usize) -> io::Result<Pool> {
-        let (tx, rx) = sync_channel::<Job>(threads * 4);
-        let rx = Arc::new(Mutex::new(rx));
-        let mut workers = Vec::new();
-        for i in 0..threads.max(1) {
-            let rx = rx.clone();
-            workers.push(
-                std::thread::Builder::new()
-                    .name(format!("pt-worker-{i}"))
-                    .spawn(move || worker(&rx))?,
-            );
-        }
-        Ok(Pool {
-            tx: Some(tx),
-            workers,
-        })
-    }
-
-    fn run(&self, job: impl FnOnce() + Send + 'static) {
-        if let Some(tx) = &self.tx {
-            let _ = tx.send(Box::new(job));
-        }
-    }
-}
-
-fn worker(rx: &Mutex<Receiver<Job>>) {
-    loop {
-        let job = rx.lock().unwrap_or_else(|e| e.into_inner()).recv();
-        match job {
-            Ok(job) => job(),
-            Err(_) => return,
-        }
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        drop(self.tx.take());
-        for w in self.workers.drain(..) {
-            let _ = w.join();
-        }
-    }
-}
 
 // ------------------------------------------------------- aligned buffers
 /// A zeroed heap buffer aligned for O_DIRECT.
@@ -161,15 +101,25 @@ struct Node {
     lookups: u64,
 }
 
-struct Passthrough {
-    root: PathBuf,
+/// An open file; `direct` if opened with O_DIRECT.
+struct Handle {
+    file: Arc<File>,
+    direct: bool,
+}
+
+#[derive(Default)]
+struct Tables {
     nodes: HashMap<u64, Node>,
     by_path: HashMap<PathBuf, u64>,
     next_ino: u64,
-    handles: HashMap<u64, Arc<File>>,
+    handles: HashMap<u64, Handle>,
     next_fh: u64,
+}
+
+struct Passthrough {
+    root: PathBuf,
     parallel_dio: bool,
-    pool: Pool,
+    t: Mutex<Tables>,
 }
 
 /// The changes of one SETATTR request (None: unchanged).
@@ -182,8 +132,8 @@ struct SetAttr {
     mtime: Option<TimeOrNow>,
 }
 
-fn errno(e: &io::Error) -> i32 {
-    e.raw_os_error().unwrap_or(libc::EIO)
+fn errno(e: &io::Error) -> Errno {
+    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
 }
 
 fn cpath(p: &Path) -> io::Result<CString> {
@@ -207,6 +157,7 @@ fn systime(sec: i64, nsec: i64) -> SystemTime {
 }
 
 fn attr_of(ino: u64, m: &std::fs::Metadata) -> FileAttr {
+    let ino = INodeNo(ino);
     let kind = match m.mode() & libc::S_IFMT {
         libc::S_IFDIR => FileType::Directory,
         libc::S_IFLNK => FileType::Symlink,
@@ -259,58 +210,63 @@ fn open_options(flags: i32, create_mode: Option<u32>) -> OpenOptions {
 }
 
 impl Passthrough {
-    fn new(root: PathBuf, threads: usize, parallel_dio: bool) -> io::Result<Passthrough> {
-        let mut nodes = HashMap::new();
-        let mut by_path = HashMap::new();
-        nodes.insert(
-            FUSE_ROOT_ID,
+    fn new(root: PathBuf, parallel_dio: bool) -> Passthrough {
+        let mut t = Tables {
+            next_ino: ROOT + 1,
+            next_fh: 1,
+            ..Tables::default()
+        };
+        t.nodes.insert(
+            ROOT,
             Node {
                 path: PathBuf::new(),
                 lookups: 1,
             },
         );
-        by_path.insert(PathBuf::new(), FUSE_ROOT_ID);
-        Ok(Passthrough {
+        t.by_path.insert(PathBuf::new(), ROOT);
+        Passthrough {
             root,
-            nodes,
-            by_path,
-            next_ino: FUSE_ROOT_ID + 1,
-            handles: HashMap::new(),
-            next_fh: 1,
             parallel_dio,
-            pool: Pool::new(threads)?,
-        })
+            t: Mutex::new(t),
+        }
+    }
+
+    fn tables(&self) -> MutexGuard<'_, Tables> {
+        self.t.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The source path of inode `ino`.
-    fn real(&self, ino: u64) -> Result<PathBuf, i32> {
-        match self.nodes.get(&ino) {
+    fn real(&self, ino: u64) -> Result<PathBuf, Errno> {
+        match self.tables().nodes.get(&ino) {
             Some(n) => Ok(self.root.join(&n.path)),
-            None => Err(libc::ESTALE),
+            None => Err(Errno::ESTALE),
         }
     }
 
     /// Relative and source paths of `name` in directory `parent`.
-    fn child(&self, parent: u64, name: &OsStr) -> Result<(PathBuf, PathBuf), i32> {
-        let n = self.nodes.get(&parent).ok_or(libc::ESTALE)?;
+    fn child(&self, parent: u64, name: &OsStr) -> Result<(PathBuf, PathBuf), Errno> {
         if name.as_bytes().contains(&b'/') || name == "." || name == ".." {
-            return Err(libc::EINVAL);
+            return Err(Errno::EINVAL);
         }
-        let rel = n.path.join(name);
+        let rel = match self.tables().nodes.get(&parent) {
+            Some(n) => n.path.join(name),
+            None => return Err(Errno::ESTALE),
+        };
         let real = self.root.join(&rel);
         Ok((rel, real))
     }
 
     /// One more kernel reference to the inode at `rel` (a new one if
     /// needed); its attributes.
-    fn remember(&mut self, rel: PathBuf, m: &std::fs::Metadata) -> FileAttr {
-        let ino = match self.by_path.get(&rel) {
+    fn remember(&self, rel: PathBuf, m: &std::fs::Metadata) -> FileAttr {
+        let mut t = self.tables();
+        let ino = match t.by_path.get(&rel) {
             Some(&ino) => ino,
             None => {
-                let ino = self.next_ino;
-                self.next_ino += 1;
-                self.by_path.insert(rel.clone(), ino);
-                self.nodes.insert(
+                let ino = t.next_ino;
+                t.next_ino += 1;
+                t.by_path.insert(rel.clone(), ino);
+                t.nodes.insert(
                     ino,
                     Node {
                         path: rel,
@@ -320,35 +276,48 @@ impl Passthrough {
                 ino
             }
         };
-        if let Some(n) = self.nodes.get_mut(&ino) {
+        if let Some(n) = t.nodes.get_mut(&ino) {
             n.lookups += 1;
         }
         attr_of(ino, m)
     }
 
-    fn add_handle(&mut self, f: File) -> u64 {
-        let fh = self.next_fh;
-        self.next_fh += 1;
-        self.handles.insert(fh, Arc::new(f));
-        fh
+    fn add_handle(&self, f: File, flags: i32) -> FileHandle {
+        let mut t = self.tables();
+        let fh = t.next_fh;
+        t.next_fh += 1;
+        let h = Handle {
+            file: Arc::new(f),
+            direct: flags & libc::O_DIRECT != 0,
+        };
+        t.handles.insert(fh, h);
+        FileHandle(fh)
     }
 
-    fn open_reply_flags(&self, flags: i32) -> u32 {
-        if flags & libc::O_DIRECT != 0 {
-            FOPEN_DIRECT_IO
-                | if self.parallel_dio {
-                    FOPEN_PARALLEL_DIRECT_WRITES
-                } else {
-                    0
-                }
+    fn file(&self, fh: FileHandle) -> Option<(Arc<File>, bool)> {
+        let t = self.tables();
+        t.handles.get(&fh.0).map(|h| (h.file.clone(), h.direct))
+    }
+
+    fn open_reply_flags(&self, flags: i32) -> FopenFlags {
+        if flags & libc::O_DIRECT == 0 {
+            return FopenFlags::empty();
+        }
+        if self.parallel_dio {
+            FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
         } else {
-            0
+            FopenFlags::FOPEN_DIRECT_IO
         }
     }
 
     /// SETATTR: each change asked for, in the order chmod, chown,
     /// truncate, utimens; the attributes after.
-    fn setattr_inner(&mut self, ino: u64, fh: Option<u64>, s: SetAttr) -> Result<FileAttr, i32> {
+    fn setattr_inner(
+        &self,
+        ino: u64,
+        fh: Option<FileHandle>,
+        s: SetAttr,
+    ) -> Result<FileAttr, Errno> {
         let SetAttr {
             mode,
             uid,
@@ -370,8 +339,8 @@ impl Passthrough {
             cvt(unsafe { libc::lchown(c.as_ptr(), u, g) }).map_err(|e| errno(&e))?;
         }
         if let Some(size) = size {
-            let r = match fh.and_then(|fh| self.handles.get(&fh)) {
-                Some(f) => f.set_len(size),
+            let r = match fh.and_then(|fh| self.file(fh)) {
+                Some((f, _)) => f.set_len(size),
                 None => OpenOptions::new()
                     .write(true)
                     .open(&real)
@@ -428,31 +397,32 @@ impl Passthrough {
 }
 
 impl fuser::Filesystem for Passthrough {
-    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
         let _ = config.set_max_write(MAX_WRITE);
         let _ = config.set_max_background(64);
         Ok(())
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let (rel, real) = match self.child(parent, name) {
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let (rel, real) = match self.child(parent.0, name) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         match std::fs::symlink_metadata(&real) {
             Ok(m) => {
                 let attr = self.remember(rel, &m);
-                reply.entry(&TTL, &attr, 0);
+                reply.entry(&TTL, &attr, Generation(0));
             }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        if ino == FUSE_ROOT_ID {
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        if ino.0 == ROOT {
             return;
         }
-        let gone = match self.nodes.get_mut(&ino) {
+        let mut t = self.tables();
+        let gone = match t.nodes.get_mut(&ino.0) {
             Some(n) => {
                 n.lookups = n.lookups.saturating_sub(nlookup);
                 n.lookups == 0
@@ -460,32 +430,32 @@ impl fuser::Filesystem for Passthrough {
             None => false,
         };
         if gone {
-            if let Some(n) = self.nodes.remove(&ino) {
-                if self.by_path.get(&n.path) == Some(&ino) {
-                    self.by_path.remove(&n.path);
+            if let Some(n) = t.nodes.remove(&ino.0) {
+                if t.by_path.get(&n.path) == Some(&ino.0) {
+                    t.by_path.remove(&n.path);
                 }
             }
         }
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, fh: Option<u64>, reply: ReplyAttr) {
-        let m = match fh.and_then(|fh| self.handles.get(&fh)) {
-            Some(f) => f.metadata(),
-            None => match self.real(ino) {
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        let m = match fh.and_then(|fh| self.file(fh)) {
+            Some((f, _)) => f.metadata(),
+            None => match self.real(ino.0) {
                 Ok(p) => std::fs::symlink_metadata(p),
                 Err(e) => return reply.error(e),
             },
         };
         match m {
-            Ok(m) => reply.attr(&TTL, &attr_of(ino, &m)),
+            Ok(m) => reply.attr(&TTL, &attr_of(ino.0, &m)),
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn setattr(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
@@ -493,11 +463,11 @@ impl fuser::Filesystem for Passthrough {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         _ctime: Option<SystemTime>,
-        fh: Option<u64>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
+        _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
         let s = SetAttr {
@@ -508,22 +478,22 @@ impl fuser::Filesystem for Passthrough {
             atime,
             mtime,
         };
-        match self.setattr_inner(ino, fh, s) {
+        match self.setattr_inner(ino.0, fh, s) {
             Ok(a) => reply.attr(&TTL, &a),
             Err(e) => reply.error(e),
         }
     }
 
     fn mkdir(
-        &mut self,
-        _req: &Request<'_>,
-        parent: u64,
+        &self,
+        _req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let (rel, real) = match self.child(parent, name) {
+        let (rel, real) = match self.child(parent.0, name) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
@@ -534,65 +504,45 @@ impl fuser::Filesystem for Passthrough {
         match r.and_then(|()| std::fs::symlink_metadata(&real)) {
             Ok(m) => {
                 let attr = self.remember(rel, &m);
-                reply.entry(&TTL, &attr, 0);
+                reply.entry(&TTL, &attr, Generation(0));
             }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
-    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name) {
-            Ok((rel, real)) => match std::fs::remove_file(real) {
-                Ok(()) => {
-                    // The inode lives on for the kernel's references, but the
-                    // name may be reused by a new file.
-                    self.by_path.remove(&rel);
-                    reply.ok()
-                }
-                Err(e) => reply.error(errno(&e)),
-            },
-            Err(e) => reply.error(e),
-        }
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(parent.0, name, false, reply)
     }
 
-    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        match self.child(parent, name) {
-            Ok((rel, real)) => match std::fs::remove_dir(real) {
-                Ok(()) => {
-                    self.by_path.remove(&rel);
-                    reply.ok()
-                }
-                Err(e) => reply.error(errno(&e)),
-            },
-            Err(e) => reply.error(e),
-        }
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(parent.0, name, true, reply)
     }
 
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        let real = match self.real(ino) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let real = match self.real(ino.0) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
-        match open_options(flags, None).open(real) {
+        match open_options(flags.0, None).open(real) {
             Ok(f) => {
-                let fh = self.add_handle(f);
-                reply.opened(fh, self.open_reply_flags(flags));
+                let fh = self.add_handle(f, flags.0);
+                reply.opened(fh, self.open_reply_flags(flags.0));
             }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn create(
-        &mut self,
-        _req: &Request<'_>,
-        parent: u64,
+        &self,
+        _req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let (rel, real) = match self.child(parent, name) {
+        let (rel, real) = match self.child(parent.0, name) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
@@ -603,110 +553,122 @@ impl fuser::Filesystem for Passthrough {
         match f.metadata() {
             Ok(m) => {
                 let attr = self.remember(rel, &m);
-                let fh = self.add_handle(f);
-                reply.created(&TTL, &attr, 0, fh, self.open_reply_flags(flags));
+                let fh = self.add_handle(f, flags);
+                let gen = Generation(0);
+                reply.created(&TTL, &attr, gen, fh, self.open_reply_flags(flags));
             }
             Err(e) => reply.error(errno(&e)),
         }
     }
 
     fn read(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
         size: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        let Some(f) = self.handles.get(&fh).cloned() else {
-            return reply.error(libc::EBADF);
+        let Some((f, _)) = self.file(fh) else {
+            return reply.error(Errno::EBADF);
         };
-        self.pool.run(move || {
-            let mut buf = AlignedBuf::new(size as usize);
-            let b = &mut buf.as_mut()[..size as usize];
-            // A short read is EOF (regular files on tmpfs).
-            match f.read_at(b, offset as u64) {
-                Ok(n) => reply.data(&b[..n]),
-                Err(e) => reply.error(errno(&e)),
-            }
-        });
+        let mut buf = AlignedBuf::new(size as usize);
+        let b = &mut buf.as_mut()[..size as usize];
+        // A short read is EOF (regular files on tmpfs).
+        match f.read_at(b, offset) {
+            Ok(n) => reply.data(&b[..n]),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn write(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
         data: &[u8],
-        _write_flags: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let Some(f) = self.handles.get(&fh).cloned() else {
-            return reply.error(libc::EBADF);
+        let Some((f, direct)) = self.file(fh) else {
+            return reply.error(Errno::EBADF);
         };
-        // The session reuses its buffer for the next request: copy (into
-        // an aligned buffer, for O_DIRECT).
-        let len = data.len();
-        let mut buf = AlignedBuf::new(len);
-        buf.as_mut()[..len].copy_from_slice(data);
-        self.pool.run(
-            move || match f.write_at(&buf.as_mut()[..len], offset as u64) {
-                Ok(n) => reply.written(n as u32),
-                Err(e) => reply.error(errno(&e)),
-            },
-        );
+        let r = if direct {
+            let mut buf = AlignedBuf::new(data.len());
+            buf.as_mut()[..data.len()].copy_from_slice(data);
+            f.write_at(&buf.as_mut()[..data.len()], offset)
+        } else {
+            f.write_at(data, offset)
+        };
+        match r {
+            Ok(n) => reply.written(n as u32),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
-    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _owner: u64, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
     fn release(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.handles.remove(&fh);
+        let h = self.tables().handles.remove(&fh.0);
+        drop(h);
         reply.ok();
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, _ino: u64, fh: u64, datasync: bool, reply: ReplyEmpty) {
-        let Some(f) = self.handles.get(&fh).cloned() else {
-            return reply.error(libc::EBADF);
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some((f, _)) = self.file(fh) else {
+            return reply.error(Errno::EBADF);
         };
-        self.pool.run(move || {
-            let r = if datasync {
-                f.sync_data()
-            } else {
-                f.sync_all()
-            };
-            match r {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
-            }
-        });
+        let r = if datasync {
+            f.sync_data()
+        } else {
+            f.sync_all()
+        };
+        match r {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 
     fn readdir(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let real = match self.real(ino) {
+        let real = match self.real(ino.0) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
@@ -717,8 +679,8 @@ impl fuser::Filesystem for Passthrough {
         // Offsets are positions in this listing: ".", "..", then the
         // entries in read_dir order (stable while nothing changes).
         let mut entries: Vec<(u64, FileType, std::ffi::OsString)> = vec![
-            (ino, FileType::Directory, ".".into()),
-            (FUSE_ROOT_ID, FileType::Directory, "..".into()),
+            (ino.0, FileType::Directory, ".".into()),
+            (ROOT, FileType::Directory, "..".into()),
         ];
         for e in rd.flatten() {
             let kind = match e.file_type() {
@@ -729,15 +691,15 @@ impl fuser::Filesystem for Passthrough {
             let dino = e.metadata().map(|m| m.ino()).unwrap_or(0);
             entries.push((dino, kind, e.file_name()));
         }
-        for (i, (dino, kind, name)) in entries.iter().enumerate().skip(offset.max(0) as usize) {
-            if reply.add(*dino, i as i64 + 1, *kind, name) {
+        for (i, (dino, kind, name)) in entries.iter().enumerate().skip(offset as usize) {
+            if reply.add(INodeNo(*dino), i as u64 + 1, *kind, name) {
                 break;
             }
         }
         reply.ok();
     }
 
-    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
         let c = match cpath(&self.root) {
             Ok(c) => c,
             Err(e) => return reply.error(errno(&e)),
@@ -760,26 +722,48 @@ impl fuser::Filesystem for Passthrough {
     }
 
     fn fallocate(
-        &mut self,
-        _req: &Request<'_>,
-        _ino: u64,
-        fh: u64,
-        offset: i64,
-        length: i64,
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        let Some(f) = self.handles.get(&fh).cloned() else {
-            return reply.error(libc::EBADF);
+        let Some((f, _)) = self.file(fh) else {
+            return reply.error(Errno::EBADF);
         };
-        self.pool.run(move || {
-            use std::os::fd::AsRawFd;
-            // SAFETY: a valid descriptor held open by `f`.
-            match cvt(unsafe { libc::fallocate(f.as_raw_fd(), mode, offset, length) }) {
-                Ok(()) => reply.ok(),
-                Err(e) => reply.error(errno(&e)),
+        use std::os::fd::AsRawFd;
+        let (offset, length) = (offset as i64, length as i64);
+        // SAFETY: a valid descriptor held open by `f`.
+        match cvt(unsafe { libc::fallocate(f.as_raw_fd(), mode, offset, length) }) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(&e)),
+        }
+    }
+}
+
+impl Passthrough {
+    /// UNLINK / RMDIR. The inode lives on for the kernel's references, but
+    /// the name may be reused by a new file.
+    fn remove(&self, parent: u64, name: &OsStr, dir: bool, reply: ReplyEmpty) {
+        let (rel, real) = match self.child(parent, name) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let r = if dir {
+            std::fs::remove_dir(real)
+        } else {
+            std::fs::remove_file(real)
+        };
+        match r {
+            Ok(()) => {
+                self.tables().by_path.remove(&rel);
+                reply.ok()
             }
-        });
+            Err(e) => reply.error(errno(&e)),
+        }
     }
 }
 
@@ -814,20 +798,17 @@ fn main() {
             std::process::exit(1);
         }
     };
-    let fs = match Passthrough::new(src, threads, parallel_dio) {
-        Ok(fs) => fs,
-        Err(e) => {
-            eprintln!("passthrough: starting workers: {e}");
-            std::process::exit(1);
-        }
-    };
-    let opts = [
+    let fs = Passthrough::new(src, parallel_dio);
+    let mut config = Config::default();
+    config.mount_options = vec![
         MountOption::FSName("passthrough".into()),
         MountOption::CUSTOM("subtype=passthrough".into()),
         MountOption::RW,
         MountOption::DefaultPermissions,
     ];
-    let mut session = match Session::new(fs, &mnt, &opts) {
+    config.n_threads = Some(threads.max(1));
+    config.clone_fd = true;
+    let session = match Session::new(fs, &mnt, &config) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("passthrough: mounting on {}: {e}", mnt.display());

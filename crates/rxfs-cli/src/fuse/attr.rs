@@ -9,8 +9,7 @@
 //!   of the page size and the block size.
 //! - `rdev` is encoded the way the FUSE kernel module decodes it
 //!   (`new_decode_dev`): minor low byte, major, then the minor's high bits.
-//! - Times keep nanoseconds; times before 1970 are built so that fuser's
-//!   conversion yields the right (negative seconds, nanoseconds) pair.
+//! - Times keep nanoseconds, also before 1970.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -40,16 +39,14 @@ pub fn encode_dev(major: u32, minor: u32) -> u32 {
     (minor & 0xff) | ((major & 0xfff) << 8) | ((minor & !0xff) << 12)
 }
 
-/// A `SystemTime` that fuser turns back into exactly (sec, nsec).
-///
-/// fuser converts pre-epoch times as `(-(d.secs), d.nanos)` of the
-/// distance `d` to the epoch, so for negative seconds we hand it a time
-/// whose distance has `-sec` whole seconds and `nsec` nanoseconds.
+/// The `SystemTime` of an XFS timestamp, `sec + nsec / 10^9` exactly
+/// (fuser 0.18 sends it to the kernel as the same (sec, nsec) pair,
+/// seconds rounded down before 1970).
 pub fn system_time(t: Timestamp) -> SystemTime {
     if t.sec >= 0 {
         UNIX_EPOCH + Duration::new(t.sec as u64, t.nsec)
     } else {
-        UNIX_EPOCH - Duration::new(t.sec.unsigned_abs(), t.nsec)
+        UNIX_EPOCH - Duration::from_secs(t.sec.unsigned_abs()) + Duration::from_nanos(t.nsec as u64)
     }
 }
 
@@ -71,7 +68,7 @@ pub fn file_attr(fs: &Filesystem, ip: &Inode) -> FileAttr {
         .map(|(ma, mi)| encode_dev(ma, mi))
         .unwrap_or(0);
     FileAttr {
-        ino: ip.ino.0,
+        ino: fuser::INodeNo(ip.ino.0),
         size: c.size,
         blocks: crate::cmd::stat::st_blocks(fs, ip),
         atime: system_time(c.atime),
@@ -105,14 +102,19 @@ mod tests {
         }
     }
 
-    /// fuser's conversion, restated.
+    /// fuser 0.18's conversion for replies, restated: seconds rounded
+    /// down, nanoseconds counted up from them.
     fn fuser_pair(t: SystemTime) -> (i64, u32) {
         match t.duration_since(UNIX_EPOCH) {
             Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
-            Err(e) => (
-                -(e.duration().as_secs() as i64),
-                e.duration().subsec_nanos(),
-            ),
+            Err(e) => {
+                let d = e.duration();
+                if d.subsec_nanos() == 0 {
+                    (-(d.as_secs() as i64), 0)
+                } else {
+                    (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
+                }
+            }
         }
     }
 

@@ -4,13 +4,22 @@
 //!   xattrs, statfs, access, lseek) on a shared [`ops::Core`].
 //! - [`ops_rw`]: the handlers that modify (create, mknod, mkdir, unlink,
 //!   rmdir, write, setattr, fsync), EROFS on a read-only mount.
-//! - [`pool`]: the bounded worker pool the session thread hands requests
-//!   to (fuser's loop itself is single-threaded).
+//! - [`reply`]: answering fuser's reply objects with an errno.
 //! - [`node`]: node ids the kernel references, with lookup counts.
 //! - [`attr`]: attributes exactly as the kernel's XFS reports them.
 //! - [`serve`]: mounting, the session loop, signals, the pidfile, and the
 //!   unmount of the filesystem when the session ends.
 //! - [`stats_file`]: the counters file `rxfs stats` reads.
+//!
+//! Threads: the session runs `threads` event loops, each reading its own
+//! clone of the `/dev/fuse` descriptor (`FUSE_DEV_IOC_CLONE`); the kernel
+//! hands every pending request to whichever loop reads first, and that
+//! loop runs the handler to the end. There is no queue and no handoff
+//! between threads: a write's data is served from the buffer it was read
+//! into. A handler that blocks (a log force, the device) holds only its
+//! own loop. A handler that panics (a bug) is caught, so its loop goes on
+//! serving; the reply it held is dropped unanswered, which fuser answers
+//! with EIO.
 //!
 //! Node ids: 1 is the root; every other node id is the XFS inode number.
 //! Operations the library cannot do answer EOPNOTSUPP on a read-write
@@ -32,32 +41,27 @@ pub mod ops;
 pub mod ops_ns;
 pub mod ops_rw;
 pub mod pidfile;
-pub mod pool;
+pub mod reply;
 pub mod serve;
 pub mod stats_file;
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use fuser::consts::{
-    FUSE_CACHE_SYMLINKS, FUSE_DONT_MASK, FUSE_DO_READDIRPLUS, FUSE_PARALLEL_DIROPS, FUSE_POSIX_ACL,
-    FUSE_READDIRPLUS_AUTO,
-};
 use fuser::{
-    KernelConfig, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
-    ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request,
-    TimeOrNow,
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, INodeNo, InitFlags,
+    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
+    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use ops::Core;
 use ops_rw::{Caller, SetAttrArgs};
-use pool::Pool;
 
-/// Queue slots per worker thread.
-const QUEUE_PER_THREAD: usize = 4;
 /// Largest read the kernel may send (also its readahead window), and the
 /// largest write (fuser asks for enough max_pages for both).
 const MAX_READ_BYTES: u32 = 1 << 20;
@@ -65,33 +69,25 @@ const MAX_WRITE_BYTES: u32 = 1 << 20;
 
 pub struct RxFuse {
     core: Arc<Core>,
-    pool: Pool,
 }
 
 impl RxFuse {
-    pub fn new(
-        fs: Arc<rxfs::Filesystem>,
-        threads: usize,
-        log_errors: bool,
-    ) -> std::io::Result<Self> {
-        Ok(RxFuse {
+    pub fn new(fs: Arc<rxfs::Filesystem>, log_errors: bool) -> Self {
+        RxFuse {
             core: Arc::new(Core::new(fs, log_errors)),
-            pool: Pool::new(threads, threads * QUEUE_PER_THREAD)?,
-        })
+        }
     }
 
-    /// Run `f` on the pool with the shared core.
-    fn spawn(&self, f: impl FnOnce(&Core) + Send + 'static) {
-        let core = self.core.clone();
-        self.pool.execute(move || f(&core));
+    /// Run a handler on this event loop, surviving its panic (see the
+    /// module comment).
+    fn run(&self, f: impl FnOnce(&Core)) {
+        if catch_unwind(AssertUnwindSafe(|| f(&self.core))).is_err() {
+            eprintln!("rxfs: a request handler panicked (bug); the request got EIO");
+        }
     }
 }
 
-fn bytes(s: &OsStr) -> Vec<u8> {
-    s.as_bytes().to_vec()
-}
-
-fn caller(req: &Request<'_>) -> Caller {
+fn caller(req: &Request) -> Caller {
     Caller {
         uid: req.uid(),
         gid: req.gid(),
@@ -102,7 +98,7 @@ fn caller(req: &Request<'_>) -> Caller {
 /// The caller of a create-like request, with its umask (FUSE_POSIX_ACL:
 /// the kernel no longer applies it, the library does unless the parent
 /// has a default ACL).
-fn creator(req: &Request<'_>, umask: u32) -> Caller {
+fn creator(req: &Request, umask: u32) -> Caller {
     Caller {
         umask: umask & 0o777,
         ..caller(req)
@@ -110,198 +106,179 @@ fn creator(req: &Request<'_>, umask: u32) -> Caller {
 }
 
 impl fuser::Filesystem for RxFuse {
-    fn init(&mut self, _req: &Request<'_>, config: &mut KernelConfig) -> Result<(), libc::c_int> {
-        let _ = config.add_capabilities(FUSE_DO_READDIRPLUS | FUSE_READDIRPLUS_AUTO);
-        let _ = config.add_capabilities(FUSE_PARALLEL_DIROPS);
-        let _ = config.add_capabilities(FUSE_CACHE_SYMLINKS);
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        let _ = config
+            .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        let _ = config.add_capabilities(InitFlags::FUSE_CACHE_SYMLINKS);
         // The kernel checks permissions with the ACLs it reads through
         // getxattr; DONT_MASK leaves the umask to us (see `creator`).
-        let _ = config.add_capabilities(FUSE_POSIX_ACL | FUSE_DONT_MASK);
+        let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK);
         let _ = config.set_max_readahead(MAX_READ_BYTES);
         let _ = config.set_max_write(MAX_WRITE_BYTES);
         Ok(())
     }
 
-    fn lookup(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEntry) {
-        let name = bytes(name);
-        self.spawn(move |c| c.lookup(parent, &name, reply));
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.run(|c| c.lookup(parent.0, name.as_bytes(), reply));
     }
 
-    /// On the pool: the last forget of an unlinked inode frees it (a
-    /// transaction).
-    fn forget(&mut self, _req: &Request<'_>, ino: u64, nlookup: u64) {
-        self.spawn(move |c| c.forget(ino, nlookup));
+    /// The last forget of an unlinked inode frees it (a transaction).
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.run(|c| c.forget(ino.0, nlookup));
     }
 
-    fn batch_forget(&mut self, _req: &Request<'_>, nodes: &[fuser::fuse_forget_one]) {
-        let v: Vec<(u64, u64)> = nodes.iter().map(|n| (n.nodeid, n.nlookup)).collect();
-        self.spawn(move |c| {
-            for (ino, n) in v {
-                c.forget(ino, n);
-            }
-        });
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        self.run(|c| c.getattr(ino.0, reply));
     }
 
-    fn getattr(&mut self, _req: &Request<'_>, ino: u64, _fh: Option<u64>, reply: ReplyAttr) {
-        self.spawn(move |c| c.getattr(ino, reply));
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.run(|c| c.readlink(ino.0, reply));
     }
 
-    fn readlink(&mut self, _req: &Request<'_>, ino: u64, reply: ReplyData) {
-        self.spawn(move |c| c.readlink(ino, reply));
-    }
-
-    fn open(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        self.spawn(move |c| c.open(ino, flags, reply));
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.run(|c| c.open(ino.0, flags.0, reply));
     }
 
     fn read(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         size: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.spawn(move |c| c.read(ino, offset, size, reply));
+        self.run(|c| c.read(ino.0, offset, size, reply));
     }
 
-    fn opendir(&mut self, _req: &Request<'_>, ino: u64, flags: i32, reply: ReplyOpen) {
-        self.spawn(move |c| c.opendir(ino, flags, reply));
+    fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        self.run(|c| c.opendir(ino.0, flags.0, reply));
     }
 
     fn readdir(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         reply: ReplyDirectory,
     ) {
-        self.spawn(move |c| c.readdir(ino, offset, reply));
+        self.run(|c| c.readdir(ino.0, offset, reply));
     }
 
     fn readdirplus(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         reply: ReplyDirectoryPlus,
     ) {
-        self.spawn(move |c| c.readdirplus(ino, offset, reply));
+        self.run(|c| c.readdirplus(ino.0, offset, reply));
     }
 
-    fn statfs(&mut self, _req: &Request<'_>, _ino: u64, reply: ReplyStatfs) {
-        self.spawn(move |c| c.statfs(reply));
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.run(|c| c.statfs(reply));
     }
 
-    fn getxattr(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        name: &OsStr,
-        size: u32,
-        reply: ReplyXattr,
-    ) {
-        let name = bytes(name);
-        self.spawn(move |c| c.getxattr(ino, &name, size, reply));
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.run(|c| c.getxattr(ino.0, name.as_bytes(), size, reply));
     }
 
-    fn listxattr(&mut self, _req: &Request<'_>, ino: u64, size: u32, reply: ReplyXattr) {
-        self.spawn(move |c| c.listxattr(ino, size, reply));
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.run(|c| c.listxattr(ino.0, size, reply));
     }
 
-    fn access(&mut self, req: &Request<'_>, ino: u64, mask: i32, reply: ReplyEmpty) {
+    fn access(&self, req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
         let (uid, gid) = (req.uid(), req.gid());
-        self.spawn(move |c| c.access(ino, mask, uid, gid, reply));
+        self.run(|c| c.access(ino.0, mask.bits(), uid, gid, reply));
     }
 
     fn lseek(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
         offset: i64,
         whence: i32,
         reply: ReplyLseek,
     ) {
-        self.spawn(move |c| c.lseek(ino, offset, whence, reply));
+        self.run(|c| c.lseek(ino.0, offset, whence, reply));
     }
 
     fn create(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let (name, who) = (bytes(name), creator(req, umask));
-        self.spawn(move |c| c.create(parent, &name, mode, flags, who, reply));
+        let who = creator(req, umask);
+        self.run(|c| c.create(parent.0, name.as_bytes(), mode, flags, who, reply));
     }
 
     fn mknod(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let (name, who) = (bytes(name), creator(req, umask));
-        self.spawn(move |c| c.mknod(parent, &name, mode, rdev, who, reply));
+        let who = creator(req, umask);
+        self.run(|c| c.mknod(parent.0, name.as_bytes(), mode, rdev, who, reply));
     }
 
     fn mkdir(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         name: &OsStr,
         mode: u32,
         umask: u32,
         reply: ReplyEntry,
     ) {
-        let (name, who) = (bytes(name), creator(req, umask));
-        self.spawn(move |c| c.mkdir(parent, &name, mode, who, reply));
+        let who = creator(req, umask);
+        self.run(|c| c.mkdir(parent.0, name.as_bytes(), mode, who, reply));
     }
 
-    fn unlink(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let name = bytes(name);
-        self.spawn(move |c| c.unlink(parent, &name, reply));
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.run(|c| c.unlink(parent.0, name.as_bytes(), reply));
     }
 
-    fn rmdir(&mut self, _req: &Request<'_>, parent: u64, name: &OsStr, reply: ReplyEmpty) {
-        let name = bytes(name);
-        self.spawn(move |c| c.rmdir(parent, &name, reply));
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.run(|c| c.rmdir(parent.0, name.as_bytes(), reply));
     }
 
+    /// The data is written from the buffer the request was read into.
     fn write(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
         data: &[u8],
-        _write_flags: u32,
-        _flags: i32,
-        _lock_owner: Option<u64>,
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        let data = data.to_vec();
-        self.spawn(move |c| c.write(ino, offset, &data, reply));
+        // The kernel's loff_t: past i64::MAX is negative, which answers EINVAL.
+        self.run(|c| c.write(ino.0, offset as i64, data, reply));
     }
 
     fn setattr(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
         gid: Option<u32>,
@@ -309,11 +286,11 @@ impl fuser::Filesystem for RxFuse {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         ctime: Option<SystemTime>,
-        _fh: Option<u64>,
+        _fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
-        _flags: Option<u32>,
+        _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
         let a = SetAttrArgs {
@@ -325,138 +302,149 @@ impl fuser::Filesystem for RxFuse {
             mtime,
             ctime,
         };
-        self.spawn(move |c| c.setattr(ino, a, reply));
+        self.run(|c| c.setattr(ino.0, a, reply));
     }
 
-    fn fsync(&mut self, _req: &Request<'_>, ino: u64, _fh: u64, datasync: bool, reply: ReplyEmpty) {
-        self.spawn(move |c| c.fsync(ino, datasync, reply));
-    }
-
-    fn fsyncdir(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.spawn(move |c| c.fsync(ino, datasync, reply));
+        self.run(|c| c.fsync(ino.0, datasync, reply));
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.run(|c| c.fsync(ino.0, datasync, reply));
     }
 
     /// close(2): every write already reached the library; durability is
     /// fsync's business.
-    fn flush(&mut self, _req: &Request<'_>, _ino: u64, _fh: u64, _lo: u64, reply: ReplyEmpty) {
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
         reply.ok();
     }
 
     /// Open references are the kernel's lookup counts (FORGET), not open
     /// handles; a released file gives back its unused preallocation past
-    /// EOF (on the pool, after the reply).
+    /// EOF, after the reply.
     fn release(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        flags: i32,
-        _lock_owner: Option<u64>,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
         reply.ok();
-        if self.core.rw && flags & libc::O_ACCMODE != libc::O_RDONLY {
-            self.spawn(move |c| c.trim_eof(ino));
+        if self.core.rw && flags.0 & libc::O_ACCMODE != libc::O_RDONLY {
+            self.run(|c| c.trim_eof(ino.0));
         }
     }
 
     fn symlink(
-        &mut self,
-        req: &Request<'_>,
-        parent: u64,
+        &self,
+        req: &Request,
+        parent: INodeNo,
         link_name: &OsStr,
         target: &Path,
         reply: ReplyEntry,
     ) {
-        let (name, who) = (bytes(link_name), caller(req));
-        let target = bytes(target.as_os_str());
-        self.spawn(move |c| c.symlink(parent, &name, &target, who, reply));
+        let who = caller(req);
+        let (name, target) = (link_name.as_bytes(), target.as_os_str().as_bytes());
+        self.run(|c| c.symlink(parent.0, name, target, who, reply));
     }
 
     fn rename(
-        &mut self,
-        _req: &Request<'_>,
-        parent: u64,
+        &self,
+        _req: &Request,
+        parent: INodeNo,
         name: &OsStr,
-        newparent: u64,
+        newparent: INodeNo,
         newname: &OsStr,
-        flags: u32,
+        flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
-        let (name, newname) = (bytes(name), bytes(newname));
-        self.spawn(move |c| c.rename(parent, &name, newparent, &newname, flags, reply));
+        let (name, newname) = (name.as_bytes(), newname.as_bytes());
+        self.run(|c| c.rename(parent.0, name, newparent.0, newname, flags.bits(), reply));
     }
 
     fn link(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        newparent: u64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
-        let newname = bytes(newname);
-        self.spawn(move |c| c.link(ino, newparent, &newname, reply));
+        self.run(|c| c.link(ino.0, newparent.0, newname.as_bytes(), reply));
     }
 
     fn setxattr(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
         name: &OsStr,
         value: &[u8],
         flags: i32,
         position: u32,
         reply: ReplyEmpty,
     ) {
-        let (name, value) = (bytes(name), value.to_vec());
-        self.spawn(move |c| c.setxattr(ino, &name, &value, flags, position, reply));
+        self.run(|c| c.setxattr(ino.0, name.as_bytes(), value, flags, position, reply));
     }
 
-    fn removexattr(&mut self, _req: &Request<'_>, ino: u64, name: &OsStr, reply: ReplyEmpty) {
-        let name = bytes(name);
-        self.spawn(move |c| c.removexattr(ino, &name, reply));
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.run(|c| c.removexattr(ino.0, name.as_bytes(), reply));
     }
 
     fn fallocate(
-        &mut self,
-        _req: &Request<'_>,
-        ino: u64,
-        _fh: u64,
-        offset: i64,
-        length: i64,
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
         mode: i32,
         reply: ReplyEmpty,
     ) {
-        self.spawn(move |c| c.fallocate(ino, offset, length, mode, reply));
+        let (offset, length) = (offset as i64, length as i64);
+        self.run(|c| c.fallocate(ino.0, offset, length, mode, reply));
     }
 
     fn copy_file_range(
-        &mut self,
-        _req: &Request<'_>,
-        _ino_in: u64,
-        _fh_in: u64,
-        _offset_in: i64,
-        _ino_out: u64,
-        _fh_out: u64,
-        _offset_out: i64,
+        &self,
+        _req: &Request,
+        _ino_in: INodeNo,
+        _fh_in: FileHandle,
+        _offset_in: u64,
+        _ino_out: INodeNo,
+        _fh_out: FileHandle,
+        _offset_out: u64,
         _len: u64,
-        _flags: u32,
+        _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        let e = if self.core.rw {
-            libc::ENOSYS
+        reply.error(if self.core.rw {
+            Errno::ENOSYS
         } else {
-            libc::EROFS
-        };
-        reply.error(e);
+            Errno::EROFS
+        });
     }
 }

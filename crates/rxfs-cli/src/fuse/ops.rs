@@ -16,10 +16,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fuser::consts::{FOPEN_CACHE_DIR, FOPEN_DIRECT_IO, FOPEN_KEEP_CACHE};
 use fuser::{
-    ReplyAttr, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyXattr, FUSE_ROOT_ID,
+    FileHandle, FopenFlags, Generation, INodeNo, ReplyAttr, ReplyData, ReplyDirectory,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr,
 };
 use rxfs::fs::Inode;
 use rxfs::types::{FileBlock, FileType, Ino};
@@ -27,6 +26,7 @@ use rxfs::{Error, Filesystem};
 
 use super::attr::{file_attr, fuse_type};
 use super::node::NodeTable;
+use super::reply::Fail;
 
 /// Largest read served in one request (the kernel asks for at most
 /// max_pages pages; this only bounds a hostile request).
@@ -45,20 +45,15 @@ pub struct Core {
     pub rw: bool,
 }
 
-/// FUSE's `FOPEN_PARALLEL_DIRECT_WRITES` (protocol 7.36; fuser 0.15
-/// does not name it): the kernel may send several writes of one file at
-/// once, for direct I/O that does not extend the file.
-pub const FOPEN_PARALLEL_DIRECT_WRITES: u32 = 1 << 6;
-
 /// What an open answers: `O_DIRECT` opens bypass the kernel's page cache
 /// (`FOPEN_DIRECT_IO`, each read and write a request of its own) and let
 /// the kernel send overwrites in parallel, which the library runs under
 /// the shared I/O lock (seed 004); other opens keep the page cache.
-pub fn open_flags(flags: i32) -> u32 {
+pub fn open_flags(flags: i32) -> FopenFlags {
     if flags & libc::O_DIRECT != 0 {
-        FOPEN_DIRECT_IO | FOPEN_PARALLEL_DIRECT_WRITES
+        FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES
     } else {
-        FOPEN_KEEP_CACHE
+        FopenFlags::FOPEN_KEEP_CACHE
     }
 }
 
@@ -77,7 +72,7 @@ impl Core {
     }
 
     pub(super) fn ino(&self, nodeid: u64) -> Ino {
-        if nodeid == FUSE_ROOT_ID {
+        if nodeid == INodeNo::ROOT.0 {
             self.root
         } else {
             Ino(nodeid)
@@ -104,7 +99,7 @@ impl Core {
 
     pub fn lookup(&self, parent: u64, name: &[u8], reply: ReplyEntry) {
         if name.len() > NAME_MAX {
-            return reply.error(libc::ENAMETOOLONG);
+            return reply.fail(libc::ENAMETOOLONG);
         }
         let r = self.inode(parent).and_then(|dir| {
             if !dir.is_dir() {
@@ -117,7 +112,7 @@ impl Core {
             Ok(ip) => {
                 self.remember(&ip);
                 let attr = file_attr(&self.fs, &ip);
-                reply.entry(&self.ttl, &attr, ip.core.gen as u64);
+                reply.entry(&self.ttl, &attr, Generation(ip.core.gen as u64));
             }
             Err(Error::NotFound) => {
                 // A negative entry (node id 0) the kernel may cache: names
@@ -125,13 +120,13 @@ impl Core {
                 match self.inode(parent) {
                     Ok(dir) => {
                         let mut attr = file_attr(&self.fs, &dir);
-                        attr.ino = 0;
-                        reply.entry(&self.ttl, &attr, 0);
+                        attr.ino = INodeNo(0);
+                        reply.entry(&self.ttl, &attr, Generation(0));
                     }
-                    Err(_) => reply.error(libc::ENOENT),
+                    Err(_) => reply.fail(libc::ENOENT),
                 }
             }
-            Err(e) => reply.error(self.errno("lookup", parent, &e)),
+            Err(e) => reply.fail(self.errno("lookup", parent, &e)),
         }
     }
 
@@ -148,7 +143,7 @@ impl Core {
     /// FORGET: the kernel dropped `n` references; at the last one an
     /// unlinked inode is freed (a transaction).
     pub fn forget(&self, nodeid: u64, n: u64) {
-        if nodeid != FUSE_ROOT_ID {
+        if nodeid != INodeNo::ROOT.0 {
             self.nodes.forget(nodeid, n);
             if self.rw {
                 if let Err(e) = self.fs.inode_unref(Ino(nodeid), n) {
@@ -161,14 +156,14 @@ impl Core {
     pub(super) fn getattr(&self, nodeid: u64, reply: ReplyAttr) {
         match self.inode(nodeid) {
             Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
-            Err(e) => reply.error(self.errno("getattr", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("getattr", nodeid, &e)),
         }
     }
 
     pub fn readlink(&self, nodeid: u64, reply: ReplyData) {
         match self.inode(nodeid).and_then(|ip| self.fs.readlink(&ip)) {
             Ok(t) => reply.data(&t),
-            Err(e) => reply.error(self.errno("readlink", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("readlink", nodeid, &e)),
         }
     }
 
@@ -178,39 +173,42 @@ impl Core {
     pub fn open(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         if writes && !self.rw {
-            return reply.error(libc::EROFS);
+            return reply.fail(libc::EROFS);
         }
         match self.inode(nodeid) {
-            Ok(ip) if ip.is_dir() => reply.error(libc::EISDIR),
-            Ok(_) => reply.opened(0, open_flags(flags)),
-            Err(e) => reply.error(self.errno("open", nodeid, &e)),
+            Ok(ip) if ip.is_dir() => reply.fail(libc::EISDIR),
+            Ok(_) => reply.opened(FileHandle(0), open_flags(flags)),
+            Err(e) => reply.fail(self.errno("open", nodeid, &e)),
         }
     }
 
-    pub fn read(&self, nodeid: u64, offset: i64, size: u32, reply: ReplyData) {
-        if offset < 0 {
-            return reply.error(libc::EINVAL);
+    pub fn read(&self, nodeid: u64, offset: u64, size: u32, reply: ReplyData) {
+        if offset > i64::MAX as u64 {
+            return reply.fail(libc::EINVAL);
         }
         let r = self.inode(nodeid).and_then(|ip| {
             let mut buf = vec![0u8; size.min(READ_MAX_BYTES) as usize];
-            let n = self.fs.read_file(&ip, offset as u64, &mut buf)?;
+            let n = self.fs.read_file(&ip, offset, &mut buf)?;
             buf.truncate(n);
             Ok(buf)
         });
         match r {
             Ok(buf) => reply.data(&buf),
-            Err(e) => reply.error(self.errno("read", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("read", nodeid, &e)),
         }
     }
 
     pub fn opendir(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {
         if flags & libc::O_ACCMODE != libc::O_RDONLY {
-            return reply.error(if self.rw { libc::EISDIR } else { libc::EROFS });
+            return reply.fail(if self.rw { libc::EISDIR } else { libc::EROFS });
         }
         match self.inode(nodeid) {
-            Ok(ip) if ip.is_dir() => reply.opened(0, FOPEN_KEEP_CACHE | FOPEN_CACHE_DIR),
-            Ok(_) => reply.error(libc::ENOTDIR),
-            Err(e) => reply.error(self.errno("opendir", nodeid, &e)),
+            Ok(ip) if ip.is_dir() => reply.opened(
+                FileHandle(0),
+                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
+            ),
+            Ok(_) => reply.fail(libc::ENOTDIR),
+            Err(e) => reply.fail(self.errno("opendir", nodeid, &e)),
         }
     }
 
@@ -230,13 +228,13 @@ impl Core {
         }
     }
 
-    pub fn readdir(&self, nodeid: u64, offset: i64, mut reply: ReplyDirectory) {
+    pub fn readdir(&self, nodeid: u64, offset: u64, mut reply: ReplyDirectory) {
         let dir = match self.dir(nodeid) {
             Ok(d) => d,
-            Err(e) => return reply.error(self.errno("readdir", nodeid, &e)),
+            Err(e) => return reply.fail(self.errno("readdir", nodeid, &e)),
         };
         let mut inner: Option<Error> = None;
-        let r = self.fs.readdir(&dir, offset as u64, &mut |e| {
+        let r = self.fs.readdir(&dir, offset, &mut |e| {
             let t = match self.entry_type(e) {
                 Ok(t) => t,
                 Err(err) => {
@@ -245,32 +243,32 @@ impl Core {
                 }
             };
             let name = std::ffi::OsStr::from_bytes_compat(&e.name);
-            !reply.add(e.ino.0, e.next_cookie as i64, fuse_type(t), name)
+            !reply.add(INodeNo(e.ino.0), e.next_cookie, fuse_type(t), name)
         });
         match r.err().or(inner) {
             None => reply.ok(),
-            Some(e) => reply.error(self.errno("readdir", nodeid, &e)),
+            Some(e) => reply.fail(self.errno("readdir", nodeid, &e)),
         }
     }
 
-    pub fn readdirplus(&self, nodeid: u64, offset: i64, mut reply: ReplyDirectoryPlus) {
+    pub fn readdirplus(&self, nodeid: u64, offset: u64, mut reply: ReplyDirectoryPlus) {
         let dir = match self.dir(nodeid) {
             Ok(d) => d,
-            Err(e) => return reply.error(self.errno("readdirplus", nodeid, &e)),
+            Err(e) => return reply.fail(self.errno("readdirplus", nodeid, &e)),
         };
-        let r = self.fs.readdir(&dir, offset as u64, &mut |e| {
+        let r = self.fs.readdir(&dir, offset, &mut |e| {
             let dots = e.name == b"." || e.name == b"..";
             let name = std::ffi::OsStr::from_bytes_compat(&e.name);
             match self.fs.iget(e.ino) {
                 Ok(ip) => {
                     let attr = file_attr(&self.fs, &ip);
                     let full = reply.add(
-                        e.ino.0,
-                        e.next_cookie as i64,
+                        INodeNo(e.ino.0),
+                        e.next_cookie,
                         name,
                         &self.ttl,
                         &attr,
-                        ip.core.gen as u64,
+                        Generation(ip.core.gen as u64),
                     );
                     // The kernel takes a reference for every entry it
                     // accepted, except "." and "..".
@@ -284,14 +282,15 @@ impl Core {
                     // lists the name and a later lookup reports the error.
                     let _ = self.errno("readdirplus", e.ino.0, &err);
                     let mut attr = file_attr(&self.fs, &dir);
-                    attr.ino = 0;
-                    !reply.add(0, e.next_cookie as i64, name, &Duration::ZERO, &attr, 0)
+                    attr.ino = INodeNo(0);
+                    let (none, gen) = (INodeNo(0), Generation(0));
+                    !reply.add(none, e.next_cookie, name, &Duration::ZERO, &attr, gen)
                 }
             }
         });
         match r {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("readdirplus", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("readdirplus", nodeid, &e)),
         }
     }
 
@@ -300,7 +299,7 @@ impl Core {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
             ),
-            Err(e) => reply.error(self.errno("statfs", FUSE_ROOT_ID, &e)),
+            Err(e) => reply.fail(self.errno("statfs", INodeNo::ROOT.0, &e)),
         }
     }
 
@@ -310,7 +309,7 @@ impl Core {
         if size == 0 {
             reply.size(value.len() as u32);
         } else if value.len() > size as usize {
-            reply.error(libc::ERANGE);
+            reply.fail(libc::ERANGE);
         } else {
             reply.data(value);
         }
@@ -322,7 +321,7 @@ impl Core {
             .and_then(|ip| self.fs.getxattr(&ip, name))
         {
             Ok(v) => Self::xattr_reply(&v, size, reply),
-            Err(e) => reply.error(self.errno("getxattr", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("getxattr", nodeid, &e)),
         }
     }
 
@@ -336,7 +335,7 @@ impl Core {
                 }
                 Self::xattr_reply(&buf, size, reply)
             }
-            Err(e) => reply.error(self.errno("listxattr", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("listxattr", nodeid, &e)),
         }
     }
 
@@ -345,15 +344,15 @@ impl Core {
     pub fn access(&self, nodeid: u64, mask: i32, uid: u32, gid: u32, reply: ReplyEmpty) {
         let ip = match self.inode(nodeid) {
             Ok(ip) => ip,
-            Err(e) => return reply.error(self.errno("access", nodeid, &e)),
+            Err(e) => return reply.fail(self.errno("access", nodeid, &e)),
         };
         if mask & libc::W_OK != 0 && !self.rw {
-            return reply.error(libc::EROFS);
+            return reply.fail(libc::EROFS);
         }
         if check_access(ip.core.mode, ip.core.uid, ip.core.gid, mask, uid, gid) {
             reply.ok()
         } else {
-            reply.error(libc::EACCES)
+            reply.fail(libc::EACCES)
         }
     }
 
@@ -362,11 +361,11 @@ impl Core {
     pub fn lseek(&self, nodeid: u64, offset: i64, whence: i32, reply: ReplyLseek) {
         let ip = match self.inode(nodeid) {
             Ok(ip) => ip,
-            Err(e) => return reply.error(self.errno("lseek", nodeid, &e)),
+            Err(e) => return reply.fail(self.errno("lseek", nodeid, &e)),
         };
         match seek_data_hole(&self.fs, &ip, offset, whence) {
             Ok(off) => reply.offset(off),
-            Err(errno) => reply.error(errno),
+            Err(errno) => reply.fail(errno),
         }
     }
 }

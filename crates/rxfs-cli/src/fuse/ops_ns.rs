@@ -11,6 +11,7 @@ use rxfs::types::Ino;
 
 use super::ops::Core;
 use super::ops_rw::Caller;
+use super::reply::Fail;
 
 const RENAME_NOREPLACE: u32 = 1;
 const RENAME_EXCHANGE: u32 = 2;
@@ -23,27 +24,27 @@ impl Core {
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], who: Caller, reply: ReplyEntry) {
         let args = match self.create_args(parent, name, libc::S_IFLNK | 0o777, 0, who) {
             Ok(a) => a,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.fail(e),
         };
         match self.fs.symlink(self.ino(parent), name, target, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
                 reply.entry(&self.ttl, &attr, gen)
             }
-            Err(e) => reply.error(self.errno("symlink", parent, &e)),
+            Err(e) => reply.fail(self.errno("symlink", parent, &e)),
         }
     }
 
     pub fn link(&self, nodeid: u64, newparent: u64, newname: &[u8], reply: ReplyEntry) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         match self.fs.link(self.ino(nodeid), self.ino(newparent), newname) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
                 reply.entry(&self.ttl, &attr, gen)
             }
-            Err(e) => reply.error(self.errno("link", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("link", nodeid, &e)),
         }
     }
 
@@ -57,11 +58,11 @@ impl Core {
         reply: ReplyEmpty,
     ) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 {
             // RENAME_WHITEOUT and anything newer.
-            return reply.error(libc::EINVAL);
+            return reply.fail(libc::EINVAL);
         }
         let f = RenameFlags {
             noreplace: flags & RENAME_NOREPLACE != 0,
@@ -72,7 +73,7 @@ impl Core {
             .rename(self.ino(parent), name, self.ino(newparent), newname, f)
         {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("rename", parent, &e)),
+            Err(e) => reply.fail(self.errno("rename", parent, &e)),
         }
     }
 
@@ -86,33 +87,33 @@ impl Core {
         reply: ReplyEmpty,
     ) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         if position != 0 || flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
-            return reply.error(libc::EINVAL);
+            return reply.fail(libc::EINVAL);
         }
         if value.len() > XATTR_SIZE_MAX {
-            return reply.error(libc::E2BIG);
+            return reply.fail(libc::E2BIG);
         }
         let how = match flags {
             XATTR_CREATE => XattrSet::Create,
             XATTR_REPLACE => XattrSet::Replace,
             0 => XattrSet::Any,
-            _ => return reply.error(libc::EINVAL),
+            _ => return reply.fail(libc::EINVAL),
         };
         match self.fs.setxattr(self.ino(nodeid), name, value, how) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("setxattr", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("setxattr", nodeid, &e)),
         }
     }
 
     pub fn removexattr(&self, nodeid: u64, name: &[u8], reply: ReplyEmpty) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         match self.fs.removexattr(self.ino(nodeid), name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("removexattr", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("removexattr", nodeid, &e)),
         }
     }
 
@@ -125,15 +126,15 @@ impl Core {
 
     pub fn fallocate(&self, nodeid: u64, offset: i64, length: i64, mode: i32, reply: ReplyEmpty) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         if offset < 0 || length <= 0 {
-            return reply.error(libc::EINVAL);
+            return reply.fail(libc::EINVAL);
         }
         let ino: Ino = self.ino(nodeid);
         match self.fs.fallocate(ino, mode, offset as u64, length as u64) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("fallocate", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("fallocate", nodeid, &e)),
         }
     }
 }

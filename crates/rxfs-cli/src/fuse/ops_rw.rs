@@ -30,12 +30,15 @@ use rxfs::fs::Inode;
 
 use super::attr::file_attr;
 use super::ops::Core;
+use super::reply::Fail;
 
 const NAME_MAX: usize = 255;
 
-/// A `SystemTime` from fuser as an XFS timestamp: the inverse of
-/// [`super::attr::system_time`] (fuser hands pre-1970 times over as
-/// "epoch minus (seconds, nanoseconds)").
+/// A `SystemTime` from a fuser request as an XFS timestamp. fuser 0.18
+/// hands the kernel's pre-1970 (sec < 0, nsec) pairs over as "epoch minus
+/// (-sec seconds, nsec nanoseconds)", not as the instant they name (its
+/// replies, [`super::attr::system_time`], use the exact instant), so that
+/// is undone here.
 pub fn timestamp(t: SystemTime) -> Timestamp {
     match t.duration_since(UNIX_EPOCH) {
         Ok(d) => Timestamp {
@@ -143,9 +146,13 @@ impl Core {
     }
 
     /// A new entry's reply data; the kernel now holds a reference.
-    pub(super) fn new_entry(&self, ip: &std::sync::Arc<Inode>) -> (fuser::FileAttr, u64) {
+    pub(super) fn new_entry(
+        &self,
+        ip: &std::sync::Arc<Inode>,
+    ) -> (fuser::FileAttr, fuser::Generation) {
         self.remember(ip);
-        (file_attr(&self.fs, ip), ip.core.gen as u64)
+        let gen = fuser::Generation(ip.core.gen as u64);
+        (file_attr(&self.fs, ip), gen)
     }
 
     /// CREATE: a regular file, opened. (`mode`s arrive without the umask,
@@ -162,14 +169,15 @@ impl Core {
         let mode = libc::S_IFREG | (mode & 0o7777);
         let args = match self.create_args(parent, name, mode, 0, who) {
             Ok(a) => a,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.fail(e),
         };
         match self.fs.create(self.ino(parent), name, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
-                reply.created(&self.ttl, &attr, gen, 0, super::ops::open_flags(flags))
+                let fh = fuser::FileHandle(0);
+                reply.created(&self.ttl, &attr, gen, fh, super::ops::open_flags(flags))
             }
-            Err(e) => reply.error(self.errno("create", parent, &e)),
+            Err(e) => reply.fail(self.errno("create", parent, &e)),
         }
     }
 
@@ -189,7 +197,7 @@ impl Core {
                 let (major, minor) = decode_fuse_dev(rdev);
                 if major > 0x1ff || minor > 0x3ffff {
                     // XFS stores 9 bits of major and 18 of minor.
-                    return reply.error(libc::EINVAL);
+                    return reply.fail(libc::EINVAL);
                 }
                 // CreateArgs takes a Linux dev_t (FUSE's encoding is the
                 // kernel's new_encode_dev, the same layout).
@@ -198,20 +206,20 @@ impl Core {
             libc::S_IFREG | libc::S_IFIFO | libc::S_IFSOCK => 0,
             // mknod(2) with no type makes a regular file.
             0 => 0,
-            _ => return reply.error(libc::EINVAL),
+            _ => return reply.fail(libc::EINVAL),
         };
         let ftype = if ftype == 0 { libc::S_IFREG } else { ftype };
         let mode = ftype | (mode & 0o7777);
         let args = match self.create_args(parent, name, mode, rdev, who) {
             Ok(a) => a,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.fail(e),
         };
         match self.fs.create(self.ino(parent), name, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
                 reply.entry(&self.ttl, &attr, gen)
             }
-            Err(e) => reply.error(self.errno("mknod", parent, &e)),
+            Err(e) => reply.fail(self.errno("mknod", parent, &e)),
         }
     }
 
@@ -219,48 +227,48 @@ impl Core {
         let mode = libc::S_IFDIR | (mode & 0o7777);
         let args = match self.create_args(parent, name, mode, 0, who) {
             Ok(a) => a,
-            Err(e) => return reply.error(e),
+            Err(e) => return reply.fail(e),
         };
         match self.fs.mkdir(self.ino(parent), name, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
                 reply.entry(&self.ttl, &attr, gen)
             }
-            Err(e) => reply.error(self.errno("mkdir", parent, &e)),
+            Err(e) => reply.fail(self.errno("mkdir", parent, &e)),
         }
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8], reply: ReplyEmpty) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         match self.fs.unlink(self.ino(parent), name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("unlink", parent, &e)),
+            Err(e) => reply.fail(self.errno("unlink", parent, &e)),
         }
     }
 
     pub fn rmdir(&self, parent: u64, name: &[u8], reply: ReplyEmpty) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         match self.fs.rmdir(self.ino(parent), name) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("rmdir", parent, &e)),
+            Err(e) => reply.fail(self.errno("rmdir", parent, &e)),
         }
     }
 
     pub fn write(&self, nodeid: u64, offset: i64, data: &[u8], reply: ReplyWrite) {
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         if offset < 0 {
-            return reply.error(libc::EINVAL);
+            return reply.fail(libc::EINVAL);
         }
         match self.fs.write(self.ino(nodeid), offset as u64, data) {
             // A write never exceeds max_write (1 MiB), so the count fits.
             Ok(n) => reply.written(n.min(u32::MAX as usize) as u32),
-            Err(e) => reply.error(self.errno("write", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("write", nodeid, &e)),
         }
     }
 
@@ -288,11 +296,11 @@ impl Core {
             return self.getattr(nodeid, reply);
         }
         if let Err(e) = self.check_rw() {
-            return reply.error(e);
+            return reply.fail(e);
         }
         match self.fs.setattr(self.ino(nodeid), &set) {
             Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
-            Err(e) => reply.error(self.errno("setattr", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("setattr", nodeid, &e)),
         }
     }
 
@@ -304,7 +312,7 @@ impl Core {
         }
         match self.fs.fsync(self.ino(nodeid), datasync) {
             Ok(()) => reply.ok(),
-            Err(e) => reply.error(self.errno("fsync", nodeid, &e)),
+            Err(e) => reply.fail(self.errno("fsync", nodeid, &e)),
         }
     }
 }
@@ -326,13 +334,26 @@ mod tests {
     use super::*;
     use crate::fuse::attr::{encode_dev, system_time};
     use crate::fuse::node::tests::fake_inode;
+    use std::time::Duration;
 
     #[test]
     fn times_round_trip_through_fuser_form() {
         for (sec, nsec) in [(0, 0), (1_700_000_000, 999_999_999), (-1, 1), (-5_000, 0)] {
             let t = Timestamp { sec, nsec };
-            assert_eq!(timestamp(system_time(t)), t);
+            // What fuser hands over for the kernel's (sec, nsec).
+            let from_kernel = if sec >= 0 {
+                UNIX_EPOCH + Duration::new(sec as u64, nsec)
+            } else {
+                UNIX_EPOCH - Duration::new(sec.unsigned_abs(), nsec)
+            };
+            assert_eq!(timestamp(from_kernel), t);
         }
+        // Replies carry the exact instant: one nanosecond after -1 s.
+        let t = system_time(Timestamp { sec: -1, nsec: 1 });
+        assert_eq!(
+            UNIX_EPOCH.duration_since(t).unwrap(),
+            Duration::from_nanos(999_999_999)
+        );
         assert!(now().sec > 1_600_000_000);
     }
 

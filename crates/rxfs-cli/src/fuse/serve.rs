@@ -4,11 +4,11 @@
 //! runs; we block the termination signals and SIGUSR1 (so every thread
 //! created after inherits the mask and only the signal thread receives
 //! them, and a stats request can never kill us), take the pidfile lock,
-//! start the stats file, the worker pool, mount, and only then report
+//! start the stats file, mount (fuser's handshake), and only then report
 //! ready. The session loop ends when the kernel drops the connection: on
 //! `rxfs umount`, `fusermount3 -u`, `umount`, or a SIGINT/SIGTERM/SIGHUP,
-//! which we turn into a lazy unmount. Then the pool drains (every request
-//! handed to it is answered), the filesystem is unmounted
+//! which we turn into a lazy unmount. Then every event loop ends (each
+//! answers the request it is running), the filesystem is unmounted
 //! ([`Filesystem::unmount`]: log forced, metadata written back, unmount
 //! record, so the log is clean), the final stats file is written, and only
 //! then is the pidfile released, which is what `rxfs umount` waits for.
@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fuser::{MountOption, Session};
+use fuser::{Config, MountOption, Session, SessionACL};
 use rxfs::Filesystem;
 
 use super::pidfile::PidFile;
@@ -37,13 +37,13 @@ pub struct ServeConfig {
     pub read_only: bool,
 }
 
-/// Workers: eight per CPU, 32 to 64. A worker spends most of a request
+/// Event loops: eight per CPU, 32 to 64. A loop spends most of a request
 /// waiting (for the device, or for a log force), and both parallel
 /// direct I/O (several overwrites of one file at once, see
 /// `fuse::ops::open_flags`) and log batching (seed 002: one log write for
-/// the fsyncs of every thread waiting) need as many workers as requests
-/// in flight: with 8 workers, 16 or 32 fsyncing threads got ~7.7 fsyncs
-/// per log write, with 32 workers 11-12.5.
+/// the fsyncs of every thread waiting) need as many loops as requests
+/// in flight: with 8, 16 or 32 fsyncing threads got ~7.7 fsyncs per log
+/// write, with 32 loops 11-12.5.
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -51,8 +51,10 @@ pub fn default_threads() -> usize {
     (cpus * 8).clamp(32, 64)
 }
 
-/// The FUSE mount options for a configuration.
-pub fn mount_options(cfg: &ServeConfig) -> Vec<MountOption> {
+/// The fuser session configuration: mount options, who may use the
+/// mount, and `threads` event loops, each on its own clone of the
+/// `/dev/fuse` descriptor.
+pub fn session_config(cfg: &ServeConfig) -> Config {
     let fsname = cfg
         .fuse
         .fsname
@@ -68,9 +70,6 @@ pub fn mount_options(cfg: &ServeConfig) -> Vec<MountOption> {
         },
         MountOption::DefaultPermissions,
     ];
-    if cfg.fuse.allow_other {
-        o.push(MountOption::AllowOther);
-    }
     if cfg.fuse.auto_unmount {
         o.push(MountOption::AutoUnmount);
     }
@@ -89,7 +88,16 @@ pub fn mount_options(cfg: &ServeConfig) -> Vec<MountOption> {
             other => MountOption::CUSTOM(other.to_string()),
         });
     }
-    o
+    let mut c = Config::default();
+    c.mount_options = o;
+    c.acl = if cfg.fuse.allow_other {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    c.n_threads = Some(cfg.fuse.threads.unwrap_or_else(default_threads));
+    c.clone_fd = true;
+    c
 }
 
 fn mount_err(msg: String) -> CliError {
@@ -128,12 +136,8 @@ pub fn serve(
         Ok(s) => s,
         Err(e) => return fail(mount_err(format!("stats file: {e}")), ready),
     };
-    let threads = cfg.fuse.threads.unwrap_or_else(default_threads);
-    let rx = match RxFuse::new(fs.clone(), threads, cfg.foreground) {
-        Ok(r) => r,
-        Err(e) => return fail(mount_err(format!("starting workers: {e}")), ready),
-    };
-    let mut session = match Session::new(rx, &cfg.mountpoint, &mount_options(cfg)) {
+    let rx = RxFuse::new(fs.clone(), cfg.foreground);
+    let session = match Session::new(rx, &cfg.mountpoint, &session_config(cfg)) {
         Ok(s) => s,
         Err(e) => {
             return fail(
@@ -153,10 +157,10 @@ pub fn serve(
                 _ => lazy_unmount(&mnt),
             }
         });
+    // `run` returns when every event loop has ended (each answered the
+    // requests it read) and drops the request handlers: then nothing but
+    // `fs` refers to the filesystem.
     let r = session.run();
-    // Dropping the session drops the request handlers once the pool has
-    // drained; then nothing but `fs` refers to the filesystem.
-    drop(session);
     let unmounted = fs.unmount();
     let err = unmounted.as_ref().err().map(|e| e.to_string());
     stats.finish(&fs, err.clone());

@@ -8,7 +8,7 @@
 //! refcount (`refcountbt-count`). A second claim is reported as
 //! `block-multiply-claimed`, once per claiming extent; blocks nobody
 //! claims as `block-unclaimed`, one finding per run
-//! (`inobt-chunk-missing` when the run starts with an inode: a chunk the
+//! (`inobt-chunk-missing` for the inode chunks inside a run: chunks the
 //! inobt lost). On rmapbt filesystems the blocks in use must be exactly
 //! those the rmapbt covers (`rmapbt-missing`, `rmapbt-extra`). An AG whose
 //! trees could not all be walked is not reported for unclaimed blocks (the
@@ -332,19 +332,61 @@ pub(crate) fn report_unclaimed(c: &mut Checker) {
         }
     }
     for (agno, start, n) in out {
-        // Inodes in blocks no inobt record covers: a lost chunk record.
-        let daddr = c.fs.geo().agb_to_daddr(AgNumber(agno), AgBlock(start));
-        let inode_like = c.fs.read_raw(daddr, 512).is_ok_and(|b| {
-            crate::format::be16(&b, 0) == crate::format::inode::DINODE_MAGIC && b[4] == 3
-        });
-        if inode_like {
-            let msg = format!("{n} block(s) from {start} hold inodes no inobt record covers");
-            c.add_ag("inobt-chunk-missing", agno, Some(start as u64), msg);
-        } else {
-            let msg = format!("{n} block(s) from {start} are neither free nor in use");
-            c.add_ag("block-unclaimed", agno, Some(start as u64), msg);
-        }
+        report_run(c, agno, start, n);
     }
+}
+
+/// Most inode-chunk positions probed in one unclaimed run.
+const MAX_CHUNK_PROBES: u32 = 4096;
+
+/// Report one unclaimed run, split where inode chunks lie in it: the
+/// chunks (inodes no inobt record covers: a lost chunk record) as
+/// `inobt-chunk-missing`, the rest as `block-unclaimed`. A lost chunk
+/// lies next to blocks its inodes owned, which are unclaimed too, so the
+/// chunk need not start the run; chunks start at multiples of the inode
+/// alignment, the only places probed.
+fn report_run(c: &mut Checker, agno: u32, start: u32, n: u32) {
+    let geo = c.fs.geo();
+    let chunk = (64 / geo.inopblock.max(1)).max(1);
+    let align = geo.inoalignmt.max(1);
+    let end = start + n;
+    let mut rest = start; // first block not reported yet
+    let mut b = start.next_multiple_of(align);
+    let mut probes = 0;
+    while b < end && probes < MAX_CHUNK_PROBES {
+        probes += 1;
+        if !holds_inodes(c, agno, b) {
+            b += align;
+            continue;
+        }
+        let chunk_end = (b + chunk).min(end);
+        if rest < b {
+            unclaimed(c, agno, rest, b - rest);
+        }
+        let msg = format!(
+            "{} block(s) from {b} hold inodes no inobt record covers",
+            chunk_end - b
+        );
+        c.add_ag("inobt-chunk-missing", agno, Some(b as u64), msg);
+        rest = chunk_end;
+        b = chunk_end.next_multiple_of(align);
+    }
+    if rest < end {
+        unclaimed(c, agno, rest, end - rest);
+    }
+}
+
+/// Whether block `agbno` starts with a v3 inode.
+fn holds_inodes(c: &Checker, agno: u32, agbno: u32) -> bool {
+    let daddr = c.fs.geo().agb_to_daddr(AgNumber(agno), AgBlock(agbno));
+    c.fs.read_raw(daddr, 512).is_ok_and(|b| {
+        crate::format::be16(&b, 0) == crate::format::inode::DINODE_MAGIC && b[4] == 3
+    })
+}
+
+fn unclaimed(c: &mut Checker, agno: u32, start: u32, n: u32) {
+    let msg = format!("{n} block(s) from {start} are neither free nor in use");
+    c.add_ag("block-unclaimed", agno, Some(start as u64), msg);
 }
 
 #[cfg(test)]
