@@ -44,7 +44,7 @@ pub struct FuseOpts {
     /// Kernel mount flags: dev, suid, exec, noexec, atime, noatime, sync...
     pub flags: Vec<String>,
     pub fsname: Option<String>,
-    /// Worker threads serving requests.
+    /// FUSE event loops, each on its own clone of `/dev/fuse`.
     pub threads: Option<usize>,
 }
 

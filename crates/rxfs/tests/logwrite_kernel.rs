@@ -148,16 +148,7 @@ fn writer(img: &Path, logbsize: u32) -> (LogWriter, Arc<FileDevice>, usize) {
 }
 
 fn checkpoint(lw: &LogWriter, items: &[Vec<Vec<u8>>]) -> rxfs::log::CheckpointLsns {
-    let lens: Vec<usize> = items
-        .iter()
-        .flatten()
-        .map(Vec::len)
-        .chain([0, 16, 0])
-        .collect();
-    let mut t = lw.reserve(lw.unit_bytes_for(&lens), 1, false).unwrap();
-    let l = lw.write_checkpoint(&mut t, items).unwrap();
-    lw.grant().ungrant(t);
-    l
+    lw.write_standalone_checkpoint(items).unwrap()
 }
 
 /// `xfs_logprint -t` parses the log; returns its output.

@@ -1,4 +1,4 @@
-//! Request handlers, run on the worker pool.
+//! Request handlers, run on the event loop that read the request.
 //!
 //! Each takes its fuser reply object and answers exactly once. Library
 //! errors become errnos through `Error::errno()` (corruption is EUCLEAN,
@@ -32,6 +32,13 @@ use super::reply::Fail;
 /// max_pages pages; this only bounds a hostile request).
 const READ_MAX_BYTES: u32 = 16 << 20;
 const NAME_MAX: usize = 255;
+/// A read buffer larger than this is not kept for the next read.
+const READ_BUF_KEEP: usize = 1 << 20;
+
+thread_local! {
+    /// Each event loop's read buffer.
+    static READ_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 pub struct Core {
     pub fs: Arc<Filesystem>,
@@ -186,16 +193,26 @@ impl Core {
         if offset > i64::MAX as u64 {
             return reply.fail(libc::EINVAL);
         }
-        let r = self.inode(nodeid).and_then(|ip| {
-            let mut buf = vec![0u8; size.min(READ_MAX_BYTES) as usize];
-            let n = self.fs.read_file(&ip, offset, &mut buf)?;
-            buf.truncate(n);
-            Ok(buf)
+        let size = size.min(READ_MAX_BYTES) as usize;
+        let ip = match self.inode(nodeid) {
+            Ok(ip) => ip,
+            Err(e) => return reply.fail(self.errno("read", nodeid, &e)),
+        };
+        // The event loop's own buffer, reused: `read_file` writes every
+        // byte it returns (holes and unwritten extents as zeros).
+        READ_BUF.with(|b| {
+            let mut b = b.borrow_mut();
+            if b.len() < size {
+                b.resize(size, 0);
+            }
+            match self.fs.read_file(&ip, offset, &mut b[..size]) {
+                Ok(n) => reply.data(&b[..n]),
+                Err(e) => reply.fail(self.errno("read", nodeid, &e)),
+            }
+            if b.len() > READ_BUF_KEEP {
+                *b = Vec::new();
+            }
         });
-        match r {
-            Ok(buf) => reply.data(&buf),
-            Err(e) => reply.fail(self.errno("read", nodeid, &e)),
-        }
     }
 
     pub fn opendir(&self, nodeid: u64, flags: i32, reply: ReplyOpen) {

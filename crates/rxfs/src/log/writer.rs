@@ -366,6 +366,31 @@ impl LogWriter {
         Ok(CheckpointLsns { start, commit })
     }
 
+    /// Reserve exactly the space a checkpoint of `items` takes, write it
+    /// ([`LogWriter::write_checkpoint`]) and give the unused reservation
+    /// back: a whole checkpoint for callers outside the CIL (log tools and
+    /// tests). A checkpoint that outgrew its reservation is a bug in
+    /// [`LogWriter::unit_bytes_for`] and answers `Invalid`.
+    pub fn write_standalone_checkpoint(&self, items: &[Vec<Vec<u8>>]) -> Result<CheckpointLsns> {
+        // START (empty), the TRAN header, the items' regions, COMMIT (empty).
+        let lens: Vec<usize> = [0, TRANS_HEADER_SIZE]
+            .into_iter()
+            .chain(items.iter().flatten().map(Vec::len))
+            .chain([0])
+            .collect();
+        let mut t = self.reserve(self.unit_bytes_for(&lens), 1, false)?;
+        let r = self.write_checkpoint(&mut t, items);
+        let overrun = t.overrun_bytes;
+        self.grant().ungrant(t);
+        let lsns = r?;
+        if overrun != 0 {
+            return Err(Error::Invalid(format!(
+                "checkpoint overran its reservation by {overrun} bytes"
+            )));
+        }
+        Ok(lsns)
+    }
+
     /// Write a checkpoint from borrowed regions: `items[i]` are item i's
     /// regions, the first being its format header (items with no regions,
     /// ordered buffers, are skipped). As [`LogWriter::write_checkpoint`].

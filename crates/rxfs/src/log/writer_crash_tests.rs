@@ -109,15 +109,7 @@ fn continuing_after_a_crash_ends_clean() {
     for k in 0..10u8 {
         let size = [100, 3000, 20_000, 40_000][k as usize % 4];
         let items = vec![item(k, &[size])];
-        let lens: Vec<usize> = items
-            .iter()
-            .flatten()
-            .map(Vec::len)
-            .chain([0, 16, 0])
-            .collect();
-        let mut t = lw.reserve(lw.unit_bytes_for(&lens), 1, false).unwrap();
-        let l = lw.write_checkpoint(&mut t, &items).unwrap();
-        lw.grant().ungrant(t);
+        let l = lw.write_standalone_checkpoint(&items).unwrap();
         if k % 2 == 0 {
             lw.force(l.commit).unwrap();
         }
@@ -136,15 +128,7 @@ fn continuing_after_a_crash_ends_clean() {
         let lw = LogWriter::new(dev.clone(), c, Arc::new(NoPusher)).unwrap();
         cleared += lw.clear_stale_blocks().unwrap() as u64;
         let items = vec![item(0xee, &[700])];
-        let lens: Vec<usize> = items
-            .iter()
-            .flatten()
-            .map(Vec::len)
-            .chain([0, 16, 0])
-            .collect();
-        let mut t = lw.reserve(lw.unit_bytes_for(&lens), 1, false).unwrap();
-        let l = lw.write_checkpoint(&mut t, &items).unwrap();
-        lw.grant().ungrant(t);
+        let l = lw.write_standalone_checkpoint(&items).unwrap();
         lw.force(l.commit).unwrap();
         let head = {
             lw.unmount_record().unwrap();

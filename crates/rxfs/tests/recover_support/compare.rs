@@ -198,6 +198,9 @@ pub fn recover_three_ways(scr: &Scratch, img: &Path, seed: u64) -> Recovery {
         .args(["-n", c.to_str().unwrap()])
         .output()
         .unwrap();
+    if !out.status.success() {
+        keep_failure(img, &a, seed);
+    }
     assert!(
         out.status.success(),
         "seed {seed}: xfs_repair -n after rxfs recovery ({stats}):\n{}{}",
