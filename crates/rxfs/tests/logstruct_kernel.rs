@@ -33,20 +33,8 @@ use rxfs::fs::stats::FsStats;
 use rxfs::types::Ino;
 use rxfs::{Filesystem, MountOptions};
 
-const FILE: CreateArgs = CreateArgs {
-    mode: 0o100644,
-    uid: 0,
-    gid: 0,
-    rdev: 0,
-    umask: 0,
-};
-const DIR: CreateArgs = CreateArgs {
-    mode: 0o040755,
-    uid: 0,
-    gid: 0,
-    rdev: 0,
-    umask: 0,
-};
+const FILE: CreateArgs = CreateArgs::root(0o100644);
+const DIR: CreateArgs = CreateArgs::root(0o040755);
 
 fn print_stats(what: &str, s: &FsStats) {
     let line: Vec<String> = s.lines().iter().map(|(n, v)| format!("{n}={v}")).collect();

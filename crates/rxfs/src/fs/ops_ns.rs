@@ -33,6 +33,19 @@ pub struct CreateArgs {
     pub umask: u32,
 }
 
+impl CreateArgs {
+    /// An inode of full mode `mode` owned by root, no umask, no device.
+    pub const fn root(mode: u32) -> CreateArgs {
+        CreateArgs {
+            mode,
+            uid: 0,
+            gid: 0,
+            rdev: 0,
+            umask: 0,
+        }
+    }
+}
+
 /// Tries of unlink/rmdir when the entry changes under them.
 const RELOOKUP_TRIES: usize = 8;
 

@@ -25,17 +25,8 @@ const ATTR_ROUNDS: usize = 800;
 const DIR_ROUNDS: usize = 6;
 const DIR_NAMES: usize = 2000;
 
-const FILE: CreateArgs = CreateArgs {
-    mode: 0o100644,
-    uid: 0,
-    gid: 0,
-    rdev: 0,
-    umask: 0,
-};
-const DIR: CreateArgs = CreateArgs {
-    mode: 0o040755,
-    ..FILE
-};
+const FILE: CreateArgs = CreateArgs::root(0o100644);
+const DIR: CreateArgs = CreateArgs::root(0o040755);
 
 /// Make the inodes, the names and xattrs that always exist, and "ln".
 pub fn setup(fs: &Filesystem) -> Shapes {

@@ -21,6 +21,9 @@ use rxfs::Filesystem;
 /// One file as seen by a walk.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
+    /// The inode number: two names of one inode and two inodes that look
+    /// alike (same content, mode and coarse mtime) must not compare equal.
+    pub ino: u64,
     pub kind: char,
     pub mode: u32,
     pub uid: u32,
@@ -106,6 +109,7 @@ pub fn kernel_walk(root: &Path) -> Manifest {
         m.insert(
             format!("/{}", rel.display()),
             Entry {
+                ino: md.ino(),
                 kind,
                 mode: md.mode(),
                 uid: md.uid(),
@@ -171,6 +175,7 @@ pub fn rxfs_walk(fs: &Filesystem) -> Manifest {
         m.insert(
             key,
             Entry {
+                ino: ino.0,
                 kind,
                 mode: c.mode as u32,
                 uid: c.uid,
