@@ -44,7 +44,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::lock_api::{ArcRwLockReadGuard, ArcRwLockWriteGuard};
-use parking_lot::{Mutex, RawRwLock, RwLock};
+use parking_lot::{RawRwLock, RwLock};
 
 use crate::types::Ino;
 
@@ -147,14 +147,14 @@ struct Counters {
 
 /// The locks of every inode, created on first use.
 pub struct InodeLockTable {
-    shards: Vec<Mutex<HashMap<u64, InodeLocks>>>,
+    shards: Vec<RwLock<HashMap<u64, InodeLocks>>>,
     c: Counters,
 }
 
 impl Default for InodeLockTable {
     fn default() -> Self {
         InodeLockTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             c: Counters::default(),
         }
     }
@@ -162,7 +162,12 @@ impl Default for InodeLockTable {
 
 impl InodeLockTable {
     fn locks_of(&self, ino: Ino) -> (Arc<RwLock<()>>, Arc<RwLock<()>>) {
-        let mut sh = self.shards[ino.0 as usize % SHARDS].lock();
+        let shard = &self.shards[ino.0 as usize % SHARDS];
+        // Common case: the entry exists; lookups of a shard run side by side.
+        if let Some(l) = shard.read().get(&ino.0) {
+            return (l.io.clone(), l.meta.clone());
+        }
+        let mut sh = shard.write();
         if sh.len() >= SWEEP_AT && !sh.contains_key(&ino.0) {
             // Unused entries go (a held or awaited lock has another Arc).
             sh.retain(|_, l| Arc::strong_count(&l.io) > 1 || Arc::strong_count(&l.meta) > 1);
@@ -300,7 +305,7 @@ mod tests {
         for i in 0..(SWEEP_AT as u64 * SHARDS as u64 * 2) {
             drop(t.ilock(Ino(i)));
         }
-        let total: usize = t.shards.iter().map(|s| s.lock().len()).sum();
+        let total: usize = t.shards.iter().map(|s| s.read().len()).sum();
         assert!(total <= SWEEP_AT * SHARDS, "{total}");
     }
 }

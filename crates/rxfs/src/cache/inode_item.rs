@@ -6,9 +6,10 @@
 //! whose ilock its caller holds (or inodes just allocated under the AGI).
 
 use std::collections::HashMap;
+use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 
 use super::ilock::InodeLockTable;
 pub use super::ilock::{ILockExcl, ILockShared, IoLockGuard};
@@ -26,10 +27,6 @@ pub struct IState {
     /// it is written back any more (the AIL drops it), until a new image
     /// is committed (the chunk allocated again).
     pub stale: bool,
-    /// Data was overwritten in place (no transaction) since the inode's
-    /// last commit: its fsync must flush the device cache even if a log
-    /// force covers the inode (the force's flush may predate the data).
-    pub overwritten: bool,
 }
 
 #[derive(Debug)]
@@ -38,20 +35,27 @@ pub struct InodeItem {
     /// Unique id (stable order for the CIL).
     pub id: u64,
     pub st: Mutex<IState>,
+    /// Data was overwritten in place (no transaction) since the last
+    /// fsync: its fsync must flush the device cache even if a log force
+    /// covers the inode (the force's flush may predate the data). An
+    /// atomic, not in `st`: every pure overwrite sets it. (Losing it when
+    /// a clean item is evicted is safe: fsync then finds nothing to force
+    /// and flushes anyway.)
+    pub overwritten: AtomicBool,
 }
 
 const SHARDS: usize = 64;
 
 /// In-core inode items and inode locks.
 pub struct InodeTable {
-    items: Vec<Mutex<HashMap<u64, Arc<InodeItem>>>>,
+    items: Vec<RwLock<HashMap<u64, Arc<InodeItem>>>>,
     pub locks: InodeLockTable,
 }
 
 impl Default for InodeTable {
     fn default() -> Self {
         InodeTable {
-            items: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            items: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
             locks: InodeLockTable::default(),
         }
     }
@@ -72,7 +76,7 @@ impl InodeTable {
 
     pub fn get(&self, ino: Ino) -> Option<Arc<InodeItem>> {
         self.items[ino.0 as usize % SHARDS]
-            .lock()
+            .read()
             .get(&ino.0)
             .cloned()
     }
@@ -84,7 +88,10 @@ impl InodeTable {
         id: u64,
         dinode: impl FnOnce() -> Vec<u8>,
     ) -> Arc<InodeItem> {
-        let mut sh = self.items[ino.0 as usize % SHARDS].lock();
+        if let Some(ip) = self.get(ino) {
+            return ip;
+        }
+        let mut sh = self.items[ino.0 as usize % SHARDS].write();
         if let Some(ip) = sh.get(&ino.0) {
             return ip.clone();
         }
@@ -96,8 +103,8 @@ impl InodeTable {
                 on_disk: true,
                 log: ItemLog::default(),
                 stale: false,
-                overwritten: false,
             }),
+            overwritten: AtomicBool::new(false),
         });
         sh.insert(ino.0, ip.clone());
         ip
@@ -106,7 +113,7 @@ impl InodeTable {
     /// Drop clean idle items (called by the AIL after write-back).
     pub fn evict_clean(&self, max_per_shard: usize) {
         for sh in &self.items {
-            let mut sh = sh.lock();
+            let mut sh = sh.write();
             if sh.len() <= max_per_shard {
                 continue;
             }
@@ -125,7 +132,7 @@ impl InodeTable {
     pub fn all(&self) -> Vec<Arc<InodeItem>> {
         self.items
             .iter()
-            .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
+            .flat_map(|s| s.read().values().cloned().collect::<Vec<_>>())
             .collect()
     }
 }

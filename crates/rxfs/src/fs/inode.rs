@@ -50,7 +50,9 @@ impl Inode {
 }
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use super::Filesystem;
 use crate::error::{Error, Location, Result};
@@ -63,46 +65,64 @@ const MAX_FILEOFF: u64 = 1 << 54;
 /// Deepest bmbt XFS can build.
 const BMBT_MAXLEVELS: u16 = 9;
 
-/// A bounded cache of decoded inodes. The lock is never held across I/O.
+/// Shards of the inode cache.
+const ICACHE_SHARDS: usize = 64;
+
+type CacheShard = HashMap<Ino, Arc<Inode>>;
+
+/// A bounded cache of decoded inodes, in shards by inode number, each
+/// under a reader-writer lock: lookups of any inodes run side by side, a
+/// lock is held only to look up, insert or remove (never across I/O).
+///
+/// Invariant (stale inserts): a commit that changed inode X removes X and
+/// bumps the mount's epoch under X's shard lock ([`Self::remove_bump`]); a
+/// reader loads the epoch before reading X from disk and inserts only if
+/// the epoch is unchanged, checked under the same shard lock
+/// ([`Self::insert_if`]). The two are ordered by that lock, so an inode
+/// read before a commit is never cached after it.
 pub(crate) struct InodeCache {
-    map: Mutex<HashMap<Ino, Arc<Inode>>>,
-    capacity: usize,
+    shards: Box<[RwLock<CacheShard>]>,
+    shard_capacity: usize,
 }
 
 impl InodeCache {
     pub(crate) fn new(capacity: usize) -> Self {
         InodeCache {
-            map: Mutex::new(HashMap::new()),
-            capacity,
+            shards: (0..ICACHE_SHARDS).map(|_| RwLock::default()).collect(),
+            shard_capacity: (capacity / ICACHE_SHARDS).max(1),
         }
     }
 
-    fn get(&self, ino: Ino) -> Option<Arc<Inode>> {
-        self.map
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&ino)
-            .cloned()
+    fn shard(&self, ino: Ino) -> &RwLock<CacheShard> {
+        &self.shards[ino.0 as usize % ICACHE_SHARDS]
     }
 
-    /// Forget `ino` and bump `epoch`, under the cache lock, so a reader
+    fn get(&self, ino: Ino) -> Option<Arc<Inode>> {
+        self.shard(ino).read().get(&ino).cloned()
+    }
+
+    /// Forget `ino` and bump `epoch`, under its shard lock, so a reader
     /// that read the old inode cannot insert it afterwards.
     pub(crate) fn remove_bump(&self, ino: Ino, epoch: &std::sync::atomic::AtomicU64) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.shard(ino).write();
         epoch.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         map.remove(&ino);
     }
 
     /// Insert unless a commit changed an inode since the reader loaded
-    /// `seen` from `epoch` (checked under the cache lock).
+    /// `seen` from `epoch` (checked under the shard lock).
     fn insert_if(&self, ip: Arc<Inode>, epoch: &std::sync::atomic::AtomicU64, seen: u64) {
-        let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = self.shard(ip.ino).write();
         if epoch.load(std::sync::atomic::Ordering::SeqCst) != seen {
             return;
         }
-        if map.len() >= self.capacity {
+        if map.len() >= self.shard_capacity {
             // Drop an arbitrary eighth: cheap, and keeps the cache bounded.
-            let victims: Vec<Ino> = map.keys().take(self.capacity / 8 + 1).copied().collect();
+            let victims: Vec<Ino> = map
+                .keys()
+                .take(self.shard_capacity / 8 + 1)
+                .copied()
+                .collect();
             for v in victims {
                 map.remove(&v);
             }

@@ -169,10 +169,10 @@ impl Filesystem {
             // Nothing can be dirty on a read-only mount.
             return Ok(());
         };
-        let overwritten = rw
-            .inodes
-            .get(ino)
-            .is_some_and(|ip| std::mem::take(&mut ip.st.lock().overwritten));
+        let overwritten = rw.inodes.get(ino).is_some_and(|ip| {
+            ip.overwritten
+                .swap(false, std::sync::atomic::Ordering::AcqRel)
+        });
         let forced = self.log_force_inode(ino, datasync)?;
         if overwritten || !forced {
             self.dev().flush()?;

@@ -16,7 +16,7 @@
 //! between leaves the new data with the old times (as in the kernel). The
 //! blocks cannot change owner meanwhile: freeing or remapping them takes
 //! the I/O lock exclusive. An overwrite that commits no stamp marks the
-//! inode (`IState::overwritten`) so that its next fsync flushes the
+//! inode (`InodeItem::overwritten`) so that its next fsync flushes the
 //! device cache even when a log force would otherwise cover the data
 //! (see [`Filesystem::fsync`]).
 //!
@@ -25,6 +25,8 @@
 //! at once could lose each other's bytes; the kernel serializes unaligned
 //! direct I/O too), writes reaching EOF or a hole or an unwritten extent,
 //! realtime and reflinked files.
+
+use std::sync::atomic::Ordering;
 
 use super::Filesystem;
 use crate::bmapop::data;
@@ -92,7 +94,11 @@ impl Filesystem {
             Some(now) => self.stamp_write(ino, now)?,
             None => {
                 if let Some(ip) = rw.inodes.get(ino) {
-                    ip.st.lock().overwritten = true;
+                    // Read first: one cache line written once, not by every
+                    // overwrite.
+                    if !ip.overwritten.load(Ordering::Relaxed) {
+                        ip.overwritten.store(true, Ordering::Release);
+                    }
                 }
             }
         }
