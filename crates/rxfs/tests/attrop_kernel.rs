@@ -22,6 +22,7 @@ use ns_support::*;
 use rxfs::attrop::blocks::Tree;
 use rxfs::format::dinode_edit as di;
 use rxfs::fs::ops_attr::XattrSet;
+use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::types::Ino;
 use rxfs::xact::MetaTx;
 use rxfs::{Error, Filesystem};
@@ -172,15 +173,21 @@ fn start(
     let mut inos = BTreeMap::new();
     inos.insert(
         "f".to_string(),
-        fs.create(root, b"f", &args(0o100644)).unwrap().ino,
+        fs.create(root, b"f", &CreateArgs::root(0o100644))
+            .unwrap()
+            .ino,
     );
     inos.insert(
         "g".to_string(),
-        fs.create(root, b"g", &args(0o100644)).unwrap().ino,
+        fs.create(root, b"g", &CreateArgs::root(0o100644))
+            .unwrap()
+            .ino,
     );
     inos.insert(
         "d".to_string(),
-        fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino,
+        fs.mkdir(root, b"d", &CreateArgs::root(0o40755))
+            .unwrap()
+            .ino,
     );
     (s, img, fs, inos)
 }
@@ -680,13 +687,13 @@ fn acl_set_inherit_chmod() {
     ));
     fs.setxattr(d, b"system.posix_acl_default", &def, XattrSet::Any)
         .unwrap();
-    let mut a = args(0o100666);
+    let mut a = CreateArgs::root(0o100666);
     a.umask = 0o077;
     let f2 = fs.create(d, b"f2", &a).unwrap();
-    let mut a = args(0o40777);
+    let mut a = CreateArgs::root(0o40777);
     a.umask = 0o077;
     let sub = fs.mkdir(d, b"sub", &a).unwrap();
-    let mut a = args(0o100666);
+    let mut a = CreateArgs::root(0o100666);
     a.umask = 0o027;
     let plain = fs.create(fs.root_ino(), b"plain", &a).unwrap();
     assert_eq!(

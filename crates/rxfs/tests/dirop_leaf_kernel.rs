@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use common::*;
 use ns_support::*;
+use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::ops_rename::RenameFlags;
 use rxfs::types::Ino;
 use rxfs::Filesystem;
@@ -113,8 +114,14 @@ fn grow_shrink(name: &str, opts: &[&str], n: u64, long: bool, shrink: bool) {
     let (s, img) = setup(name, opts);
     let fs = rw(&img);
     let root = fs.root_ino();
-    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
-    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let d = fs
+        .mkdir(root, b"d", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let f = fs
+        .create(root, b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     let mut model: Model = BTreeMap::new();
     let mut m = BTreeMap::new();
     for i in 0..n {
@@ -222,10 +229,17 @@ fn random_mix(name: &str, opts: &[&str], seed: u64, ops: usize) {
     let (s, img) = setup(name, opts);
     let fs = rw(&img);
     let root = fs.root_ino();
-    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let f = fs
+        .create(root, b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     let dirs = [
-        fs.mkdir(root, b"a", &args(0o40755)).unwrap().ino,
-        fs.mkdir(root, b"b", &args(0o40755)).unwrap().ino,
+        fs.mkdir(root, b"a", &CreateArgs::root(0o40755))
+            .unwrap()
+            .ino,
+        fs.mkdir(root, b"b", &CreateArgs::root(0o40755))
+            .unwrap()
+            .ino,
     ];
     let mut m: [BTreeMap<Vec<u8>, u64>; 2] = [BTreeMap::new(), BTreeMap::new()];
     let mut r = Rng(seed);
@@ -246,7 +260,8 @@ fn random_mix(name: &str, opts: &[&str], seed: u64, ops: usize) {
             let nm = mk(&mut r);
             let res = if r.below(8) == 0 {
                 nextino += 1;
-                fs.create(dirs[k], &nm, &args(0o100644)).map(|ip| ip.ino)
+                fs.create(dirs[k], &nm, &CreateArgs::root(0o100644))
+                    .map(|ip| ip.ino)
             } else {
                 fs.link(f, dirs[k], &nm).map(|_| f)
             };
@@ -354,8 +369,14 @@ fn node_form_hash_collisions() {
     let (s, img) = setup("dleaf_coll", &["-b", "size=1024", "-n", "size=4096"]);
     let fs = rw(&img);
     let root = fs.root_ino();
-    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
-    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let d = fs
+        .mkdir(root, b"d", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let f = fs
+        .create(root, b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     let mut m = BTreeMap::new();
     let mut all = Vec::new();
     for g in 0..24 {
@@ -470,9 +491,18 @@ fn node_form_btree_data_fork() {
     };
     let fs = Filesystem::open_path(&img, None, opts).unwrap();
     let root = fs.root_ino();
-    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
-    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
-    let g = fs.create(root, b"g", &args(0o100644)).unwrap().ino;
+    let d = fs
+        .mkdir(root, b"d", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let f = fs
+        .create(root, b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
+    let g = fs
+        .create(root, b"g", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     let mut m = BTreeMap::new();
     let (mut i, mut gblocks, mut blocks) = (0u64, 0u64, 0u64);
     while fs.iget(d).unwrap().core.format != 3 {

@@ -19,6 +19,7 @@ use rxfs::xact::MetaTx;
 
 use common::*;
 use ns_support::*;
+use rxfs::fs::ops_ns::CreateArgs;
 
 #[test]
 fn node_form_deep_tree_small_fanout() {
@@ -29,8 +30,14 @@ fn node_form_deep_tree_small_fanout() {
     let (s, img) = setup("dnode_deep", &["-b", "size=1024"]);
     let fs = rw(&img);
     let root = fs.root_ino();
-    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
-    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let d = fs
+        .mkdir(root, b"d", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let f = fs
+        .create(root, b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     let mut m = BTreeMap::new();
     for i in 0..2500u64 {
         let nm = format!("deep-{:08x}", i.wrapping_mul(0x9e37_79b9) & 0xffff_ffff).into_bytes();

@@ -20,16 +20,6 @@ use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::types::Ino;
 use rxfs::{Error, Filesystem, MountOptions};
 
-fn args(mode: u32) -> CreateArgs {
-    CreateArgs {
-        mode,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        umask: 0,
-    }
-}
-
 fn repair_ok(img: &Path) {
     let out = std::process::Command::new("xfs_repair")
         .arg("-n")
@@ -87,7 +77,7 @@ fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, Xattrs, u64) {
     let mut full = 0;
     'outer: for d in 0..10_000u32 {
         let dname = format!("r{round}d{d}");
-        let dino = match fs.mkdir(root, dname.as_bytes(), &args(0o40755)) {
+        let dino = match fs.mkdir(root, dname.as_bytes(), &CreateArgs::root(0o40755)) {
             Ok(ip) => ip.ino,
             Err(Error::NoSpace) => break,
             Err(e) => panic!("mkdir {dname}: {e}"),
@@ -100,7 +90,7 @@ fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, Xattrs, u64) {
         for f in 0..40u32 {
             let name = format!("f{f}");
             let path = format!("/{dname}/{name}");
-            let ino = match fs.create(dino, name.as_bytes(), &args(0o100644)) {
+            let ino = match fs.create(dino, name.as_bytes(), &CreateArgs::root(0o100644)) {
                 Ok(ip) => ip.ino,
                 Err(Error::NoSpace) => {
                     full += 1;
@@ -149,7 +139,12 @@ fn fill(fs: &Arc<Filesystem>, round: u32, seed: u64) -> (Made, Xattrs, u64) {
             }
             if rnd(5) == 0 {
                 let l = format!("/{dname}/s{f}");
-                match fs.symlink(dino, format!("s{f}").as_bytes(), &[b'x'; 600], &args(0)) {
+                match fs.symlink(
+                    dino,
+                    format!("s{f}").as_bytes(),
+                    &[b'x'; 600],
+                    &CreateArgs::root(0),
+                ) {
                     Ok(_) => {
                         made.insert(l, None);
                     }

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use ns_support::*;
+use rxfs::fs::ops_ns::CreateArgs;
 
 #[test]
 fn link_across_directories_and_unlink_original() {
@@ -21,9 +22,18 @@ fn link_across_directories_and_unlink_original() {
     let (s, img) = setup("nslink_link", &[]);
     let fs = rw(&img);
     let root = fs.root_ino();
-    let d1 = fs.mkdir(root, b"d1", &args(0o40755)).unwrap().ino;
-    let d2 = fs.mkdir(root, b"d2", &args(0o40755)).unwrap().ino;
-    let f = fs.create(d1, b"f", &args(0o100644)).unwrap().ino;
+    let d1 = fs
+        .mkdir(root, b"d1", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let d2 = fs
+        .mkdir(root, b"d2", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let f = fs
+        .create(d1, b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     fs.write(f, 0, b"hello links").unwrap();
     fs.link(f, d2, b"g").unwrap();
     fs.link(f, root, b"h").unwrap();
@@ -64,17 +74,17 @@ fn symlink_inline_and_remote_targets() {
             let target: Vec<u8> = (0..len).map(|j| b'a' + ((i + j) % 26) as u8).collect();
             let name = format!("l{len}");
             let ino = fs
-                .symlink(root, name.as_bytes(), &target, &args(0))
+                .symlink(root, name.as_bytes(), &target, &CreateArgs::root(0))
                 .unwrap()
                 .ino;
             assert_eq!(fs.readlink(&fs.iget(ino).unwrap()).unwrap(), target);
             want.insert(format!("/{name}"), seen(ino, 1, &target));
         }
         assert!(matches!(
-            fs.symlink(root, b"big", &[b'x'; 1024], &args(0)),
+            fs.symlink(root, b"big", &[b'x'; 1024], &CreateArgs::root(0)),
             Err(rxfs::Error::NameTooLong)
         ));
-        assert!(fs.symlink(root, b"l1", b"x", &args(0)).is_err());
+        assert!(fs.symlink(root, b"l1", b"x", &CreateArgs::root(0)).is_err());
         // Remove some (blocks freed), keep the rest.
         for len in [50usize, 969] {
             fs.unlink(root, format!("l{len}").as_bytes()).unwrap();
@@ -99,15 +109,19 @@ fn open_unlinked_files_freed_at_last_unref() {
     let root = fs.root_ino();
     let mut inos = Vec::new();
     let dirs = [
-        fs.mkdir(root, b"a", &args(0o40755)).unwrap().ino,
-        fs.mkdir(root, b"b", &args(0o40755)).unwrap().ino,
+        fs.mkdir(root, b"a", &CreateArgs::root(0o40755))
+            .unwrap()
+            .ino,
+        fs.mkdir(root, b"b", &CreateArgs::root(0o40755))
+            .unwrap()
+            .ino,
     ];
     // The same files created and removed while not open: the space
     // baseline (inode chunks stay allocated).
     for i in 0..200u64 {
         let d = dirs[i as usize % 2];
         let ino = fs
-            .create(d, format!("f{i}").as_bytes(), &args(0o100644))
+            .create(d, format!("f{i}").as_bytes(), &CreateArgs::root(0o100644))
             .unwrap()
             .ino;
         fs.write(ino, 0, &pattern(i, 5000)).unwrap();
@@ -122,7 +136,7 @@ fn open_unlinked_files_freed_at_last_unref() {
             .create(
                 dirs[i as usize % 2],
                 format!("f{i}").as_bytes(),
-                &args(0o100644),
+                &CreateArgs::root(0o100644),
             )
             .unwrap()
             .ino;
@@ -180,18 +194,25 @@ fn crash_with_open_unlinked_and_tmpfile_recovers() {
         let (s, img) = setup("nslink_crash", &[]);
         let fs = rw(&img);
         let root = fs.root_ino();
-        let keep = fs.create(root, b"keep", &args(0o100644)).unwrap().ino;
+        let keep = fs
+            .create(root, b"keep", &CreateArgs::root(0o100644))
+            .unwrap()
+            .ino;
         fs.write(keep, 0, b"kept").unwrap();
         for i in 0..20u64 {
             let ino = fs
-                .create(root, format!("o{i}").as_bytes(), &args(0o100644))
+                .create(
+                    root,
+                    format!("o{i}").as_bytes(),
+                    &CreateArgs::root(0o100644),
+                )
                 .unwrap()
                 .ino;
             fs.write(ino, 0, &pattern(i, 9000)).unwrap();
             fs.inode_ref(ino);
             fs.unlink(root, format!("o{i}").as_bytes()).unwrap();
         }
-        let t = fs.tmpfile(root, &args(0o100600)).unwrap().ino;
+        let t = fs.tmpfile(root, &CreateArgs::root(0o100600)).unwrap().ino;
         fs.write(t, 0, &pattern(99, 20000)).unwrap();
         fs.log_force().unwrap();
         fs.abandon();
@@ -222,11 +243,11 @@ fn tmpfile_linked_and_dropped() {
     let mut others = Vec::new();
     // Neighbours on the same lists, so that linking edits a predecessor.
     for i in 0..70u64 {
-        let t = fs.tmpfile(root, &args(0o100644)).unwrap().ino;
+        let t = fs.tmpfile(root, &CreateArgs::root(0o100644)).unwrap().ino;
         fs.write(t, 0, &pattern(i, 100)).unwrap();
         others.push(t);
     }
-    let t = fs.tmpfile(root, &args(0o100640)).unwrap().ino;
+    let t = fs.tmpfile(root, &CreateArgs::root(0o100640)).unwrap().ino;
     fs.write(t, 0, &pattern(1, 12345)).unwrap();
     assert_eq!(fs.iget(t).unwrap().core.nlink, 0);
     fs.link(t, root, b"named").unwrap();
@@ -241,7 +262,10 @@ fn tmpfile_linked_and_dropped() {
     }
     fs.inode_unref(t, 1).unwrap();
     // An unlinked file that was not O_TMPFILE cannot get a link back.
-    let u = fs.create(root, b"u", &args(0o100644)).unwrap().ino;
+    let u = fs
+        .create(root, b"u", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     fs.inode_ref(u);
     fs.unlink(root, b"u").unwrap();
     assert!(matches!(
@@ -286,9 +310,18 @@ fn nlink_limit_refused_like_the_kernel() {
     let (s, img) = setup("nslink_max", &[]);
     let fs = rw(&img);
     let root = fs.root_ino();
-    let d = fs.mkdir(root, b"d", &args(0o40755)).unwrap().ino;
-    let e = fs.mkdir(root, b"e", &args(0o40755)).unwrap().ino;
-    let f = fs.create(root, b"f", &args(0o100644)).unwrap().ino;
+    let d = fs
+        .mkdir(root, b"d", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let e = fs
+        .mkdir(root, b"e", &CreateArgs::root(0o40755))
+        .unwrap()
+        .ino;
+    let f = fs
+        .create(root, b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     fs.unmount().unwrap();
     drop(fs);
     const MAX: u32 = 0x7fff_ffff;
@@ -315,7 +348,9 @@ fn nlink_limit_refused_like_the_kernel() {
     let fs = rw(&img);
     let too_many = |r: rxfs::Result<()>| matches!(r, Err(rxfs::Error::TooManyLinks));
     assert!(too_many(fs.link(f, root, b"g").map(|_| ())));
-    assert!(too_many(fs.mkdir(d, b"sub", &args(0o40755)).map(|_| ())));
+    assert!(too_many(
+        fs.mkdir(d, b"sub", &CreateArgs::root(0o40755)).map(|_| ())
+    ));
     assert!(too_many(fs.rename(
         root,
         b"e",

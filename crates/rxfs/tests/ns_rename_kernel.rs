@@ -14,6 +14,7 @@ use std::collections::BTreeMap;
 
 use common::*;
 use ns_support::*;
+use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::ops_rename::RenameFlags;
 use rxfs::Error;
 
@@ -38,9 +39,9 @@ fn rename_files_and_directories_every_case() {
     let (s, img) = setup("nsrename_cases", &[]);
     let fs = rw(&img);
     let root = fs.root_ino();
-    let dir = |p, n: &[u8]| fs.mkdir(p, n, &args(0o40755)).unwrap().ino;
+    let dir = |p, n: &[u8]| fs.mkdir(p, n, &CreateArgs::root(0o40755)).unwrap().ino;
     let file = |p, n: &[u8], body: &[u8]| {
-        let i = fs.create(p, n, &args(0o100644)).unwrap().ino;
+        let i = fs.create(p, n, &CreateArgs::root(0o100644)).unwrap().ino;
         fs.write(i, 0, body).unwrap();
         i
     };

@@ -23,16 +23,6 @@ use rxfs::{Filesystem, MountOptions};
 const THREADS: u64 = 4;
 const ROUNDS: u64 = 60;
 
-fn args(mode: u32) -> CreateArgs {
-    CreateArgs {
-        mode,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        umask: 0,
-    }
-}
-
 /// One thread's work in its directory `dir`: returns name -> bytes left.
 fn worker(
     fs: &Filesystem,
@@ -52,7 +42,7 @@ fn worker(
         // A file with unwritten space, then written in pieces.
         let name = format!("f{r}");
         let ino = fs
-            .create(dir, name.as_bytes(), &args(0o100644))
+            .create(dir, name.as_bytes(), &CreateArgs::root(0o100644))
             .unwrap()
             .ino;
         let len = (1 + rnd(64)) * 4096;
@@ -115,7 +105,7 @@ fn rmap_concurrent_writes_renames_unlinks() {
     let root = fs.root_ino();
     let dirs: Vec<_> = (0..THREADS)
         .map(|t| {
-            fs.mkdir(root, format!("t{t}").as_bytes(), &args(0o40755))
+            fs.mkdir(root, format!("t{t}").as_bytes(), &CreateArgs::root(0o40755))
                 .unwrap()
                 .ino
         })

@@ -56,16 +56,6 @@ fn open_rw(img: &Path) -> Arc<Filesystem> {
     Filesystem::open(dev, None, opts).unwrap()
 }
 
-fn args(mode: u32) -> CreateArgs {
-    CreateArgs {
-        mode,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        umask: 0,
-    }
-}
-
 fn name_of(p: &Path) -> Vec<u8> {
     p.file_name().unwrap().as_encoded_bytes().to_vec()
 }
@@ -77,14 +67,18 @@ fn parent_of(p: &Path) -> PathBuf {
 fn mkdir(fs: &Filesystem, m: &mut Model, p: &str) {
     let p = PathBuf::from(p);
     let dir = m.ino(&parent_of(&p));
-    let ip = fs.mkdir(dir, &name_of(&p), &args(0o40755)).unwrap();
+    let ip = fs
+        .mkdir(dir, &name_of(&p), &CreateArgs::root(0o40755))
+        .unwrap();
     m.ents.insert(p, (ip.ino, None));
 }
 
 fn create(fs: &Filesystem, m: &mut Model, p: &str) {
     let p = PathBuf::from(p);
     let dir = m.ino(&parent_of(&p));
-    let ip = fs.create(dir, &name_of(&p), &args(0o100644)).unwrap();
+    let ip = fs
+        .create(dir, &name_of(&p), &CreateArgs::root(0o100644))
+        .unwrap();
     m.ents.insert(p, (ip.ino, Some(Vec::new())));
 }
 
@@ -99,7 +93,7 @@ fn symlink(fs: &Filesystem, m: &mut Model, p: &str, target: &[u8]) {
     let p = PathBuf::from(p);
     let dir = m.ino(&parent_of(&p));
     let ip = fs
-        .symlink(dir, &name_of(&p), target, &args(0o120777))
+        .symlink(dir, &name_of(&p), target, &CreateArgs::root(0o120777))
         .unwrap();
     m.ents.insert(p, (ip.ino, Some(link_content(target))));
 }

@@ -9,22 +9,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use crate::common::*;
-use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::types::Ino;
 use rxfs::{Filesystem, MountOptions};
 
 pub fn rw(img: &Path) -> Arc<Filesystem> {
     Filesystem::open_path(img, None, MountOptions::default()).expect("rw open")
-}
-
-pub fn args(mode: u32) -> CreateArgs {
-    CreateArgs {
-        mode,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        umask: 0,
-    }
 }
 
 /// What the kernel shows for a path: inode, link count, symlink target or
