@@ -66,9 +66,6 @@ struct AlignedBuf {
     layout: Layout,
 }
 
-// SAFETY: the buffer is owned memory, used by one thread at a time.
-unsafe impl Send for AlignedBuf {}
-
 impl AlignedBuf {
     fn new(len: usize) -> AlignedBuf {
         let layout = Layout::from_size_align(len.max(1).next_multiple_of(ALIGN), ALIGN)

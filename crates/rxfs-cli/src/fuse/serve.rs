@@ -42,8 +42,8 @@ pub struct ServeConfig {
 /// direct I/O (several overwrites of one file at once, see
 /// `fuse::ops::open_flags`) and log batching (seed 002: one log write for
 /// the fsyncs of every thread waiting) need as many loops as requests
-/// in flight: with 8, 16 or 32 fsyncing threads got ~7.7 fsyncs per log
-/// write, with 32 loops 11-12.5.
+/// in flight: with 8 of them, 16 or 32 fsyncing threads got ~7.7 fsyncs
+/// per log write, with 32 of them 11-12.5.
 pub fn default_threads() -> usize {
     let cpus = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -92,6 +92,12 @@ pub fn session_config(cfg: &ServeConfig) -> Config {
     c.mount_options = o;
     c.acl = if cfg.fuse.allow_other {
         SessionACL::All
+    } else if cfg.fuse.auto_unmount {
+        // fuser 0.18 refuses auto_unmount with the owner-only ACL; root
+        // and the owner is the nearest it accepts (the kernel mount gets
+        // allow_other, fuser answers other users EACCES; a non-root owner
+        // needs user_allow_other in /etc/fuse.conf).
+        SessionACL::RootAndOwner
     } else {
         SessionACL::Owner
     };
@@ -174,5 +180,38 @@ pub fn serve(
             cfg.image.display()
         ))),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn acl_of(allow_other: bool, auto_unmount: bool) -> SessionACL {
+        let cfg = ServeConfig {
+            image: "img".into(),
+            mountpoint: "mnt".into(),
+            fuse: FuseOpts {
+                allow_other,
+                auto_unmount,
+                threads: Some(3),
+                ..FuseOpts::default()
+            },
+            foreground: true,
+            read_only: false,
+        };
+        let c = session_config(&cfg);
+        assert_eq!(c.n_threads, Some(3));
+        assert!(c.clone_fd);
+        c.acl
+    }
+
+    #[test]
+    fn who_may_use_the_mount() {
+        assert_eq!(acl_of(false, false), SessionACL::Owner);
+        assert_eq!(acl_of(true, false), SessionACL::All);
+        assert_eq!(acl_of(true, true), SessionACL::All);
+        // fuser 0.18 refuses auto_unmount with Owner.
+        assert_eq!(acl_of(false, true), SessionACL::RootAndOwner);
     }
 }
