@@ -44,6 +44,9 @@ pub struct FuseOpts {
     /// Kernel mount flags: dev, suid, exec, noexec, atime, noatime, sync...
     pub flags: Vec<String>,
     pub fsname: Option<String>,
+    /// The mount type's subtype (`fuse.SUBTYPE` in the mount table);
+    /// None: "rxfs"; empty: none (the type shows as plain `fuse`).
+    pub subtype: Option<String>,
     /// FUSE event loops, each on its own clone of `/dev/fuse`.
     pub threads: Option<usize>,
 }
@@ -218,7 +221,12 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                 ))
             }
             ("fsname", Some(v)) => o.fuse.fsname = Some(v.to_string()),
-            ("subtype", Some(_)) => {}
+            ("subtype", Some(v)) => {
+                if v.contains([',', ' ', '\t', '\n']) {
+                    return Err(CliError::usage(format!("bad subtype '{v}'")));
+                }
+                o.fuse.subtype = Some(v.to_string())
+            }
             ("threads", Some(v)) => {
                 let n: usize = v
                     .parse()

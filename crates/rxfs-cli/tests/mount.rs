@@ -300,8 +300,33 @@ fn mount_helper_forms() {
     ]);
     let m = KernelMount::adopt(&mnt);
     assert_eq!(std::fs::read(mnt.join("dir/file")).unwrap(), b"hello\n");
+    let line = mount_line(&mnt).expect("mounted");
+    assert!(line.contains(" fuse.rxfs ro,"), "{line}");
     rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
     m.disarm();
+
+    // fsname= and an empty subtype= (plain `fuse`, as fstests' FSTYP=fuse
+    // looks for it), and a subtype of one's own.
+    for (opts, want) in [
+        ("ro,fsname=rxtest,subtype=", "rxtest MNT fuse ro,"),
+        ("ro,subtype=xfsish", "SRC MNT fuse.xfsish ro,"),
+    ] {
+        rxfs_ok(&[
+            img.as_os_str(),
+            mnt.as_os_str(),
+            OsStr::new("-o"),
+            OsStr::new(opts),
+        ]);
+        let m = KernelMount::adopt(&mnt);
+        let line = mount_line(&mnt).expect("mounted");
+        let want = want
+            .replace("SRC", img.to_str().unwrap())
+            .replace("MNT", mnt.to_str().unwrap());
+        assert!(line.starts_with(&want), "-o {opts}: {line}");
+        assert_eq!(std::fs::read(mnt.join("dir/file")).unwrap(), b"hello\n");
+        rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
+        m.disarm();
+    }
 
     // mount(8) with the helper installed.
     let helper = PathBuf::from("/sbin/mount.fuse.rxfs");

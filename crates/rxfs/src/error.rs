@@ -111,6 +111,10 @@ pub enum Error {
     /// EBUSY: the object is in use (rename of a mount root...).
     #[error("busy")]
     Busy,
+    /// EBUSY: the device is owned by another read-write open (an rxfs
+    /// mount, the kernel's) and stayed so.
+    #[error("in use: {0}")]
+    InUse(String),
     /// lseek SEEK_DATA/SEEK_HOLE at or past EOF, or no data after it.
     #[error("no data or hole at or past the offset")]
     NoSuchOffset,
@@ -165,7 +169,7 @@ impl Error {
             Error::TooManyLinks => libc::EMLINK,
             Error::Perm => libc::EPERM,
             Error::IntoItself => libc::EINVAL,
-            Error::Busy => libc::EBUSY,
+            Error::Busy | Error::InUse(_) => libc::EBUSY,
         }
     }
 }

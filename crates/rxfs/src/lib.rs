@@ -37,6 +37,7 @@ pub mod bmapop;
 pub mod cache;
 pub mod check;
 pub mod cil;
+pub mod cred;
 pub mod dirop;
 pub mod error;
 pub mod format;

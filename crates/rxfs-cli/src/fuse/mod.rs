@@ -7,6 +7,8 @@
 //! - [`reply`]: answering fuser's reply objects with an errno.
 //! - [`node`]: node ids the kernel references, with lookup counts.
 //! - [`attr`]: attributes exactly as the kernel's XFS reports them.
+//! - [`cred`]: a request's caller (groups, capabilities) for set-id rules.
+//! - [`ioctl`]: the ioctls served (the XFS shutdown).
 //! - [`serve`]: mounting, the session loop, signals, the pidfile, and the
 //!   unmount of the filesystem when the session ends.
 //! - [`stats_file`]: the counters file `rxfs stats` reads.
@@ -36,6 +38,8 @@
 //! what the page cache had shown; until that is understood it stays off.
 
 pub mod attr;
+pub mod cred;
+pub mod ioctl;
 pub mod node;
 pub mod ops;
 pub mod ops_ns;
@@ -54,9 +58,9 @@ use std::time::SystemTime;
 
 use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileHandle, INodeNo, InitFlags,
-    KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs,
-    ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    IoctlFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData,
+    ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 
 use ops::Core;
@@ -76,6 +80,12 @@ impl RxFuse {
         RxFuse {
             core: Arc::new(Core::new(fs, log_errors)),
         }
+    }
+
+    /// The request handlers' state, for the session to hand its notifier
+    /// to once it exists.
+    pub fn core(&self) -> Arc<Core> {
+        self.core.clone()
     }
 
     /// Run a handler on this event loop, surviving its panic (see the
@@ -111,6 +121,9 @@ impl fuser::Filesystem for RxFuse {
             .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
         let _ = config.add_capabilities(InitFlags::FUSE_CACHE_SYMLINKS);
+        // File handles (name_to_handle_at, NFS export): node id and
+        // generation; see `Core::lookup_self`.
+        let _ = config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT);
         // The kernel checks permissions with the ACLs it reads through
         // getxattr; DONT_MASK leaves the umask to us (see `creator`).
         let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK);
@@ -261,7 +274,7 @@ impl fuser::Filesystem for RxFuse {
     /// The data is written from the buffer the request was read into.
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -272,12 +285,13 @@ impl fuser::Filesystem for RxFuse {
         reply: ReplyWrite,
     ) {
         // The kernel's loff_t: past i64::MAX is negative, which answers EINVAL.
-        self.run(|c| c.write(ino.0, offset as i64, data, reply));
+        let who = cred::Asker::of(req);
+        self.run(|c| c.write(ino.0, offset as i64, data, who, reply));
     }
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -286,7 +300,7 @@ impl fuser::Filesystem for RxFuse {
         atime: Option<TimeOrNow>,
         mtime: Option<TimeOrNow>,
         ctime: Option<SystemTime>,
-        _fh: Option<FileHandle>,
+        fh: Option<FileHandle>,
         _crtime: Option<SystemTime>,
         _chgtime: Option<SystemTime>,
         _bkuptime: Option<SystemTime>,
@@ -301,8 +315,10 @@ impl fuser::Filesystem for RxFuse {
             atime,
             mtime,
             ctime,
+            via_fd: fh.is_some(),
         };
-        self.run(|c| c.setattr(ino.0, a, reply));
+        let who = cred::Asker::of(req);
+        self.run(|c| c.setattr(ino.0, a, who, reply));
     }
 
     fn fsync(
@@ -399,7 +415,7 @@ impl fuser::Filesystem for RxFuse {
 
     fn setxattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         name: &OsStr,
         value: &[u8],
@@ -407,7 +423,12 @@ impl fuser::Filesystem for RxFuse {
         position: u32,
         reply: ReplyEmpty,
     ) {
-        self.run(|c| c.setxattr(ino.0, name.as_bytes(), value, flags, position, reply));
+        if position != 0 {
+            // macOS's resource-fork offset; Linux always sends 0.
+            return reply.error(Errno::EINVAL);
+        }
+        let who = cred::Asker::of(req);
+        self.run(|c| c.setxattr(ino.0, name.as_bytes(), value, flags, who, reply));
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -416,7 +437,7 @@ impl fuser::Filesystem for RxFuse {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -425,7 +446,23 @@ impl fuser::Filesystem for RxFuse {
         reply: ReplyEmpty,
     ) {
         let (offset, length) = (offset as i64, length as i64);
-        self.run(|c| c.fallocate(ino.0, offset, length, mode, reply));
+        let who = cred::Asker::of(req);
+        self.run(|c| c.fallocate(ino.0, offset, length, mode, who, reply));
+    }
+
+    fn ioctl(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: IoctlFlags,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        reply: ReplyIoctl,
+    ) {
+        let who = cred::Asker::of(req);
+        self.run(|c| c.ioctl(ino.0, cmd, in_data, out_size, who, reply));
     }
 
     fn copy_file_range(

@@ -20,6 +20,7 @@ use fuser::{
     FileHandle, FopenFlags, Generation, INodeNo, ReplyAttr, ReplyData, ReplyDirectory,
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr,
 };
+use rxfs::format::xflags::{flags_allow, Change};
 use rxfs::fs::Inode;
 use rxfs::types::{FileBlock, FileType, Ino};
 use rxfs::{Error, Filesystem};
@@ -50,6 +51,9 @@ pub struct Core {
     pub log_errors: bool,
     /// A read-write mount.
     pub rw: bool,
+    /// The session's channel for notifications to the kernel, once the
+    /// session exists (see [`Core::forget_attrs`]).
+    pub notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 /// What an open answers: `O_DIRECT` opens bypass the kernel's page cache
@@ -75,6 +79,19 @@ impl Core {
             ttl: Duration::from_secs(if rw { 1 } else { 300 }),
             log_errors,
             rw,
+            notifier: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Make the kernel drop its cached attributes of node `nodeid` after a
+    /// change it did not ask for by a SETATTR (the inode flags' ioctl
+    /// dropping set-id bits, changing ctime). Attributes only, no page
+    /// cache: no inode lock is taken on the kernel's side, so a handler
+    /// may send it while the kernel holds the inode locked for its
+    /// request.
+    pub(super) fn forget_attrs(&self, nodeid: u64) {
+        if let Some(n) = self.notifier.get() {
+            let _ = n.inval_inode(INodeNo(nodeid), -1, 0);
         }
     }
 
@@ -94,6 +111,9 @@ impl Core {
     }
 
     pub(super) fn inode(&self, nodeid: u64) -> rxfs::Result<Arc<Inode>> {
+        if self.fs.is_shut_down() {
+            return Err(Error::Shutdown);
+        }
         let ino = self.ino(nodeid);
         if self.rw {
             return self.fs.iget(ino);
@@ -108,6 +128,9 @@ impl Core {
         if name.len() > NAME_MAX {
             return reply.fail(libc::ENAMETOOLONG);
         }
+        if name == b"." {
+            return self.lookup_self(parent, reply);
+        }
         let r = self.inode(parent).and_then(|dir| {
             if !dir.is_dir() {
                 return Err(Error::NotDir);
@@ -118,7 +141,7 @@ impl Core {
         match r {
             Ok(ip) => {
                 self.remember(&ip);
-                let attr = file_attr(&self.fs, &ip);
+                let attr = self.entry_attr(&ip);
                 reply.entry(&self.ttl, &attr, Generation(ip.core.gen as u64));
             }
             Err(Error::NotFound) => {
@@ -134,6 +157,39 @@ impl Core {
                 }
             }
             Err(e) => reply.fail(self.errno("lookup", parent, &e)),
+        }
+    }
+
+    /// The attributes of a LOOKUP answer, whose `ino` is also the node id
+    /// the kernel will use: the root's is 1 (FUSE_ROOT_ID), not its inode
+    /// number, so a lookup that reaches the root (`..` of a top-level
+    /// directory while the kernel reconnects a file handle) finds the
+    /// kernel's root inode instead of making a second one. (The root's
+    /// st_ino reads 1 until its next GETATTR.)
+    fn entry_attr(&self, ip: &Inode) -> fuser::FileAttr {
+        let mut attr = file_attr(&self.fs, ip);
+        if ip.ino == self.root {
+            attr.ino = INodeNo::ROOT;
+        }
+        attr
+    }
+
+    /// LOOKUP of "." in node `nodeid`, of any type: the kernel sends it
+    /// (FUSE_EXPORT_SUPPORT) to turn a file handle (node id and
+    /// generation) whose inode it no longer caches back into an inode;
+    /// `..`, for a directory handle's parent, is an ordinary lookup. A node
+    /// id that is no allocated inode, or outside the filesystem, answers
+    /// ENOENT, which the kernel turns into ESTALE (as it does when the
+    /// generation differs: the inode was freed and reused).
+    fn lookup_self(&self, nodeid: u64, reply: ReplyEntry) {
+        match self.inode(nodeid) {
+            Ok(ip) => {
+                self.remember(&ip);
+                let attr = self.entry_attr(&ip);
+                reply.entry(&self.ttl, &attr, Generation(ip.core.gen as u64));
+            }
+            Err(Error::NotFound | Error::Invalid(_)) => reply.fail(libc::ENOENT),
+            Err(e) => reply.fail(self.errno("lookup", nodeid, &e)),
         }
     }
 
@@ -184,6 +240,19 @@ impl Core {
         }
         match self.inode(nodeid) {
             Ok(ip) if ip.is_dir() => reply.fail(libc::EISDIR),
+            Ok(ip) if flags & libc::O_ACCMODE != libc::O_RDONLY => {
+                // The VFS's may_open rules for the inode flags, which FUSE
+                // inodes do not carry: no writer of an immutable file, and
+                // only appending ones of an append-only file.
+                let change = match flags & libc::O_APPEND {
+                    0 => Change::Modify,
+                    _ => Change::Append,
+                };
+                match flags_allow(ip.core.flags, change) {
+                    Ok(()) => reply.opened(FileHandle(0), open_flags(flags)),
+                    Err(e) => reply.fail(e.errno()),
+                }
+            }
             Ok(_) => reply.opened(FileHandle(0), open_flags(flags)),
             Err(e) => reply.fail(self.errno("open", nodeid, &e)),
         }

@@ -3,12 +3,16 @@
 //! RENAME_NOREPLACE / RENAME_EXCHANGE), setxattr/removexattr and
 //! fallocate. Each maps onto one library call, which takes its own inode
 //! locks and runs its transactions; read-only mounts answer EROFS.
+//! setxattr and fallocate carry the caller ([`super::cred`]): they drop
+//! set-id bits as the kernel's XFS does, which FUSE's kernel side leaves
+//! to us.
 
 use fuser::{ReplyEmpty, ReplyEntry};
 use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_rename::RenameFlags;
 use rxfs::types::Ino;
 
+use super::cred::Asker;
 use super::ops::Core;
 use super::ops_rw::Caller;
 use super::reply::Fail;
@@ -83,13 +87,13 @@ impl Core {
         name: &[u8],
         value: &[u8],
         flags: i32,
-        position: u32,
+        who: Asker,
         reply: ReplyEmpty,
     ) {
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
-        if position != 0 || flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
+        if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 {
             return reply.fail(libc::EINVAL);
         }
         if value.len() > XATTR_SIZE_MAX {
@@ -101,7 +105,10 @@ impl Core {
             0 => XattrSet::Any,
             _ => return reply.fail(libc::EINVAL),
         };
-        match self.fs.setxattr(self.ino(nodeid), name, value, how) {
+        match self
+            .fs
+            .setxattr_by(self.ino(nodeid), name, value, how, &who.cred())
+        {
             Ok(()) => reply.ok(),
             Err(e) => reply.fail(self.errno("setxattr", nodeid, &e)),
         }
@@ -124,7 +131,15 @@ impl Core {
         }
     }
 
-    pub fn fallocate(&self, nodeid: u64, offset: i64, length: i64, mode: i32, reply: ReplyEmpty) {
+    pub fn fallocate(
+        &self,
+        nodeid: u64,
+        offset: i64,
+        length: i64,
+        mode: i32,
+        who: Asker,
+        reply: ReplyEmpty,
+    ) {
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
@@ -132,7 +147,10 @@ impl Core {
             return reply.fail(libc::EINVAL);
         }
         let ino: Ino = self.ino(nodeid);
-        match self.fs.fallocate(ino, mode, offset as u64, length as u64) {
+        match self
+            .fs
+            .fallocate_by(ino, mode, offset as u64, length as u64, &who.cred())
+        {
             Ok(()) => reply.ok(),
             Err(e) => reply.fail(self.errno("fallocate", nodeid, &e)),
         }

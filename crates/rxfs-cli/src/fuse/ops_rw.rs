@@ -28,7 +28,11 @@ use rxfs::fs::ops_data::SetAttr;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::Inode;
 
+use rxfs::format::inode::DIFLAG_IMMUTABLE;
+use rxfs::format::xflags::{flags_allow, Change};
+
 use super::attr::file_attr;
+use super::cred::Asker;
 use super::ops::Core;
 use super::reply::Fail;
 
@@ -258,14 +262,24 @@ impl Core {
         }
     }
 
-    pub fn write(&self, nodeid: u64, offset: i64, data: &[u8], reply: ReplyWrite) {
+    pub fn write(&self, nodeid: u64, offset: i64, data: &[u8], who: Asker, reply: ReplyWrite) {
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
         if offset < 0 {
             return reply.fail(libc::EINVAL);
         }
-        match self.fs.write(self.ino(nodeid), offset as u64, data) {
+        if let Err(e) = self.drop_sgid_before_change(nodeid, who) {
+            return reply.fail(e);
+        }
+        let ino = self.ino(nodeid);
+        match self.fs.write(ino, offset as u64, data) {
+            // A file with the sync flag: every write is a data-integrity
+            // write (as O_DSYNC), done before it is answered.
+            Ok(n) if self.fs.is_sync_inode(ino) => match self.fs.fsync(ino, true) {
+                Ok(()) => reply.written(n.min(u32::MAX as usize) as u32),
+                Err(e) => reply.fail(self.errno("write", nodeid, &e)),
+            },
             // A write never exceeds max_write (1 MiB), so the count fits.
             Ok(n) => reply.written(n.min(u32::MAX as usize) as u32),
             Err(e) => reply.fail(self.errno("write", nodeid, &e)),
@@ -275,7 +289,7 @@ impl Core {
     /// SETATTR: chmod, chown, truncate, utimens (FATTR_MODE, _UID, _GID,
     /// _SIZE, _ATIME(_NOW), _MTIME(_NOW), _CTIME). Anything else (lock
     /// owner, file handle, BSD flags) changes nothing.
-    pub fn setattr(&self, nodeid: u64, a: SetAttrArgs, reply: fuser::ReplyAttr) {
+    pub fn setattr(&self, nodeid: u64, a: SetAttrArgs, who: Asker, reply: fuser::ReplyAttr) {
         let set = SetAttr {
             mode: a.mode.map(|m| m & 0o7777),
             uid: a.uid,
@@ -298,9 +312,56 @@ impl Core {
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
+        match self.inode(nodeid) {
+            Ok(ip) => {
+                if let Err(e) = a.flags_allow(ip.core.flags) {
+                    return reply.fail(e.errno());
+                }
+            }
+            Err(e) => return reply.fail(self.errno("setattr", nodeid, &e)),
+        }
+        if set.size.is_some() && set.mode.is_none() {
+            if let Err(e) = self.drop_sgid_before_change(nodeid, who) {
+                return reply.fail(e);
+            }
+        }
         match self.fs.setattr(self.ino(nodeid), &set) {
             Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
             Err(e) => reply.fail(self.errno("setattr", nodeid, &e)),
+        }
+    }
+
+    /// Before a write or truncate by `who`: the one set-id rule FUSE's
+    /// kernel side leaves out. It drops set-uid, and set-gid with group
+    /// execute, itself (a SETATTR of the mode before the change), but not
+    /// set-gid without group execute when the writer is outside the file's
+    /// group and lacks CAP_FSETID, which XFS drops (`rxfs::cred`). The
+    /// mode check is one cached read; the caller's groups and capabilities
+    /// are read only for such a file.
+    fn drop_sgid_before_change(&self, nodeid: u64, who: Asker) -> Result<(), i32> {
+        const S_ISGID: u32 = libc::S_ISGID;
+        let ip = self
+            .inode(nodeid)
+            .map_err(|e| self.errno("write", nodeid, &e))?;
+        let mode = ip.core.mode as u32;
+        if mode & libc::S_IFMT != libc::S_IFREG || mode & (S_ISGID | libc::S_IXGRP) != S_ISGID {
+            return Ok(());
+        }
+        if who.cred().privs_to_drop(mode, ip.core.gid) & S_ISGID == 0 {
+            return Ok(());
+        }
+        let set = SetAttr {
+            mode: Some(mode & 0o7777 & !S_ISGID),
+            uid: None,
+            gid: None,
+            size: None,
+            atime: None,
+            mtime: None,
+            ctime: None,
+        };
+        match self.fs.setattr(ip.ino, &set) {
+            Ok(_) => Ok(()),
+            Err(e) => Err(self.errno("setattr", nodeid, &e)),
         }
     }
 
@@ -327,6 +388,37 @@ pub struct SetAttrArgs {
     pub atime: Option<TimeOrNow>,
     pub mtime: Option<TimeOrNow>,
     pub ctime: Option<SystemTime>,
+    /// Sent with a file handle: an ftruncate/futimens (not a path call,
+    /// nor the truncate of an `O_TRUNC` open, which comes without one).
+    pub via_fd: bool,
+}
+
+impl SetAttrArgs {
+    /// What the inode flags say to this SETATTR (the VFS's rules, which
+    /// FUSE's kernel side cannot apply: its inodes do not carry the
+    /// flags): mode, owners and explicit times are changes neither
+    /// immutable nor append-only allow; "now" times (touch) only
+    /// immutable refuses; a truncate through a path both refuse, through
+    /// a descriptor only append-only.
+    pub fn flags_allow(&self, flags: u16) -> Result<(), rxfs::Error> {
+        let explicit = |t: Option<TimeOrNow>| matches!(t, Some(TimeOrNow::SpecificTime(_)));
+        let attrs = self.mode.is_some()
+            || self.uid.is_some()
+            || self.gid.is_some()
+            || explicit(self.atime)
+            || explicit(self.mtime);
+        if attrs {
+            flags_allow(flags, Change::Modify)?;
+        }
+        if self.atime.is_some() || self.mtime.is_some() {
+            flags_allow(flags, Change::Append)?;
+        }
+        match (self.size.is_some(), self.via_fd) {
+            (true, false) => flags_allow(flags, Change::Modify),
+            (true, true) => flags_allow(flags & !DIFLAG_IMMUTABLE, Change::Modify),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use fuser::{
     Errno, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+    ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
 };
 
 /// The errno as fuser's newtype: EIO for anything not a positive errno.
@@ -42,6 +42,7 @@ fail_impl!(
     ReplyDirectoryPlus,
     ReplyEmpty,
     ReplyEntry,
+    ReplyIoctl,
     ReplyLseek,
     ReplyOpen,
     ReplyStatfs,

@@ -60,9 +60,9 @@ pub fn session_config(cfg: &ServeConfig) -> Config {
         .fsname
         .clone()
         .unwrap_or_else(|| cfg.image.display().to_string());
+    let subtype = cfg.fuse.subtype.as_deref().unwrap_or("rxfs");
     let mut o = vec![
         MountOption::FSName(fsname),
-        MountOption::CUSTOM("subtype=rxfs".into()),
         if cfg.read_only {
             MountOption::RO
         } else {
@@ -70,6 +70,9 @@ pub fn session_config(cfg: &ServeConfig) -> Config {
         },
         MountOption::DefaultPermissions,
     ];
+    if !subtype.is_empty() {
+        o.push(MountOption::CUSTOM(format!("subtype={subtype}")));
+    }
     if cfg.fuse.auto_unmount {
         o.push(MountOption::AutoUnmount);
     }
@@ -143,6 +146,7 @@ pub fn serve(
         Err(e) => return fail(mount_err(format!("stats file: {e}")), ready),
     };
     let rx = RxFuse::new(fs.clone(), cfg.foreground);
+    let core = rx.core();
     let session = match Session::new(rx, &cfg.mountpoint, &session_config(cfg)) {
         Ok(s) => s,
         Err(e) => {
@@ -152,6 +156,8 @@ pub fn serve(
             )
         }
     };
+    let _ = core.notifier.set(session.notifier());
+    drop(core);
     ready(Ok(()));
     let mnt = cfg.mountpoint.clone();
     let request_stats = stats.requester();

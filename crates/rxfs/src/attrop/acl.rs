@@ -25,6 +25,7 @@
 //!   applies; with one, the umask must not be applied to the mode).
 
 use super::{attr_get, attr_remove, attr_set, XattrSet};
+use crate::cred::Cred;
 use crate::error::{Error, Result};
 use crate::format::attr::Namespace;
 use crate::format::attr_acl::{
@@ -61,6 +62,7 @@ impl AclKind {
 }
 
 const S_IRWXUGO: u32 = 0o777;
+const S_ISGID: u32 = 0o2000;
 
 /// Check the structure of an ACL (see the module docs).
 pub fn valid(acl: &[AclEntry]) -> Result<()> {
@@ -269,6 +271,7 @@ pub fn set_acl_xattr(
     kind: AclKind,
     value: Option<&[u8]>,
     now: Timestamp,
+    who: &Cred,
 ) -> Result<()> {
     let mut acl = match value {
         Some(v) => decode_xattr(v)?,
@@ -289,7 +292,12 @@ pub fn set_acl_xattr(
     if kind == AclKind::Access {
         if let Some(a) = &acl {
             let mode = di::mode(tx.inode(ip)) as u32;
-            let (m, not_equiv) = equiv_mode(a, mode);
+            let (mut m, not_equiv) = equiv_mode(a, mode);
+            // The VFS's rule for a mode rewritten from an ACL: set-gid
+            // goes unless the caller is in the file's group or capable.
+            if !who.in_group_or_capable(di::gid(tx.inode(ip))) {
+                m &= !S_ISGID;
+            }
             new_mode = Some(m);
             if !not_equiv {
                 acl = None;

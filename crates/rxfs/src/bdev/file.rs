@@ -2,6 +2,16 @@
 //!
 //! With `direct` the file is opened O_DIRECT; requests that are not aligned to
 //! the logical sector size go through an aligned bounce buffer.
+//!
+//! One writer at a time: a read-write open owns the device exclusively
+//! until it is closed, as the kernel's mount owns its block device. An
+//! image file gets an exclusive `flock`; a block device is opened
+//! `O_EXCL`, which also fails while the kernel has it mounted. A
+//! read-write open that finds the device owned retries for
+//! [`OWNER_WAIT`] (an unmount that just returned may still be finishing:
+//! a FUSE daemon writes its last log records after the kernel let go of
+//! the mount point), then fails with `Busy` (EBUSY). Read-only opens take
+//! no lock and are not refused: they read whatever is on the device.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -20,18 +30,69 @@ pub struct FileDevice {
 /// `_IO(0x12, 127)`: zero a byte range of a block device.
 const BLKZEROOUT: libc::c_ulong = 0x127f;
 
+/// How long a read-write open waits for the device's owner to let go.
+pub const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// Alignment used for O_DIRECT bounce buffers and requests.
 const DIRECT_ALIGN: u64 = 4096;
 
 impl FileDevice {
     /// Open an image file or block device.
     pub fn open(path: &Path, read_only: bool, direct: bool) -> Result<Self> {
+        let deadline = std::time::Instant::now() + OWNER_WAIT;
+        loop {
+            match Self::open_once(path, read_only, direct) {
+                Err(Error::Busy) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                Err(Error::Busy) => {
+                    return Err(Error::InUse(format!(
+                        "{} is open read-write elsewhere (another rxfs, or mounted by \
+                         the kernel); waited {} s",
+                        path.display(),
+                        OWNER_WAIT.as_secs()
+                    )))
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn open_once(path: &Path, read_only: bool, direct: bool) -> Result<Self> {
+        let is_bdev = std::fs::metadata(path)
+            .map(|m| m.file_type().is_block_device())
+            .unwrap_or(false);
         let mut opts = OpenOptions::new();
         opts.read(true).write(!read_only);
+        let mut flags = 0;
         if direct {
-            opts.custom_flags(libc::O_DIRECT);
+            flags |= libc::O_DIRECT;
         }
-        let file = opts.open(path).map_err(|e| Error::io("open", 0, 0, e))?;
+        if is_bdev && !read_only {
+            flags |= libc::O_EXCL;
+        }
+        opts.custom_flags(flags);
+        let file = match opts.open(path) {
+            Ok(f) => f,
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Err(Error::Busy),
+            Err(e) => return Err(Error::io("open", 0, 0, e)),
+        };
+        if !read_only && !is_bdev {
+            // SAFETY: flock on a descriptor we own; no memory involved.
+            let r = unsafe {
+                libc::flock(
+                    std::os::fd::AsRawFd::as_raw_fd(&file),
+                    libc::LOCK_EX | libc::LOCK_NB,
+                )
+            };
+            if r != 0 {
+                let e = std::io::Error::last_os_error();
+                return match e.raw_os_error() {
+                    Some(libc::EWOULDBLOCK) => Err(Error::Busy),
+                    _ => Err(Error::io("flock", 0, 0, e)),
+                };
+            }
+        }
         let meta = file.metadata().map_err(|e| Error::io("stat", 0, 0, e))?;
         let size = if meta.file_type().is_block_device() {
             block_device_size(&file)?
@@ -226,5 +287,43 @@ impl BlockDevice for FileDevice {
             at += n as u64;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn one_read_write_owner_at_a_time() {
+        let dir = std::env::temp_dir().join(format!("rxfs-owner-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let img = dir.join("img");
+        std::fs::write(&img, vec![0u8; 1 << 20]).unwrap();
+        let first = FileDevice::open(&img, false, false).unwrap();
+        // Readers are not refused.
+        let reader = FileDevice::open(&img, true, false).unwrap();
+        drop(reader);
+        // A second writer waits for the first to close.
+        let t0 = Instant::now();
+        let waiter = {
+            let img = img.clone();
+            std::thread::spawn(move || FileDevice::open(&img, false, false).map(|_| ()))
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!waiter.is_finished(), "the second writer did not wait");
+        drop(first);
+        waiter.join().unwrap().unwrap();
+        assert!(t0.elapsed() < OWNER_WAIT);
+        // Owned for good: refused with EBUSY after the wait.
+        let _owner = FileDevice::open(&img, false, false).unwrap();
+        let e = match FileDevice::open(&img, false, false) {
+            Err(e) => e,
+            Ok(_) => panic!("a second read-write open of an owned image"),
+        };
+        assert!(matches!(e, Error::InUse(_)), "{e}");
+        assert_eq!(e.errno(), libc::EBUSY);
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -29,6 +29,7 @@ use crate::format::dinode_edit as di;
 use crate::format::inode::{
     Timestamp, DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS, FMT_LOCAL,
 };
+use crate::format::xflags::{flags_allow, Change};
 use crate::ialloc::{ifree, NewInode};
 use crate::types::{AgIno, AgNumber, FileBlock, FileType, Ino};
 use crate::xact::{InodeId, MetaTx};
@@ -64,6 +65,15 @@ pub(super) fn check_parent(tx: &dyn MetaTx, dp: InodeId) -> Result<()> {
     Ok(())
 }
 
+/// The inode flags' verdict on removing (or renaming away) `ip`'s entry
+/// in `dp`: EPERM if the directory is immutable or append-only, or `ip`
+/// itself is (see [`crate::format::xflags::flags_allow`]). Checked once
+/// the entry is found and before its type is.
+pub(crate) fn check_removal(tx: &dyn MetaTx, dp: InodeId, ip: InodeId) -> Result<()> {
+    flags_allow(di::flags(tx.inode(dp)), Change::RemoveEntry)?;
+    flags_allow(di::flags(tx.inode(ip)), Change::Unlink)
+}
+
 /// Largest inode number the filesystem can have: the directory-room check
 /// assumes the new inode gets one as wide as that.
 fn widest_ino(tx: &dyn MetaTx) -> Ino {
@@ -95,6 +105,7 @@ pub(super) fn new_inode(
     if dir_lookup(tx, dp, name)?.is_some() {
         return Err(Error::Exists);
     }
+    flags_allow(di::flags(tx.inode(dp)), Change::AddEntry)?;
     let wide = widest_ino(tx);
     dir_can_add(tx, dp, name, wide)?;
     let parent = Ino(di::ino(tx.inode(dp)));
@@ -295,6 +306,7 @@ pub fn unlink_with(
         return Err(Error::IsDir);
     }
     let (ino, ip) = child(tx, dp, name)?;
+    check_removal(tx, dp, ip)?;
     if di::mode(tx.inode(ip)) as u32 & di::S_IFMT == di::S_IFDIR {
         return Err(Error::IsDir);
     }
@@ -354,6 +366,7 @@ pub fn rmdir_with(
         return Err(Error::NotEmpty);
     }
     let (ino, ip) = child(tx, dp, name)?;
+    check_removal(tx, dp, ip)?;
     if di::mode(tx.inode(ip)) as u32 & di::S_IFMT != di::S_IFDIR {
         return Err(Error::NotDir);
     }

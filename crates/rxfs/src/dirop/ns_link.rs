@@ -24,6 +24,7 @@ use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::dinode_edit as di;
 use crate::format::inode::{Timestamp, FMT_EXTENTS, FMT_LOCAL};
 use crate::format::symlink::{SYMLINK_HDR_SIZE, SYMLINK_MAGIC, SYMLINK_MAXLEN};
+use crate::format::xflags::{flags_allow, Change};
 use crate::format::{put_be32, put_be64};
 use crate::types::{FileBlock, FileType, Ino};
 use crate::xact::{BufKind, InodeId, MetaTx};
@@ -60,6 +61,10 @@ pub fn link(
     if name == b"." || name == b".." || dir_lookup(tx, dp, name)?.is_some() {
         return Err(Error::Exists);
     }
+    // No entry in an immutable directory; no new link to an immutable or
+    // append-only file.
+    flags_allow(di::flags(tx.inode(dp)), Change::AddEntry)?;
+    flags_allow(di::flags(tx.inode(ip)), Change::Unlink)?;
     dir_can_add(tx, dp, name, ino)?;
     if nlink == 0 {
         use crate::ialloc::unlinked::{remove, Removed};

@@ -27,6 +27,7 @@ use super::{check_name, dir_add_from, dir_can_add, dir_is_empty, dir_lookup, dir
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
 use crate::format::inode::Timestamp;
+use crate::format::xflags::{flags_allow, Change};
 use crate::types::{AgNumber, Ino};
 use crate::xact::{InodeId, MetaTx};
 
@@ -104,6 +105,26 @@ pub fn rename(
     let same_parent = ri.sdp == ri.ddp;
     let s_dir = is_dir(tx, ri.src);
     let s_ino = ino_of(tx, ri.src);
+    if noreplace && !exchange && ri.target.is_some() {
+        return Err(Error::Exists);
+    }
+    // The inode flags: the source's entry goes away (its directory and
+    // itself neither immutable nor append-only), the target's too if
+    // there is one, else the destination gains an entry (not immutable).
+    // A rename onto another link of the same inode does nothing, allowed.
+    let same_inode = ri.target.is_some_and(|t| ino_of(tx, t) == s_ino);
+    if exchange || !same_inode {
+        let flags = |tx: &dyn MetaTx, i: InodeId| di::flags(tx.inode(i));
+        flags_allow(flags(tx, ri.sdp), Change::RemoveEntry)?;
+        flags_allow(flags(tx, ri.src), Change::Unlink)?;
+        match ri.target {
+            None => flags_allow(flags(tx, ri.ddp), Change::AddEntry)?,
+            Some(t) => {
+                flags_allow(flags(tx, ri.ddp), Change::RemoveEntry)?;
+                flags_allow(flags(tx, t), Change::Unlink)?;
+            }
+        }
+    }
     if exchange {
         let Some(t) = ri.target else {
             return Err(Error::NotFound);

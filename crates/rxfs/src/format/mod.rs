@@ -33,6 +33,7 @@ pub mod log_record;
 pub mod rt;
 pub mod sb;
 pub mod symlink;
+pub mod xflags;
 
 /// Read a big-endian u16 at `off`. Callers bound-check first.
 #[inline]

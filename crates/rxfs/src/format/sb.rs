@@ -418,6 +418,9 @@ impl Superblock {
     pub fn has_lazysbcount(&self) -> bool {
         self.features2 & FEAT2_LAZYSBCOUNT != 0
     }
+    pub fn has_projid32(&self) -> bool {
+        self.features2 & FEAT2_PROJID32 != 0
+    }
     /// The UUID stamped into metadata blocks (meta_uuid when set).
     pub fn metadata_uuid(&self) -> Uuid {
         if self.has_meta_uuid() {

@@ -22,6 +22,7 @@ impl Filesystem {
     /// mapped stay the file's) and takes its mapping from a copy of the
     /// inode read under the shared ilock (see [`super::read_lock`]).
     pub fn read_file(&self, ip: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        self.check_live()?;
         let _io = self.iolock(ip.ino, false);
         // The mapping as of now; the ilock is not needed past this (the
         // I/O lock keeps the blocks the file's).

@@ -141,6 +141,7 @@ impl Filesystem {
     /// An inode number outside the filesystem is `Err(Invalid)`; one the
     /// inode btree does not show as allocated is `Err(NotFound)`.
     pub fn iget(&self, ino: Ino) -> Result<Arc<Inode>> {
+        self.check_live()?;
         if let Some(ip) = self.icache.get(ino) {
             return Ok(ip);
         }

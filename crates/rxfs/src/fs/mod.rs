@@ -15,6 +15,7 @@ pub mod log;
 pub mod ops_attr;
 pub mod ops_data;
 pub mod ops_falloc;
+pub mod ops_flags;
 pub mod ops_link;
 pub mod ops_ns;
 pub mod ops_rename;
@@ -118,6 +119,9 @@ pub struct Filesystem {
     /// Bumped at every commit that changes an inode: a reader caches a
     /// decoded inode only if no commit happened while it read.
     epoch: std::sync::atomic::AtomicU64,
+    /// Set by [`Self::shutdown`]: every operation, reads included, fails
+    /// with `Shutdown` (EIO) from then on.
+    shut_down: std::sync::atomic::AtomicBool,
 }
 
 impl Filesystem {
@@ -211,6 +215,7 @@ impl Filesystem {
             icache: inode::InodeCache::new(INODE_CACHE_CAPACITY),
             rw: None,
             epoch: std::sync::atomic::AtomicU64::new(0),
+            shut_down: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 

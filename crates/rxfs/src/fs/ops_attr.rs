@@ -14,10 +14,12 @@
 use super::Filesystem;
 use crate::attrop::acl::{self, AclKind};
 use crate::attrop::{self};
+use crate::cred::Cred;
 use crate::error::{Error, Result};
 use crate::format::attr::{self, Namespace, XATTR_SIZE_MAX};
 use crate::format::dinode_edit as di;
 use crate::format::inode::Timestamp;
+use crate::format::xflags::{flags_allow, Change};
 use crate::types::Ino;
 use crate::xact::{InodeId, MetaTx, Resv};
 
@@ -67,14 +69,29 @@ impl Filesystem {
     /// Set attribute `name` (full name with its namespace prefix, as
     /// `getxattr` takes it: "user.x", "trusted.x", "security.x",
     /// "system.posix_acl_access", ...) to `value`.
+    /// Made by the library itself ([`Cred::root`]).
     pub fn setxattr(&self, ino: Ino, name: &[u8], value: &[u8], how: XattrSet) -> Result<()> {
+        self.setxattr_by(ino, name, value, how, &Cred::root())
+    }
+
+    /// [`Self::setxattr`] made by `who`: an access ACL that rewrites the
+    /// mode drops set-gid unless `who` is in the file's group or capable
+    /// (see [`crate::cred`]).
+    pub fn setxattr_by(
+        &self,
+        ino: Ino,
+        name: &[u8],
+        value: &[u8],
+        how: XattrSet,
+        who: &Cred,
+    ) -> Result<()> {
         let target = resolve(name)?;
         if value.len() > XATTR_SIZE_MAX as usize {
             return Err(Error::Range);
         }
         let t = now();
         self.attr_transaction(ino, Resv::AttrSet, &mut |tx, ip| match target {
-            Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, Some(value), t),
+            Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, Some(value), t, who),
             Target::Attr(ns, short) => {
                 check_user_ns(tx, ip, ns)?;
                 attrop::attr_set(tx, ip, ns, short, value, how, t)
@@ -87,7 +104,7 @@ impl Filesystem {
         let target = resolve(name)?;
         let t = now();
         self.attr_transaction(ino, Resv::AttrRemove, &mut |tx, ip| match target {
-            Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, None, t),
+            Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, None, t, &Cred::root()),
             Target::Attr(ns, short) => {
                 check_user_ns(tx, ip, ns)?;
                 attrop::attr_remove(tx, ip, ns, short, t)
@@ -105,7 +122,12 @@ impl Filesystem {
     ) -> Result<()> {
         let _lock = self.ilock(ino)?;
         let mut tx = self.trans_alloc(resv)?;
-        match tx.ijoin(ino).and_then(|ip| f(&mut tx, ip)) {
+        // Immutable and append-only inodes take no xattr change (EPERM).
+        let r = tx.ijoin(ino).and_then(|ip| {
+            flags_allow(di::flags(tx.inode(ip)), Change::Modify)?;
+            f(&mut tx, ip)
+        });
+        match r {
             Ok(()) => {
                 tx.commit()?;
                 Ok(())

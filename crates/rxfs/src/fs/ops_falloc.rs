@@ -24,8 +24,10 @@ use super::Filesystem;
 use crate::bmapop::data::{self, zero_written};
 use crate::bmapop::falloc::{prealloc_step, shift_left_step, shift_right_step, unmap_step};
 use crate::bmapop::{ExtentMap, Placement};
+use crate::cred::Cred;
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
+use crate::format::xflags::{flags_allow, Change};
 use crate::types::{FileType, Ino};
 use crate::xact::{InodeId, MetaTx, Resv};
 
@@ -52,14 +54,31 @@ impl Filesystem {
     /// COLLAPSE_RANGE, INSERT_RANGE).
     ///
     /// Holds the file's I/O lock exclusive (no read or write runs while
-    /// its mapping changes) and its ilock exclusive.
+    /// its mapping changes) and its ilock exclusive. Made by the library
+    /// itself ([`Cred::root`]): set-id bits stay.
     pub fn fallocate(&self, ino: Ino, mode: i32, off: u64, len: u64) -> Result<()> {
-        let _io = self.iolock(ino, true);
-        self.fallocate_locked(ino, mode, off, len)
+        self.fallocate_by(ino, mode, off, len, &Cred::root())
     }
 
-    /// [`Self::fallocate`] for a caller holding the I/O lock exclusive.
-    pub(super) fn fallocate_locked(&self, ino: Ino, mode: i32, off: u64, len: u64) -> Result<()> {
+    /// [`Self::fallocate`] made by `who`: as XFS does for every mode, the
+    /// set-id bits [`Cred::privs_to_drop`] names are cleared (in the
+    /// transaction that sets the times).
+    pub fn fallocate_by(&self, ino: Ino, mode: i32, off: u64, len: u64, who: &Cred) -> Result<()> {
+        let _io = self.iolock(ino, true);
+        self.fallocate_locked(ino, mode, off, len, Some(who))
+    }
+
+    /// [`Self::fallocate_by`] for a caller holding the I/O lock exclusive;
+    /// `who` None: a change of the library's own (speculative
+    /// preallocation), which drops nothing.
+    pub(super) fn fallocate_locked(
+        &self,
+        ino: Ino,
+        mode: i32,
+        off: u64,
+        len: u64,
+        who: Option<&Cred>,
+    ) -> Result<()> {
         const KNOWN: i32 = FALLOC_FL_KEEP_SIZE
             | FALLOC_FL_PUNCH_HOLE
             | FALLOC_FL_COLLAPSE_RANGE
@@ -79,6 +98,14 @@ impl Filesystem {
         let kind = mode & !FALLOC_FL_KEEP_SIZE;
         let _lock = self.ilock(ino)?;
         let ip = self.iget(ino)?;
+        if who.is_some() {
+            // Immutable: no mode; append-only: allocation only.
+            let change = match kind {
+                0 => Change::Append,
+                _ => Change::Modify,
+            };
+            flags_allow(ip.core.flags, change)?;
+        }
         match ip.file_type() {
             Some(FileType::Regular) => {}
             Some(FileType::Directory) => return Err(Error::IsDir),
@@ -89,17 +116,17 @@ impl Filesystem {
         match kind {
             0 => {
                 self.falloc_prealloc(ino, off / bs, end.div_ceil(bs))?;
-                self.falloc_finish(ino, (!keep && end > size).then_some(end))
+                self.falloc_finish(ino, (!keep && end > size).then_some(end), who)
             }
             FALLOC_FL_PUNCH_HOLE if keep => {
                 self.falloc_punch(ino, off, end)?;
-                self.falloc_finish(ino, None)
+                self.falloc_finish(ino, None, who)
             }
             FALLOC_FL_PUNCH_HOLE => Err(Error::NotSupported("PUNCH_HOLE without KEEP_SIZE".into())),
             FALLOC_FL_ZERO_RANGE => {
                 self.falloc_punch(ino, off, end)?;
                 self.falloc_prealloc(ino, off / bs, end.div_ceil(bs))?;
-                self.falloc_finish(ino, (!keep && end > size).then_some(end))
+                self.falloc_finish(ino, (!keep && end > size).then_some(end), who)
             }
             FALLOC_FL_COLLAPSE_RANGE if !keep => {
                 if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) {
@@ -114,7 +141,7 @@ impl Filesystem {
                 while let Some(f) = from {
                     from = self.falloc_tx(ino, |tx, ip| shift_left_step(tx, ip, f, n))?;
                 }
-                self.falloc_finish(ino, Some(size - len))
+                self.falloc_finish(ino, Some(size - len), who)
             }
             FALLOC_FL_INSERT_RANGE if !keep => {
                 if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) {
@@ -127,7 +154,7 @@ impl Filesystem {
                     return Err(Error::Invalid("insert range: file too large".into()));
                 }
                 // Size first: a crash mid-shift leaves no mapping past EOF.
-                self.falloc_finish(ino, Some(size + len))?;
+                self.falloc_finish(ino, Some(size + len), who)?;
                 let (fb, n) = (off / bs, len / bs);
                 let mut upto = Some(u64::MAX);
                 while let Some(u) = upto {
@@ -244,9 +271,17 @@ impl Filesystem {
 
     /// Times (mtime = ctime = now), change count, and the size if given
     /// (growth zeroes written blocks between the old and new EOF).
-    fn falloc_finish(&self, ino: Ino, size: Option<u64>) -> Result<()> {
+    fn falloc_finish(&self, ino: Ino, size: Option<u64>, who: Option<&Cred>) -> Result<()> {
         let dev = self.dev();
         self.falloc_tx(ino, |tx, ip| {
+            if let Some(who) = who {
+                let d = tx.inode_mut(ip);
+                let mode = di::mode(d) as u32;
+                let drop = who.privs_to_drop(mode, di::gid(d));
+                if drop != 0 {
+                    di::set_mode(d, (mode & !drop) as u16);
+                }
+            }
             if let Some(s) = size {
                 if s > di::size(tx.inode(ip)) {
                     data::set_file_size(tx, dev, ip, s)?;

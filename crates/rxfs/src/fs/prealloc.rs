@@ -120,7 +120,7 @@ impl Filesystem {
         }
         let keep_size = crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
         if self
-            .fallocate_locked(ino, keep_size, eof * bs, want * bs)
+            .fallocate_locked(ino, keep_size, eof * bs, want * bs, None)
             .is_ok()
         {
             rw.prealloc.inodes.lock().insert(ino.0);

@@ -18,7 +18,10 @@
 //! superblock with exact counters (lazy counters are written only here),
 //! drain again, write the unmount record. `xfs_repair -n` is clean after.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -49,6 +52,20 @@ pub struct SbCounters {
     pub fdblocks: i64,
     pub icount: i64,
     pub ifree: i64,
+}
+
+/// What [`Filesystem::shutdown`] makes stable before it stops (the flags
+/// of XFS's `XFS_IOC_GOINGDOWN`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShutdownFlush {
+    /// Data, the log, and every logged change written back in place
+    /// (`XFS_FSOP_GOING_FLAGS_DEFAULT`: the kernel freezes first).
+    All,
+    /// Data and the log, nothing written back (`..._LOGFLUSH`).
+    Log,
+    /// Nothing: the device holds what a power cut at this instant would
+    /// leave (`..._NOLOGFLUSH`).
+    Nothing,
 }
 
 pub struct RwCore {
@@ -270,6 +287,7 @@ impl Filesystem {
             icache: super::inode::InodeCache::new(super::INODE_CACHE_CAPACITY),
             rw: Some(core),
             epoch: AtomicU64::new(0),
+            shut_down: AtomicBool::new(false),
         });
         if let (Some(p), Some(want)) = (pending, fs.recovery.as_ref()) {
             if let Err(e) = fs.finish_recovery(p, want) {
@@ -396,7 +414,8 @@ impl Filesystem {
         }
     }
 
-    /// Clean unmount (see the module doc). Later calls do nothing; later
+    /// Clean unmount (see the module doc). After [`Self::shutdown`] it
+    /// writes nothing. Later calls do nothing; later
     /// transactions fail with `Shutdown`.
     pub fn unmount(&self) -> Result<()> {
         let Some(rw) = &self.rw else {
@@ -447,6 +466,42 @@ impl Filesystem {
             rw.log.shutdown();
             rw.cil.stop();
             rw.ail.stop();
+        }
+    }
+
+    /// Shut the filesystem down, as XFS's `XFS_IOC_GOINGDOWN` does: first
+    /// what `how` says is made stable, then the log stops (no write
+    /// reaches the device after this returns), and every later operation,
+    /// reads included, fails with `Shutdown` (EIO). The unmount that
+    /// follows writes nothing: the next mount (rxfs or the kernel)
+    /// recovers the log. A second call does nothing.
+    pub fn shutdown(&self, how: ShutdownFlush) -> Result<()> {
+        if self.shut_down.swap(true, SeqCst) {
+            return Ok(());
+        }
+        let mut r = Ok(());
+        if let Some(rw) = self.rw.as_ref().filter(|rw| !rw.shut.load(Relaxed)) {
+            r = match how {
+                ShutdownFlush::All => self.flush_metadata(),
+                ShutdownFlush::Log => rw.raw.flush().and_then(|()| rw.cil.force_all()),
+                ShutdownFlush::Nothing => Ok(()),
+            };
+        }
+        self.abandon();
+        r
+    }
+
+    /// Whether [`Self::shutdown`] ran.
+    pub fn is_shut_down(&self) -> bool {
+        self.shut_down.load(Relaxed)
+    }
+
+    /// `Err(Shutdown)` once the filesystem is shut down (the read path's
+    /// check; the write path's is [`Self::trans_alloc`]'s).
+    pub(crate) fn check_live(&self) -> Result<()> {
+        match self.is_shut_down() {
+            true => Err(Error::Shutdown),
+            false => Ok(()),
         }
     }
 

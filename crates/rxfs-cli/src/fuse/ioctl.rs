@@ -1,0 +1,183 @@
+//! ioctls through FUSE.
+//!
+//! The kernel sends a FUSE_IOCTL for the commands its VFS does not handle
+//! itself, "restricted": it copies in and out only what the command's
+//! number declares (`_IOC_DIR`, `_IOC_SIZE`), and the daemon cannot ask
+//! for more.
+//!
+//! - `XFS_IOC_GOINGDOWN` (= `FS_IOC_SHUTDOWN`, what `xfs_io -x -c
+//!   shutdown`, fstests' `godown` and ext4's tools send): CAP_SYS_ADMIN
+//!   required (EPERM), as XFS does. Its number declares the flags word as
+//!   output (`_IOR`), although XFS reads it, so FUSE never passes the
+//!   flags to a daemon: rxfs always does what `LOGFLUSH` asks (data and
+//!   log stable, then the filesystem stops). That is the strongest of the
+//!   three for the log and a valid result of each: `NOLOGFLUSH` leaves
+//!   the log as a crash at that instant would, and a log write may have
+//!   ended just before it; `DEFAULT` also writes metadata back in place,
+//!   which recovery does from the same log. Answered with no output bytes,
+//!   so the caller's flags word is left alone. After it every request
+//!   fails with EIO and the unmount writes nothing.
+//! - The inode flags (`lsattr`/`chattr`, `xfs_io lsattr/chattr/extsize`):
+//!   the kernel's VFS turns `FS_IOC_GETFLAGS`/`SETFLAGS` and
+//!   `FS_IOC_FSGETXATTR`/`FSSETXATTR` into a FUSE ioctl of the same
+//!   command after its own checks (owner, CAP_LINUX_IMMUTABLE for `i` and
+//!   `a`, hint only on a regular file), with a 4-byte flags word or a
+//!   28-byte `struct fsxattr`; `rxfs::fs::ops_flags` does the rest.
+//!   SETFLAGS changes the seven flags both interfaces share and keeps the
+//!   others, the hints and the project id.
+//! - Anything else: ENOTTY, as a filesystem without that ioctl answers.
+
+use fuser::ReplyIoctl;
+use rxfs::format::xflags::{fl_from_xflags, xflags_from_fl, COMMON_FL, XFLAG_COMMON};
+use rxfs::fs::ops_flags::FsXattr;
+use rxfs::fs::rw::ShutdownFlush;
+
+use super::cred::Asker;
+use super::ops::Core;
+use super::reply::Fail;
+
+/// `_IOR('X', 125, __u32)`.
+pub const XFS_IOC_GOINGDOWN: u32 = 0x8004_587d;
+/// `_IOR('f', 1, long)` / `_IOW('f', 2, long)`, and their 32-bit forms.
+pub const FS_IOC_GETFLAGS: u32 = 0x8008_6601;
+pub const FS_IOC_SETFLAGS: u32 = 0x4008_6602;
+pub const FS_IOC32_GETFLAGS: u32 = 0x8004_6601;
+pub const FS_IOC32_SETFLAGS: u32 = 0x4004_6602;
+/// `_IOR('X', 31, struct fsxattr)` / `_IOW('X', 32, struct fsxattr)`.
+pub const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
+pub const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+/// `struct fsxattr`: five u32 and 8 bytes of padding.
+const FSXATTR_SIZE: usize = 28;
+
+fn encode_fsxattr(f: &FsXattr) -> [u8; FSXATTR_SIZE] {
+    let mut b = [0u8; FSXATTR_SIZE];
+    for (i, v) in [f.xflags, f.extsize, f.nextents, f.projid, f.cowextsize]
+        .iter()
+        .enumerate()
+    {
+        b[i * 4..i * 4 + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    b
+}
+
+fn decode_fsxattr(b: &[u8]) -> Option<FsXattr> {
+    let w = |i: usize| {
+        Some(u32::from_ne_bytes(
+            b.get(i * 4..i * 4 + 4)?.try_into().ok()?,
+        ))
+    };
+    Some(FsXattr {
+        xflags: w(0)?,
+        extsize: w(1)?,
+        nextents: w(2)?,
+        projid: w(3)?,
+        cowextsize: w(4)?,
+    })
+}
+
+impl Core {
+    pub fn ioctl(
+        &self,
+        nodeid: u64,
+        cmd: u32,
+        in_data: &[u8],
+        out_size: u32,
+        who: Asker,
+        reply: ReplyIoctl,
+    ) {
+        let ino = self.ino(nodeid);
+        match cmd {
+            FS_IOC_GETFLAGS | FS_IOC32_GETFLAGS => match self.fs.get_fsxattr(ino) {
+                Ok(f) => {
+                    let fl = fl_from_xflags(f.xflags).to_ne_bytes();
+                    reply.ioctl(0, &fl[..(out_size as usize).min(4)])
+                }
+                Err(e) => reply.fail(self.errno("getflags", nodeid, &e)),
+            },
+            FS_IOC_FSGETXATTR => match self.fs.get_fsxattr(ino) {
+                Ok(f) => {
+                    let b = encode_fsxattr(&f);
+                    reply.ioctl(0, &b[..(out_size as usize).min(FSXATTR_SIZE)])
+                }
+                Err(e) => reply.fail(self.errno("fsgetxattr", nodeid, &e)),
+            },
+            FS_IOC_SETFLAGS | FS_IOC32_SETFLAGS => {
+                if let Err(e) = self.check_rw() {
+                    return reply.fail(e);
+                }
+                let Some(fl) = in_data
+                    .get(..4)
+                    .map(|b| u32::from_ne_bytes(b.try_into().unwrap()))
+                else {
+                    return reply.fail(libc::EINVAL);
+                };
+                if fl & !COMMON_FL != 0 {
+                    return reply.fail(libc::EOPNOTSUPP);
+                }
+                let r = self.fs.get_fsxattr(ino).and_then(|old| {
+                    let new = FsXattr {
+                        xflags: (old.xflags & !XFLAG_COMMON) | xflags_from_fl(fl),
+                        ..old
+                    };
+                    self.fs.set_fsxattr(ino, &new, false, &who.cred())
+                });
+                match r {
+                    Ok(()) => {
+                        self.forget_attrs(nodeid);
+                        reply.ioctl(0, &[])
+                    }
+                    Err(e) => reply.fail(self.errno("setflags", nodeid, &e)),
+                }
+            }
+            FS_IOC_FSSETXATTR => {
+                if let Err(e) = self.check_rw() {
+                    return reply.fail(e);
+                }
+                let Some(new) = decode_fsxattr(in_data) else {
+                    return reply.fail(libc::EINVAL);
+                };
+                match self.fs.set_fsxattr(ino, &new, true, &who.cred()) {
+                    Ok(()) => {
+                        // The mode (set-id bits) and ctime changed.
+                        self.forget_attrs(nodeid);
+                        reply.ioctl(0, &[])
+                    }
+                    Err(e) => reply.fail(self.errno("fssetxattr", nodeid, &e)),
+                }
+            }
+            XFS_IOC_GOINGDOWN => {
+                if !who.cred().sys_admin {
+                    return reply.fail(libc::EPERM);
+                }
+                eprintln!("rxfs: shutdown requested (XFS_IOC_GOINGDOWN); the log is forced, then every request fails with EIO");
+                match self.fs.shutdown(ShutdownFlush::Log) {
+                    Ok(()) => reply.ioctl(0, &[]),
+                    Err(e) => reply.fail(self.errno("shutdown", nodeid, &e)),
+                }
+            }
+            _ => reply.fail(libc::ENOTTY),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fsxattr_layout() {
+        let f = FsXattr {
+            xflags: 0x800,
+            extsize: 65536,
+            nextents: 3,
+            projid: 7,
+            cowextsize: 0,
+        };
+        let b = encode_fsxattr(&f);
+        assert_eq!(&b[..4], &0x800u32.to_ne_bytes());
+        assert_eq!(&b[12..16], &7u32.to_ne_bytes());
+        assert_eq!(&b[20..], &[0u8; 8]);
+        assert_eq!(decode_fsxattr(&b), Some(f));
+        assert_eq!(decode_fsxattr(&b[..19]), None);
+    }
+}

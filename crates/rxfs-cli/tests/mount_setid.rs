@@ -1,0 +1,162 @@
+//! Set-id bits dropped by changes through `rxfs mount`, with the kernel's
+//! XFS as the oracle (issue 14: fstests generic/375, 683-685): fallocate,
+//! punch and zero-range by an unprivileged writer, and `setfacl` by an
+//! owner outside the file's group, clear set-gid (and set-uid) exactly
+//! when the kernel's XFS does; root (CAP_FSETID) and a member of the
+//! file's group keep them. The same script runs on a kernel loop mount and
+//! on a FUSE mount of identical fresh images; every file's mode, owners
+//! and size must be the same. Then the image is repair-clean.
+//!
+//! Root only; fails unless RXFS_SKIP_KERNEL_TESTS=1.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::process::Command;
+
+use common::*;
+
+/// Who runs a step: root, or a uid (its gid the same) with these
+/// supplementary groups.
+#[derive(Clone, Copy)]
+enum As {
+    Root,
+    User(u32, &'static str),
+}
+
+const FILES: &[&str] = &[
+    "a", "b", "c", "d", "e", "g", "h", "h2", "i", "j", "k", "l", "m", "n", "o",
+];
+
+const SCRIPT: &[(As, &str)] = &[
+    (
+        As::Root,
+        "touch a b c d e g h h2 i j k l m n o && chown 1000:3000 a b c d e h h2 i j k l m n o",
+    ),
+    (
+        As::Root,
+        "chmod 2666 a d e h h2 i m n o && chmod 6666 b j && chmod 2676 c k && chmod 4666 l",
+    ),
+    // g: owned by 1000 in its own group, set-gid without group execute.
+    (As::Root, "chown 1000:1000 g && chmod 2666 g"),
+    // fallocate modes by an unprivileged writer outside the group.
+    (As::User(1000, ""), "fallocate -l 4096 a"),
+    (As::User(1000, ""), "fallocate -p -o 0 -l 4096 b"),
+    (As::User(1000, ""), "fallocate -z -o 0 -l 8192 c"),
+    (As::User(1000, ""), "fallocate -n -l 8192 d"),
+    (As::User(1000, ""), "fallocate -l 4096 l"),
+    // root keeps them (CAP_FSETID); a group member keeps set-gid
+    // without group execute, but not with it.
+    (As::Root, "fallocate -l 4096 e"),
+    (As::User(1000, ""), "fallocate -l 4096 g"),
+    (As::User(1000, "3000"), "fallocate -l 4096 k"),
+    // An access ACL rewriting the mode (setxattr): the owner outside the
+    // group loses set-gid, inside it keeps it. A change of base entries
+    // only is a chmod (setfacl's shortcut), which the kernel's side
+    // decides.
+    (As::User(1000, ""), "setfacl -m u:1001:r h"),
+    (As::User(1000, ""), "setfacl -m o::r h2"),
+    (As::User(1000, "3000"), "setfacl -m u:1001:r i"),
+    // Writes and truncates: the kernel's FUSE side drops set-uid and
+    // set-gid with group execute; set-gid alone is rxfs's to drop.
+    (As::User(1000, ""), "echo x >> j"),
+    (As::User(1000, ""), "echo x >> m"),
+    (As::User(1000, ""), "truncate -s 100 n"),
+    (As::User(1000, "3000"), "echo x >> o"),
+];
+
+fn sh(dir: &Path, who: As, cmd: &str) -> std::process::Output {
+    let mut c = match who {
+        As::User(u, groups) => {
+            let mut c = Command::new("setpriv");
+            c.args([format!("--reuid={u}"), format!("--regid={u}")]);
+            if groups.is_empty() {
+                c.arg("--clear-groups");
+            } else {
+                c.arg(format!("--groups={groups}"));
+            }
+            c.args(["sh", "-c", cmd]);
+            c
+        }
+        As::Root => {
+            let mut c = Command::new("sh");
+            c.args(["-c", cmd]);
+            c
+        }
+    };
+    c.current_dir(dir).output().unwrap()
+}
+
+/// Run the script in `dir`; every file's `name mode uid gid size`.
+fn run_script(dir: &Path) -> Vec<String> {
+    for (who, cmd) in SCRIPT {
+        let out = sh(dir, *who, cmd);
+        assert!(
+            out.status.success(),
+            "in {}: {cmd:?}: {}",
+            dir.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    observe(dir)
+}
+
+fn observe(dir: &Path) -> Vec<String> {
+    FILES
+        .iter()
+        .map(|f| {
+            let st = sh(dir, As::Root, &format!("stat -c '%n %a %u %g %s' {f}"));
+            assert!(st.status.success(), "stat {f}");
+            String::from_utf8_lossy(&st.stdout).trim().to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn setid_bits_dropped_as_the_kernel_drops_them() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    require_tools(&["setfacl", "setpriv", "fallocate"]);
+    let s = Scratch::new("mount_setid");
+    let kimg = s.path("kimg");
+    mkfs(&kimg, 512 << 20, &[]);
+    let k = KernelMount::new(&kimg, &s.path("k"), "");
+    std::fs::set_permissions(&k.dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let want = run_script(&k.dir);
+    k.umount();
+    // The script exercised what it claims on the kernel.
+    for must in [
+        "a 666 ", "b 666 ", "c 676 ", "d 666 ", "e 2666 ", "g 2666 ", "h 666 ", "h2 664 ",
+        "i 2666 ", "j 666 ", "k 676 ", "l 666 ", "m 666 ", "n 666 ", "o 2666 ",
+    ] {
+        assert!(
+            want.iter().any(|l| l.starts_with(must)),
+            "the kernel's run lacks {must:?}: {want:#?}"
+        );
+    }
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("m");
+    std::fs::create_dir_all(&mnt).unwrap();
+    rxfs_ok(&[
+        OsStr::new("mount"),
+        img.as_os_str(),
+        mnt.as_os_str(),
+        OsStr::new("-o"),
+        OsStr::new("rw,allow_other"),
+    ]);
+    let guard = KernelMount::adopt(&mnt);
+    std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let got = run_script(&mnt);
+    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
+    guard.disarm();
+    assert_eq!(got, want, "FUSE mount vs kernel XFS");
+    run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
+    let k = KernelMount::new(&img, &s.path("k2"), "ro");
+    let after = observe(&k.dir);
+    k.umount();
+    assert_eq!(after, want, "the kernel's view of the rxfs image");
+}
