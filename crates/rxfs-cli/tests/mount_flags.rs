@@ -255,3 +255,83 @@ fn inode_flags_match_the_kernel() {
     k.umount();
     assert_eq!(after, want_state, "the kernel's view of the rxfs image");
 }
+
+/// The label through `xfs_io -c label` (FS_IOC_GETFSLABEL/SETFSLABEL),
+/// as on the kernel's XFS: shown, set, refused when too long or by an
+/// unprivileged caller, and on disk in every AG's superblock afterwards.
+#[test]
+fn label_matches_the_kernel() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    require_tools(&["xfs_io", "xfs_db", "setpriv"]);
+    let s = Scratch::new("mount_label");
+    const STEPS: &[Step] = &[
+        Sh("xfs_io -c label ."),
+        Sh("xfs_io -c 'label -s twelve_bytes' ."),
+        Sh("xfs_io -c 'label -s thirteen_byte' ."),
+        User("xfs_io -c 'label -s user' ."),
+        Sh("xfs_io -c label ."),
+        Sh("xfs_io -c 'label -c' . && xfs_io -c 'label -s new' . && xfs_io -c label ."),
+    ];
+    let mut seen = Vec::new();
+    for (name, fuse) in [("kimg", false), ("img", true)] {
+        let img = s.path(name);
+        mkfs(&img, 512 << 20, &["-L", "start"]);
+        let dir = s.path(&format!("{name}-m"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = if fuse {
+            rxfs_ok(&[
+                OsStr::new("mount"),
+                img.as_os_str(),
+                dir.as_os_str(),
+                OsStr::new("-o"),
+                OsStr::new("rw,allow_other"),
+            ]);
+            let g = KernelMount::adopt(&dir);
+            let out = run(&dir, STEPS);
+            rxfs_ok(&[OsStr::new("umount"), dir.as_os_str()]);
+            g.disarm();
+            out
+        } else {
+            let k = KernelMount::new(&img, &dir, "");
+            let out = run(&k.dir, STEPS);
+            k.umount();
+            out
+        };
+        run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
+        let mut labels = Vec::new();
+        for ag in 0..4 {
+            let o = run_output(
+                "xfs_db",
+                &[
+                    OsStr::new("-r"),
+                    OsStr::new("-c"),
+                    OsStr::new(&format!("sb {ag}")),
+                    OsStr::new("-c"),
+                    OsStr::new("p fname"),
+                    img.as_os_str(),
+                ],
+            );
+            labels.push(String::from_utf8_lossy(&o.stdout).trim().to_string());
+        }
+        seen.push((out, labels));
+    }
+    assert!(seen[0].0[2].contains("Invalid argument"), "{:?}", seen[0].0);
+    assert!(
+        seen[0].0[3].contains("Operation not permitted"),
+        "{:?}",
+        seen[0].0
+    );
+    assert_eq!(seen[1].0, seen[0].0, "FUSE mount vs kernel XFS");
+    assert!(
+        seen[0]
+            .1
+            .iter()
+            .all(|l| l.starts_with("fname = \"new\\000")),
+        "kernel's superblocks: {:?}",
+        seen[0].1
+    );
+    assert_eq!(seen[1].1, seen[0].1, "every AG's superblock label");
+}

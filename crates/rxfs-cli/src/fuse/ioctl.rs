@@ -25,11 +25,16 @@
 //!   28-byte `struct fsxattr`; `rxfs::fs::ops_flags` does the rest.
 //!   SETFLAGS changes the seven flags both interfaces share and keeps the
 //!   others, the hints and the project id.
+//! - The label (`xfs_io -c label`): `FS_IOC_GETFSLABEL` answers the
+//!   12-byte label and a NUL (13 bytes, as XFS copies out);
+//!   `FS_IOC_SETFSLABEL` needs CAP_SYS_ADMIN (EPERM) and at most 12 bytes
+//!   (EINVAL), and is durable when answered.
 //! - Anything else: ENOTTY, as a filesystem without that ioctl answers.
 
 use fuser::ReplyIoctl;
 use rxfs::format::xflags::{fl_from_xflags, xflags_from_fl, COMMON_FL, XFLAG_COMMON};
 use rxfs::fs::ops_flags::FsXattr;
+use rxfs::fs::ops_label::LABEL_MAX;
 use rxfs::fs::rw::ShutdownFlush;
 
 use super::cred::Asker;
@@ -46,6 +51,10 @@ pub const FS_IOC32_SETFLAGS: u32 = 0x4004_6602;
 /// `_IOR('X', 31, struct fsxattr)` / `_IOW('X', 32, struct fsxattr)`.
 pub const FS_IOC_FSGETXATTR: u32 = 0x801c_581f;
 pub const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
+/// `_IOR(0x94, 49, char[256])` / `_IOW(0x94, 50, char[256])`.
+pub const FS_IOC_GETFSLABEL: u32 = 0x8100_9431;
+pub const FS_IOC_SETFSLABEL: u32 = 0x4100_9432;
+
 /// `struct fsxattr`: five u32 and 8 bytes of padding.
 const FSXATTR_SIZE: usize = 28;
 
@@ -127,6 +136,30 @@ impl Core {
                         reply.ioctl(0, &[])
                     }
                     Err(e) => reply.fail(self.errno("setflags", nodeid, &e)),
+                }
+            }
+            FS_IOC_GETFSLABEL => {
+                let mut l = self.fs.label();
+                l.resize(LABEL_MAX + 1, 0);
+                reply.ioctl(0, &l[..(out_size as usize).min(LABEL_MAX + 1)])
+            }
+            FS_IOC_SETFSLABEL => {
+                if let Err(e) = self.check_rw() {
+                    return reply.fail(e);
+                }
+                if !who.cred().sys_admin {
+                    return reply.fail(libc::EPERM);
+                }
+                let end = in_data
+                    .iter()
+                    .position(|&c| c == 0)
+                    .unwrap_or(in_data.len());
+                if end > LABEL_MAX {
+                    return reply.fail(libc::EINVAL);
+                }
+                match self.fs.set_label(&in_data[..end]) {
+                    Ok(()) => reply.ioctl(0, &[]),
+                    Err(e) => reply.fail(self.errno("setfslabel", nodeid, &e)),
                 }
             }
             FS_IOC_FSSETXATTR => {

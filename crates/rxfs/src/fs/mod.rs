@@ -16,6 +16,7 @@ pub mod ops_attr;
 pub mod ops_data;
 pub mod ops_falloc;
 pub mod ops_flags;
+pub mod ops_label;
 pub mod ops_link;
 pub mod ops_ns;
 pub mod ops_rename;
@@ -122,6 +123,8 @@ pub struct Filesystem {
     /// Set by [`Self::shutdown`]: every operation, reads included, fails
     /// with `Shutdown` (EIO) from then on.
     shut_down: std::sync::atomic::AtomicBool,
+    /// The label (see [`ops_label`]).
+    label: parking_lot::Mutex<[u8; 12]>,
 }
 
 impl Filesystem {
@@ -204,6 +207,7 @@ impl Filesystem {
             }
             _ => (dev, sb, geo),
         };
+        let fname = sb.fname;
         Ok(Arc::new(Filesystem {
             recovery,
             dev,
@@ -216,6 +220,7 @@ impl Filesystem {
             rw: None,
             epoch: std::sync::atomic::AtomicU64::new(0),
             shut_down: std::sync::atomic::AtomicBool::new(false),
+            label: parking_lot::Mutex::new(fname),
         }))
     }
 

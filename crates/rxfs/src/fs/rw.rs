@@ -276,6 +276,7 @@ impl Filesystem {
             prealloc: Default::default(),
         };
         let dev: Arc<dyn BlockDevice> = view;
+        let fname = sb.fname;
         let fs = Arc::new(Filesystem {
             recovery,
             dev,
@@ -288,6 +289,7 @@ impl Filesystem {
             rw: Some(core),
             epoch: AtomicU64::new(0),
             shut_down: AtomicBool::new(false),
+            label: Mutex::new(fname),
         });
         if let (Some(p), Some(want)) = (pending, fs.recovery.as_ref()) {
             if let Err(e) = fs.finish_recovery(p, want) {

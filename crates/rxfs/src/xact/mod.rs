@@ -103,6 +103,8 @@ pub enum Resv {
     AttrRemove,
     /// fallocate modes, data fork shifts (collapse/insert range).
     Fallocate,
+    /// Every AG's superblock (the label change).
+    AllSuperblocks,
 }
 
 /// What metadata algorithms need from a transaction. See the module doc

@@ -118,6 +118,7 @@ pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
     let dir = geo.dirblksize as usize + 256;
     let n = match r {
         Resv::Misc => 2 * blk + 2 * ino,
+        Resv::AllSuperblocks => geo.agcount as usize * (geo.sectsize as usize + 256) + blk,
         Resv::SetAttr => blk * 2 + ino * 2,
         Resv::Create | Resv::Mkdir | Resv::Remove => 24 * blk + 4 * ino + 3 * dir,
         Resv::Write | Resv::Truncate | Resv::Fallocate => 64 * blk + 2 * ino,
