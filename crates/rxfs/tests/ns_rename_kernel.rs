@@ -21,14 +21,17 @@ use rxfs::Error;
 const PLAIN: RenameFlags = RenameFlags {
     noreplace: false,
     exchange: false,
+    whiteout: None,
 };
 const NOREPLACE: RenameFlags = RenameFlags {
     noreplace: true,
     exchange: false,
+    whiteout: None,
 };
 const EXCHANGE: RenameFlags = RenameFlags {
     noreplace: false,
     exchange: true,
+    whiteout: None,
 };
 
 #[test]

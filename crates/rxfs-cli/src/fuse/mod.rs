@@ -390,7 +390,7 @@ impl fuser::Filesystem for RxFuse {
 
     fn rename(
         &self,
-        _req: &Request,
+        req: &Request,
         parent: INodeNo,
         name: &OsStr,
         newparent: INodeNo,
@@ -399,7 +399,8 @@ impl fuser::Filesystem for RxFuse {
         reply: ReplyEmpty,
     ) {
         let (name, newname) = (name.as_bytes(), newname.as_bytes());
-        self.run(|c| c.rename(parent.0, name, newparent.0, newname, flags.bits(), reply));
+        let f = ops_ns::rename_flags(flags.bits(), caller(req));
+        self.run(|c| c.rename(parent.0, name, newparent.0, newname, f, reply));
     }
 
     fn link(

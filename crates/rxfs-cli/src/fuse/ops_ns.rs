@@ -1,6 +1,6 @@
 //! Request handlers for the namespace and attribute changes of a
 //! read-write mount beyond create/remove: symlink, link, rename (with
-//! RENAME_NOREPLACE / RENAME_EXCHANGE), setxattr/removexattr and
+//! RENAME_NOREPLACE / RENAME_EXCHANGE / RENAME_WHITEOUT), setxattr/removexattr and
 //! fallocate. Each maps onto one library call, which takes its own inode
 //! locks and runs its transactions; read-only mounts answer EROFS.
 //! setxattr and fallocate carry the caller ([`super::cred`]): they drop
@@ -19,10 +19,24 @@ use super::reply::Fail;
 
 const RENAME_NOREPLACE: u32 = 1;
 const RENAME_EXCHANGE: u32 = 2;
+const RENAME_WHITEOUT: u32 = 4;
 const XATTR_CREATE: i32 = 1;
 const XATTR_REPLACE: i32 = 2;
 /// The VFS's limit on an xattr value (XATTR_SIZE_MAX).
 const XATTR_SIZE_MAX: usize = 65536;
+
+/// renameat2 flags as the library takes them; the whiteout is the
+/// caller's (as XFS makes it). Unknown flags: EINVAL.
+pub fn rename_flags(flags: u32, who: Caller) -> Result<RenameFlags, i32> {
+    if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE | RENAME_WHITEOUT) != 0 {
+        return Err(libc::EINVAL);
+    }
+    Ok(RenameFlags {
+        noreplace: flags & RENAME_NOREPLACE != 0,
+        exchange: flags & RENAME_EXCHANGE != 0,
+        whiteout: (flags & RENAME_WHITEOUT != 0).then_some((who.uid, who.gid)),
+    })
+}
 
 impl Core {
     pub fn symlink(&self, parent: u64, name: &[u8], target: &[u8], who: Caller, reply: ReplyEntry) {
@@ -58,19 +72,15 @@ impl Core {
         name: &[u8],
         newparent: u64,
         newname: &[u8],
-        flags: u32,
+        flags: Result<RenameFlags, i32>,
         reply: ReplyEmpty,
     ) {
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
-        if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 {
-            // RENAME_WHITEOUT and anything newer.
-            return reply.fail(libc::EINVAL);
-        }
-        let f = RenameFlags {
-            noreplace: flags & RENAME_NOREPLACE != 0,
-            exchange: flags & RENAME_EXCHANGE != 0,
+        let f = match flags {
+            Ok(f) => f,
+            Err(e) => return reply.fail(e),
         };
         match self
             .fs

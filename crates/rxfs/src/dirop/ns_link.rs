@@ -207,6 +207,28 @@ pub fn tmpfile(tx: &mut dyn MetaTx, dp: InodeId, args: &NsCreate) -> Result<(Ino
     if ft != FileType::Regular {
         return Err(Error::Invalid("O_TMPFILE of a non-regular file".into()));
     }
+    unnamed_inode(tx, dp, args, true)
+}
+
+/// The whiteout of a `RENAME_WHITEOUT` (as XFS makes it): a character
+/// device 0:0 with mode 0, owned by `args`' uid and gid, made unnamed on
+/// the unlinked list like an O_TMPFILE (no ACL inherited), which the
+/// rename's own transaction then takes off the list and names.
+pub fn whiteout(tx: &mut dyn MetaTx, dp: InodeId, args: &NsCreate) -> Result<(Ino, InodeId)> {
+    let args = NsCreate {
+        mode: di::S_IFCHR,
+        rdev: 0,
+        ..*args
+    };
+    unnamed_inode(tx, dp, &args, false)
+}
+
+fn unnamed_inode(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    args: &NsCreate,
+    acl: bool,
+) -> Result<(Ino, InodeId)> {
     check_parent(tx, dp)?;
     let parent = Ino(di::ino(tx.inode(dp)));
     let init = crate::ialloc::NewInode {
@@ -218,7 +240,9 @@ pub fn tmpfile(tx: &mut dyn MetaTx, dp: InodeId, args: &NsCreate) -> Result<(Ino
         time: args.time,
     };
     let (ino, ip) = crate::ialloc::ialloc_from(tx, parent, &init, args.alloc_from_ag0)?;
-    crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
+    if acl {
+        crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
+    }
     crate::ialloc::unlinked::add(tx, ip)?;
     Ok((ino, ip))
 }

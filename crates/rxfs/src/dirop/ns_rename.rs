@@ -10,6 +10,8 @@
 //!                    put on the unlinked list when it is still open
 //!    then:           sp - sname; a directory S moved to another parent
 //!                    gets ".." = dp and sp nlink - 1
+//!  whiteout W:      as a move, but sp/sname is retargeted to W (a 0:0
+//!                    character device) instead of removed
 //!  exchange S and T: both entries retargeted; directories moved to the
 //!                    other parent get their ".." changed, and the parents'
 //!                    link counts follow the directories
@@ -39,6 +41,9 @@ pub struct RenameInodes {
     pub src: InodeId,
     /// The inode `dname` names now (`None`: no target).
     pub target: Option<InodeId>,
+    /// `RENAME_WHITEOUT`: the inode that takes the source's name (see
+    /// [`super::ns_link::whiteout`]), given one link by the caller.
+    pub whiteout: Option<InodeId>,
 }
 
 fn is_dir(tx: &dyn MetaTx, ip: InodeId) -> bool {
@@ -126,6 +131,11 @@ pub fn rename(
         }
     }
     if exchange {
+        if ri.whiteout.is_some() {
+            return Err(Error::Invalid(
+                "RENAME_WHITEOUT with RENAME_EXCHANGE".into(),
+            ));
+        }
         let Some(t) = ri.target else {
             return Err(Error::NotFound);
         };
@@ -204,7 +214,14 @@ fn finish_move(
     s_dir: bool,
     now: Timestamp,
 ) -> Result<()> {
-    let removed = dir_remove(tx, ri.sdp, sname)?;
+    let removed = match ri.whiteout {
+        None => dir_remove(tx, ri.sdp, sname)?,
+        Some(w) => {
+            let (w_ino, w_ft) = (ino_of(tx, w), ftype(tx, w)?);
+            touch_ctime(tx, w, now);
+            dir_replace(tx, ri.sdp, sname, w_ino, w_ft)?
+        }
+    };
     if removed != ino_of(tx, ri.src) {
         return Err(Error::Invalid("rename source entry changed".into()));
     }

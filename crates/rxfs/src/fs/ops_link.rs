@@ -76,11 +76,12 @@ impl Filesystem {
     /// transaction, where `ino` is on its unlinked list and `f` gets the
     /// predecessor there; `f` returning `Ok(None)` means "the predecessor
     /// changed": the transaction is cancelled and everything starts over.
-    fn with_unlinked_prev<T>(
+    pub(super) fn with_unlinked_prev<T>(
         &self,
         resv: Resv,
         ino: Ino,
         others: &[Ino],
+        agis_of: &[Ino],
         f: &mut PrevStep<'_, T>,
     ) -> Result<T> {
         let mut prev: Option<Ino> = None;
@@ -89,6 +90,13 @@ impl Filesystem {
             inos.extend_from_slice(others);
             inos.extend(prev);
             let r = self.ns_transaction(resv, &inos, &mut |tx| {
+                // The AGIs of `ino` and of `agis_of`, ascending, before
+                // anything else takes one (lock order).
+                let mut agis: Vec<Ino> = agis_of.iter().copied().chain([ino]).collect();
+                agis.sort_by_key(|i| tx.geo().ino_agno(*i));
+                for i in agis {
+                    crate::ialloc::lock_agi(tx, i)?;
+                }
                 // Nothing changed yet: a stale guess only costs a retry.
                 let id = tx.ijoin(ino)?;
                 let on_list = di::nlink(tx.inode(id)) == 0;
@@ -124,7 +132,7 @@ impl Filesystem {
         let rw = self.rw_live()?;
         let t = now();
         let linkable = rw.open.linkable(ino);
-        self.with_unlinked_prev(Resv::Link, ino, &[parent], &mut |tx, prev| {
+        self.with_unlinked_prev(Resv::Link, ino, &[parent], &[], &mut |tx, prev| {
             let dp = tx.ijoin(parent)?;
             let ip = tx.ijoin(ino)?;
             let pp = match prev {
@@ -272,7 +280,7 @@ impl Filesystem {
         // Its blocks go: no read may be using them.
         let _io = self.iolock(ino, true);
         self.truncate_in_steps(ino)?;
-        self.with_unlinked_prev(Resv::Remove, ino, &[], &mut |tx, prev| {
+        self.with_unlinked_prev(Resv::Remove, ino, &[], &[], &mut |tx, prev| {
             let ip = tx.ijoin(ino)?;
             let d = tx.inode(ip);
             if di::mode(d) == 0 || di::nlink(d) != 0 || rw.open.is_open(ino) {

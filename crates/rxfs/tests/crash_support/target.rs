@@ -254,6 +254,7 @@ impl Target for LibTarget {
         let flags = RenameFlags {
             noreplace: how == RenameHow::NoReplace,
             exchange: how == RenameHow::Exchange,
+            whiteout: None,
         };
         self.fs
             .rename(sp, name_of(from), dp, name_of(to), flags)

@@ -96,6 +96,7 @@ impl LibTarget {
                 RenameFlags {
                     noreplace: *noreplace,
                     exchange: *exchange,
+                    whiteout: None,
                 },
             ),
             Op::Write { e, off, data } => {
