@@ -343,13 +343,25 @@ fn mount_helper_forms() {
             img.as_os_str(),
             mnt.as_os_str(),
         ])
-        .args(["-o", "ro"])
+        .args(["-o", "rw"])
         .output()
         .unwrap();
     let m = KernelMount::adopt(&mnt);
     let ok = out.status.success();
     let listing = ok.then(|| std::fs::read_dir(&mnt).map(|d| d.count()));
+    // Remounts through the helper (`mount -o remount,ro|rw`, as fstests
+    // does): the kernel refuses writes while read-only.
+    let mut remounts = Vec::new();
     if ok {
+        for o in ["remount,rw", "remount,ro", "remount,rw"] {
+            let r = Command::new("mount")
+                .args(["-o", o])
+                .arg(&mnt)
+                .output()
+                .unwrap();
+            let w = std::fs::write(mnt.join("remount-probe"), b"x");
+            remounts.push((o, r.status.success(), errno_of(w)));
+        }
         rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
     }
     m.disarm();
@@ -362,6 +374,14 @@ fn mount_helper_forms() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(listing.unwrap().unwrap(), 17);
+    assert_eq!(
+        remounts,
+        vec![
+            ("remount,rw", true, None),
+            ("remount,ro", true, Some(libc::EROFS)),
+            ("remount,rw", true, None)
+        ]
+    );
 }
 
 #[test]

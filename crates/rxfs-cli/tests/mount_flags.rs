@@ -107,6 +107,11 @@ const SCRIPT: &[Step] = &[
     Sh("touch d/new"),
     // (has-xattr left out, see `hint`.)
     Sh("xfs_io -r -c 'lsattr -v' e big d/new f i a | sed 's/,* *has-xattr//'"),
+    // copy_file_range into a file that became immutable while open
+    // (fstests generic/553), and between ordinary files.
+    Sh("xfs_io -f -c 'pwrite -S 0x61 0 128k' src >/dev/null && xfs_io -f -c 'pwrite -S 0x62 0 64k' -c fsync cr >/dev/null"),
+    Sh("xfs_io -f -c 'chattr +i' -c 'copy_range -l 32k src' cr"),
+    Sh("xfs_io -r -c 'chattr -i' cr && xfs_io -c 'copy_range -s 4096 -d 100 -l 70000 src' cr && md5sum cr && stat -c %s cr"),
     // Lifting the flags lifts the refusals.
     Sh("chattr -i i && echo y >> i && chattr -a a && truncate -s 1 a && chattr -i di && rm di/x"),
 ];

@@ -52,8 +52,85 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
+    if let Some(ro) = remount_of(&a.img.options) {
+        return remount(&a.mountpoint, ro);
+    }
     let opts = a.img.parse(true)?;
     mount(&a.image, &a.mountpoint, opts, a.foreground)
+}
+
+/// `-o remount[,ro|rw]`: Some(read-only wanted) (what `mount -o remount`
+/// asks of a helper, fstests among its users).
+fn remount_of(lists: &[String]) -> Option<bool> {
+    let opts: Vec<&str> = lists.iter().flat_map(|l| l.split(',')).collect();
+    if !opts.contains(&"remount") {
+        return None;
+    }
+    let ro = opts.iter().rev().find_map(|o| match *o {
+        "ro" => Some(true),
+        "rw" => Some(false),
+        _ => None,
+    });
+    Some(ro.unwrap_or(false))
+}
+
+/// Remount the FUSE mount at `mnt` read-only or read-write, as the kernel
+/// does for any filesystem: its per-mount flags (nosuid, nodev, noexec,
+/// noatime...) are kept. A read-only remount makes the kernel refuse
+/// writes; the daemon keeps serving (and flushes nothing: everything it
+/// was given is committed). A read-write remount of a mount rxfs opened
+/// read-only gets EROFS from rxfs for every change.
+fn remount(mnt: &Path, ro: bool) -> CliResult<()> {
+    if !is_rxfs_mount(mnt) {
+        return Err(mount_fail(CliError::new(format!(
+            "{}: not an rxfs mount",
+            mnt.display()
+        ))));
+    }
+    let c = std::ffi::CString::new(mnt.as_os_str().as_bytes())
+        .map_err(|_| CliError::usage("mount point with a NUL byte"))?;
+    // SAFETY: statvfs fills the struct we own from a NUL-terminated path.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(mount_fail(CliError::new(format!("{}: {e}", mnt.display()))));
+    }
+    let keep = [
+        (libc::ST_NOSUID, libc::MS_NOSUID),
+        (libc::ST_NODEV, libc::MS_NODEV),
+        (libc::ST_NOEXEC, libc::MS_NOEXEC),
+        (libc::ST_NOATIME, libc::MS_NOATIME),
+        (libc::ST_NODIRATIME, libc::MS_NODIRATIME),
+        (libc::ST_RELATIME, libc::MS_RELATIME),
+    ];
+    let mut flags = libc::MS_REMOUNT;
+    for (st_bit, ms_bit) in keep {
+        if st.f_flag & st_bit != 0 {
+            flags |= ms_bit;
+        }
+    }
+    if ro {
+        flags |= libc::MS_RDONLY;
+    }
+    // SAFETY: mount(2) with a NUL-terminated target and no source, type
+    // or data.
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            c.as_ptr(),
+            std::ptr::null(),
+            flags,
+            std::ptr::null(),
+        )
+    };
+    if r != 0 {
+        let e = std::io::Error::last_os_error();
+        return Err(mount_fail(CliError::new(format!(
+            "remount of {}: {e}",
+            mnt.display()
+        ))));
+    }
+    Ok(())
 }
 
 /// Arguments of the mount-helper forms.
@@ -145,6 +222,12 @@ fn parse_helper_args(args: &[OsString]) -> CliResult<HelperArgs> {
 
 pub fn run_helper(h: CliResult<HelperArgs>) -> CliResult<()> {
     let h = h?;
+    if let Some(ro) = remount_of(&h.options) {
+        return match h.fake {
+            true => Ok(()),
+            false => remount(&h.mountpoint, ro),
+        };
+    }
     let opts = parse(&h.options, true)?;
     if h.fake {
         return Ok(());

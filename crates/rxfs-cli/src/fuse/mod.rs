@@ -25,8 +25,9 @@
 //!
 //! Node ids: 1 is the root; every other node id is the XFS inode number.
 //! Operations the library cannot do answer EOPNOTSUPP on a read-write
-//! mount, EROFS on a read-only one; copy_file_range answers ENOSYS so the
-//! kernel falls back to reads and writes.
+//! mount, EROFS on a read-only one. copy_file_range copies in the daemon
+//! (reads and writes of the library), so the inode flags of its
+//! destination are checked as for a write.
 //!
 //! Write caching: every write(2) reaches rxfs at once (the kernel's page
 //! cache holds clean pages only), so a file's size, mtime and blocks are
@@ -468,21 +469,28 @@ impl fuser::Filesystem for RxFuse {
 
     fn copy_file_range(
         &self,
-        _req: &Request,
-        _ino_in: INodeNo,
+        req: &Request,
+        ino_in: INodeNo,
         _fh_in: FileHandle,
-        _offset_in: u64,
-        _ino_out: INodeNo,
+        offset_in: u64,
+        ino_out: INodeNo,
         _fh_out: FileHandle,
-        _offset_out: u64,
-        _len: u64,
-        _flags: CopyFileRangeFlags,
+        offset_out: u64,
+        len: u64,
+        flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
-        reply.error(if self.core.rw {
-            Errno::ENOSYS
-        } else {
-            Errno::EROFS
-        });
+        if flags.bits() != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let who = cred::Asker::of(req);
+        let range = ops_rw::CopyRange {
+            ino_in: ino_in.0,
+            off_in: offset_in,
+            ino_out: ino_out.0,
+            off_out: offset_out,
+            len,
+        };
+        self.run(|c| c.copy_file_range(range, who, reply));
     }
 }

@@ -119,7 +119,14 @@ impl Core {
             .fs
             .setxattr_by(self.ino(nodeid), name, value, how, &who.cred())
         {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                if name == b"system.posix_acl_access" {
+                    // The ACL rewrote the mode (and maybe dropped
+                    // set-gid): the kernel must not keep the old one.
+                    self.forget_attrs(nodeid);
+                }
+                reply.ok()
+            }
             Err(e) => reply.fail(self.errno("setxattr", nodeid, &e)),
         }
     }
@@ -161,7 +168,13 @@ impl Core {
             .fs
             .fallocate_by(ino, mode, offset as u64, length as u64, &who.cred())
         {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                // The kernel refreshes only size and times after a
+                // fallocate; set-id bits the library dropped would stay
+                // in its cache until the attribute timeout.
+                self.forget_attrs(nodeid);
+                reply.ok()
+            }
             Err(e) => reply.fail(self.errno("fallocate", nodeid, &e)),
         }
     }
