@@ -324,6 +324,13 @@ fn mount_helper_forms() {
             .replace("MNT", mnt.to_str().unwrap());
         assert!(line.starts_with(&want), "-o {opts}: {line}");
         assert_eq!(std::fs::read(mnt.join("dir/file")).unwrap(), b"hello\n");
+        // A remount finds the mount whatever its type (the helper form).
+        rxfs_ok(&[
+            img.as_os_str(),
+            mnt.as_os_str(),
+            OsStr::new("-o"),
+            OsStr::new("remount,ro"),
+        ]);
         rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
         m.disarm();
     }

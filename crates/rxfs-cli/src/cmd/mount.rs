@@ -347,10 +347,20 @@ fn is_rxfs_mount(mnt: &Path) -> bool {
             _ => want.push(b),
         }
     }
+    // Type `fuse.rxfs`, or any FUSE type (`subtype=` changes it) served
+    // by a live rxfs daemon of this mount point.
+    let ours = || {
+        normalize_mountpoint(mnt)
+            .ok()
+            .and_then(|m| crate::fuse::pidfile::open_existing(&m))
+            .is_some_and(|f| crate::fuse::pidfile::daemon_alive(&f).unwrap_or(false))
+    };
     mounts.split(|&b| b == b'\n').any(|l| {
         let mut f = l.split(|&b| b == b' ');
         let (_, dir, ty) = (f.next(), f.next(), f.next());
-        dir == Some(&want[..]) && ty == Some(&b"fuse.rxfs"[..])
+        dir == Some(&want[..])
+            && (ty == Some(&b"fuse.rxfs"[..])
+                || ty.is_some_and(|t| t.starts_with(b"fuse")) && ours())
     })
 }
 
