@@ -125,6 +125,7 @@ impl fuser::Filesystem for RxFuse {
         // File handles (name_to_handle_at, NFS export): node id and
         // generation; see `Core::lookup_self`.
         let _ = config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT);
+        let _ = config.add_capabilities(InitFlags::FUSE_ALLOW_IDMAP);
         // The kernel checks permissions with the ACLs it reads through
         // getxattr; DONT_MASK leaves the umask to us (see `creator`).
         let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK);
