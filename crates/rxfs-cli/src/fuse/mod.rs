@@ -74,13 +74,25 @@ const MAX_WRITE_BYTES: u32 = 1 << 20;
 
 pub struct RxFuse {
     core: Arc<Core>,
+    /// Ask for FUSE_ALLOW_IDMAP (see [`RxFuse::with_idmap`]).
+    idmap: bool,
 }
 
 impl RxFuse {
     pub fn new(fs: Arc<rxfs::Filesystem>, log_errors: bool) -> Self {
         RxFuse {
             core: Arc::new(Core::new(fs, log_errors)),
+            idmap: false,
         }
+    }
+
+    /// Let the kernel make idmapped mounts of this one (FUSE_ALLOW_IDMAP).
+    /// Only for mounts every user may use (`allow_other`): the kernel then
+    /// sends requests other than creates without the caller's uid and gid,
+    /// which the owner-only access check of a private mount needs.
+    pub fn with_idmap(mut self, on: bool) -> Self {
+        self.idmap = on;
+        self
     }
 
     /// The request handlers' state, for the session to hand its notifier
@@ -125,7 +137,9 @@ impl fuser::Filesystem for RxFuse {
         // File handles (name_to_handle_at, NFS export): node id and
         // generation; see `Core::lookup_self`.
         let _ = config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT);
-        let _ = config.add_capabilities(InitFlags::FUSE_ALLOW_IDMAP);
+        if self.idmap {
+            let _ = config.add_capabilities(InitFlags::FUSE_ALLOW_IDMAP);
+        }
         // The kernel checks permissions with the ACLs it reads through
         // getxattr; DONT_MASK leaves the umask to us (see `creator`).
         let _ = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK);

@@ -145,7 +145,7 @@ pub fn serve(
         Ok(s) => s,
         Err(e) => return fail(mount_err(format!("stats file: {e}")), ready),
     };
-    let rx = RxFuse::new(fs.clone(), cfg.foreground);
+    let rx = RxFuse::new(fs.clone(), cfg.foreground).with_idmap(cfg.fuse.allow_other);
     let core = rx.core();
     let session = match Session::new(rx, &cfg.mountpoint, &session_config(cfg)) {
         Ok(s) => s,
