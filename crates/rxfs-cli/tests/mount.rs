@@ -38,18 +38,6 @@ fn daemon_pid(mnt: &Path) -> u32 {
     found[0]
 }
 
-fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
-    std::fs::create_dir_all(mnt).unwrap();
-    rxfs_ok(&[
-        OsStr::new("mount"),
-        img.as_os_str(),
-        mnt.as_os_str(),
-        OsStr::new("-o"),
-        OsStr::new(opts),
-    ]);
-    KernelMount::adopt(mnt)
-}
-
 fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }

@@ -233,20 +233,11 @@ fn inode_flags_match_the_kernel() {
     let img = s.path("img");
     mkfs(&img, 512 << 20, &[]);
     let mnt = s.path("m");
-    std::fs::create_dir_all(&mnt).unwrap();
-    rxfs_ok(&[
-        OsStr::new("mount"),
-        img.as_os_str(),
-        mnt.as_os_str(),
-        OsStr::new("-o"),
-        OsStr::new("rw,allow_other"),
-    ]);
-    let guard = KernelMount::adopt(&mnt);
+    let guard = rxfs_mount(&img, &mnt, "rw,allow_other");
     run(&mnt, SETUP);
     let got = run(&mnt, SCRIPT);
     let got_state = state(&mnt);
-    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
-    guard.disarm();
+    rxfs_umount(&mnt, guard);
     for (g, w) in got.iter().zip(&want) {
         assert_eq!(g, w, "FUSE mount vs kernel XFS");
     }
@@ -285,19 +276,10 @@ fn label_matches_the_kernel() {
         let img = s.path(name);
         mkfs(&img, 512 << 20, &["-L", "start"]);
         let dir = s.path(&format!("{name}-m"));
-        std::fs::create_dir_all(&dir).unwrap();
         let out = if fuse {
-            rxfs_ok(&[
-                OsStr::new("mount"),
-                img.as_os_str(),
-                dir.as_os_str(),
-                OsStr::new("-o"),
-                OsStr::new("rw,allow_other"),
-            ]);
-            let g = KernelMount::adopt(&dir);
+            let g = rxfs_mount(&img, &dir, "rw,allow_other");
             let out = run(&dir, STEPS);
-            rxfs_ok(&[OsStr::new("umount"), dir.as_os_str()]);
-            g.disarm();
+            rxfs_umount(&dir, g);
             out
         } else {
             let k = KernelMount::new(&img, &dir, "");

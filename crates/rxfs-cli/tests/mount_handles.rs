@@ -83,17 +83,6 @@ fn drop_caches() {
     fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
 }
 
-fn mount(img: &Path, mnt: &Path) -> KernelMount {
-    rxfs_ok(&[
-        OsStr::new("mount"),
-        img.as_os_str(),
-        mnt.as_os_str(),
-        OsStr::new("-o"),
-        OsStr::new("rw"),
-    ]);
-    KernelMount::adopt(mnt)
-}
-
 fn check_handles(mnt: &Path, file: &Handle, dir: &Handle, gone: &Handle, what: &str) {
     let mut f = open_by_handle(mnt, file, libc::O_RDONLY)
         .unwrap_or_else(|e| panic!("{what}: open_by_handle_at of a file: {e}"));
@@ -130,7 +119,7 @@ fn handles_survive_cache_eviction_and_remount() {
     mkfs(&img, 512 << 20, &[]);
     let mnt = s.path("m");
     fs::create_dir_all(&mnt).unwrap();
-    let m = mount(&img, &mnt);
+    let m = rxfs_mount(&img, &mnt, "rw");
     fs::create_dir(mnt.join("d")).unwrap();
     fs::write(mnt.join("d/f"), pattern(7, 50_000)).unwrap();
     fs::write(mnt.join("gone"), b"soon removed\n").unwrap();
@@ -146,12 +135,10 @@ fn handles_survive_cache_eviction_and_remount() {
     // be resolved by rxfs.
     drop_caches();
     check_handles(&mnt, &file, &dir, &gone, "after drop_caches");
-    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
-    m.disarm();
+    rxfs_umount(&mnt, m);
     // A new mount resolves the old handles (node ids are inode numbers).
-    let m = mount(&img, &mnt);
+    let m = rxfs_mount(&img, &mnt, "rw");
     check_handles(&mnt, &file, &dir, &gone, "after a new mount");
-    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
-    m.disarm();
+    rxfs_umount(&mnt, m);
     run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
 }

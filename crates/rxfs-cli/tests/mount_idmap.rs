@@ -131,32 +131,21 @@ fn idmapped_bind(src: &Path, dst: &Path, ns: &OwnedFd) {
 /// Create `path` in a child running with uid/gid `id`; its errno (0 ok).
 fn create_as(path: &Path, id: u32) -> i32 {
     let c = cpath(path);
-    // SAFETY: the child makes only async-signal-safe calls, then _exits.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork");
-        if pid == 0 {
-            if libc::setgroups(0, std::ptr::null()) != 0
-                || libc::setgid(id) != 0
-                || libc::setuid(id) != 0
-            {
-                libc::_exit(200);
-            }
-            let fd = libc::open(
+    errno_in_child_as(id, || {
+        // SAFETY: a NUL-terminated path.
+        let fd = unsafe {
+            libc::open(
                 c.as_ptr(),
                 libc::O_CREAT | libc::O_WRONLY | libc::O_EXCL,
                 0o644,
-            );
-            libc::_exit(if fd >= 0 {
-                0
-            } else {
-                *libc::__errno_location()
-            });
+            )
+        };
+        if fd >= 0 {
+            0
+        } else {
+            last_errno()
         }
-        let mut status = 0;
-        libc::waitpid(pid, &mut status, 0);
-        libc::WEXITSTATUS(status)
-    }
+    })
 }
 
 #[test]
@@ -204,8 +193,7 @@ fn idmapped_bind_mounts_shift_owners() {
     assert_eq!(create_as(&idm.join("unmapped"), 5000), libc::EOVERFLOW);
     run_output("umount", &[idm.as_os_str()]);
     idm_guard.disarm();
-    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
-    guard.disarm();
+    rxfs_umount(&mnt, guard);
     run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
     let k = KernelMount::new(&img, &s.path("k"), "ro");
     let st = fs::metadata(k.dir.join("mapped")).unwrap();

@@ -21,18 +21,6 @@ use std::time::Duration;
 
 use common::*;
 
-fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
-    std::fs::create_dir_all(mnt).unwrap();
-    rxfs_ok(&[
-        OsStr::new("mount"),
-        img.as_os_str(),
-        mnt.as_os_str(),
-        OsStr::new("-o"),
-        OsStr::new(opts),
-    ]);
-    KernelMount::adopt(mnt)
-}
-
 fn renameat2(from: &Path, to: &Path, flags: u32) -> Option<i32> {
     let (f, t) = (
         CString::new(from.as_os_str().as_bytes()).unwrap(),

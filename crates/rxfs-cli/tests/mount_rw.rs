@@ -26,16 +26,6 @@ use std::time::Duration;
 use common::*;
 use sha2::{Digest, Sha256};
 
-fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
-    std::fs::create_dir_all(mnt).unwrap();
-    let mut args = vec![OsStr::new("mount"), img.as_os_str(), mnt.as_os_str()];
-    if !opts.is_empty() {
-        args.extend([OsStr::new("-o"), OsStr::new(opts)]);
-    }
-    rxfs_ok(&args);
-    KernelMount::adopt(mnt)
-}
-
 fn errno_of<T>(r: std::io::Result<T>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }

@@ -159,19 +159,10 @@ fn setid_bits_dropped_as_the_kernel_drops_them() {
     let img = s.path("img");
     mkfs(&img, 512 << 20, &[]);
     let mnt = s.path("m");
-    std::fs::create_dir_all(&mnt).unwrap();
-    rxfs_ok(&[
-        OsStr::new("mount"),
-        img.as_os_str(),
-        mnt.as_os_str(),
-        OsStr::new("-o"),
-        OsStr::new("rw,allow_other"),
-    ]);
-    let guard = KernelMount::adopt(&mnt);
+    let guard = rxfs_mount(&img, &mnt, "rw,allow_other");
     std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
     let got = run_script(&mnt);
-    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
-    guard.disarm();
+    rxfs_umount(&mnt, guard);
     assert_eq!(got, want, "FUSE mount vs kernel XFS");
     run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
     let k = KernelMount::new(&img, &s.path("k2"), "ro");

@@ -33,36 +33,21 @@ fn goingdown(path: &Path, flags: u32) -> std::io::Result<()> {
     }
 }
 
-/// The shutdown ioctl from a child process running as `uid` (gid the
-/// same, no supplementary groups, hence no capabilities); its errno, 0 on
-/// success.
+/// The shutdown ioctl from a child process running as `uid`; its errno,
+/// 0 on success.
 fn goingdown_as(path: &Path, uid: u32, flags: u32) -> i32 {
     let c = cpath(path);
-    // SAFETY: the child only makes async-signal-safe system calls on
-    // memory prepared before the fork, then _exits.
-    unsafe {
-        let pid = libc::fork();
-        assert!(pid >= 0, "fork");
-        if pid == 0 {
-            let mut v = flags;
-            let ok = libc::setgroups(0, std::ptr::null()) == 0
-                && libc::setgid(uid) == 0
-                && libc::setuid(uid) == 0;
-            if !ok {
-                libc::_exit(200);
-            }
+    errno_in_child_as(uid, || {
+        let mut v = flags;
+        // SAFETY: a NUL-terminated path, and the ioctl reads one u32.
+        unsafe {
             let fd = libc::open(c.as_ptr(), libc::O_RDONLY);
-            if fd < 0 {
-                libc::_exit(201);
+            if fd < 0 || libc::ioctl(fd, XFS_IOC_GOINGDOWN as _, &mut v as *mut u32) != 0 {
+                return last_errno();
             }
-            let r = libc::ioctl(fd, XFS_IOC_GOINGDOWN as _, &mut v as *mut u32);
-            libc::_exit(if r == 0 { 0 } else { *libc::__errno_location() });
         }
-        let mut status = 0;
-        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
-        assert!(libc::WIFEXITED(status), "child: {status:#x}");
-        libc::WEXITSTATUS(status)
-    }
+        0
+    })
 }
 
 fn errno_of<T>(r: std::io::Result<T>) -> Option<i32> {
@@ -109,15 +94,7 @@ fn shutdown_ioctl_stops_everything_and_the_log_recovers() {
     let img = s.path("img");
     mkfs(&img, 512 << 20, &[]);
     let mnt = s.path("m");
-    fs::create_dir_all(&mnt).unwrap();
-    rxfs_ok(&[
-        OsStr::new("mount"),
-        img.as_os_str(),
-        mnt.as_os_str(),
-        OsStr::new("-o"),
-        OsStr::new("rw,allow_other"),
-    ]);
-    let guard = KernelMount::adopt(&mnt);
+    let guard = rxfs_mount(&img, &mnt, "rw,allow_other");
     fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
 
     // fsync'd changes of every kind users fsync around.
@@ -172,8 +149,7 @@ fn shutdown_ioctl_stops_everything_and_the_log_recovers() {
         Some(libc::EIO)
     );
     let _ = goingdown(&mnt, NOLOGFLUSH);
-    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
-    guard.disarm();
+    rxfs_umount(&mnt, guard);
 
     // The log was left dirty: xfs_repair -n refuses to look at it.
     let r = Command::new("xfs_repair")

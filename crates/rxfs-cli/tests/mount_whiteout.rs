@@ -162,8 +162,7 @@ fn whiteouts_match_the_kernel_and_serve_overlayfs() {
         upper.contains("./ld/l3 character special file 0 0:0"),
         "{upper}"
     );
-    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
-    guard.disarm();
+    rxfs_umount(&mnt, guard);
     run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
     let k = KernelMount::new(&img, &s.path("k2"), "ro");
     assert_eq!(

@@ -15,7 +15,6 @@ mod common;
 mod random_support;
 
 use std::ffi::OsStr;
-use std::path::Path;
 
 use common::*;
 use random_support::gen::{Gen, Params};
@@ -23,18 +22,6 @@ use random_support::model::Model;
 use random_support::targets::PosixTarget;
 use random_support::view::{diff, of_model, of_mount};
 use random_support::{close_all, run_ops, Counts};
-
-fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
-    std::fs::create_dir_all(mnt).unwrap();
-    rxfs_ok(&[
-        OsStr::new("mount"),
-        img.as_os_str(),
-        mnt.as_os_str(),
-        OsStr::new("-o"),
-        OsStr::new(opts),
-    ]);
-    KernelMount::adopt(mnt)
-}
 
 #[test]
 fn random_ops_through_fuse() {

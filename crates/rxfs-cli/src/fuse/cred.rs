@@ -59,12 +59,25 @@ pub fn caller_cred(uid: u32, gid: u32, pid: u32) -> Cred {
     }
 }
 
-/// Parse the `Groups:` and `CapEff:` lines of a `/proc/PID/status` text.
+/// Parse the `Uid:`, `Gid:`, `Groups:` and `CapEff:` lines of a
+/// `/proc/PID/status` text. The filesystem ids (the fourth of `Uid:` and
+/// `Gid:`) win over the request's: with FUSE_ALLOW_IDMAP the kernel sends
+/// requests other than creates with -1 there.
 fn from_status(uid: u32, gid: u32, status: &str) -> Cred {
+    let (mut uid, mut gid) = (uid, gid);
     let mut groups = Vec::new();
     let mut caps = 0u64;
+    let fs_id = |v: &str| {
+        v.split_whitespace()
+            .nth(3)
+            .and_then(|x| x.parse::<u32>().ok())
+    };
     for line in status.lines() {
-        if let Some(g) = line.strip_prefix("Groups:") {
+        if let Some(v) = line.strip_prefix("Uid:") {
+            uid = fs_id(v).unwrap_or(uid);
+        } else if let Some(v) = line.strip_prefix("Gid:") {
+            gid = fs_id(v).unwrap_or(gid);
+        } else if let Some(g) = line.strip_prefix("Groups:") {
             groups = g
                 .split_whitespace()
                 .filter_map(|x| x.parse().ok())
@@ -88,8 +101,10 @@ mod tests {
 
     #[test]
     fn status_lines_give_groups_and_fsetid() {
-        let s = "Name:\tsh\nUid:\t1000\t1000\t1000\t1000\nGroups:\t4 24 1000 \nCapInh:\t0000000000000000\nCapEff:\t0000000000000000\n";
-        let c = from_status(1000, 1000, s);
+        let s = "Name:\tsh\nUid:\t1000\t1000\t1000\t1001\nGid:\t7\t7\t7\t8\nGroups:\t4 24 1000 \nCapInh:\t0000000000000000\nCapEff:\t0000000000000000\n";
+        // The filesystem ids of the status win (idmapped requests carry -1).
+        let c = from_status(u32::MAX, u32::MAX, s);
+        assert_eq!((c.uid, c.gid), (1001, 8));
         assert_eq!(c.groups, vec![4, 24, 1000]);
         assert!(!c.fsetid);
         let root = "Groups:\nCapEff:\t000001ffffffffff\n";
@@ -111,6 +126,8 @@ mod tests {
         let c = caller_cred(1234, 5678, me);
         let want = std::fs::read_to_string("/proc/self/status").unwrap();
         assert_eq!(c, from_status(1234, 5678, &want));
+        // SAFETY: getuid/getgid cannot fail.
+        assert_eq!((c.uid, c.gid), unsafe { (libc::getuid(), libc::getgid()) });
         // A pid that cannot exist: the uid alone decides.
         assert!(!caller_cred(1000, 1000, u32::MAX).fsetid);
         assert!(caller_cred(0, 0, 0).fsetid);

@@ -415,7 +415,14 @@ impl fuser::Filesystem for RxFuse {
         reply: ReplyEmpty,
     ) {
         let (name, newname) = (name.as_bytes(), newname.as_bytes());
-        let f = ops_ns::rename_flags(flags.bits(), caller(req));
+        let mut who = caller(req);
+        if who.uid == u32::MAX || who.gid == u32::MAX {
+            // An idmapped-capable mount sends no ids with a rename: the
+            // whiteout's owner comes from the caller's status.
+            let c = cred::Asker::of(req).cred();
+            (who.uid, who.gid) = (c.uid, c.gid);
+        }
+        let f = ops_ns::rename_flags(flags.bits(), who);
         self.run(|c| c.rename(parent.0, name, newparent.0, newname, f, reply));
     }
 

@@ -31,6 +31,55 @@ pub fn rxfs<S: AsRef<OsStr>>(args: &[S]) -> Output {
         .expect("cannot run the rxfs binary")
 }
 
+/// `rxfs mount IMG MNT [-o OPTS]` (MNT made if missing); the guard
+/// unmounts if the test panics before [`rxfs_umount`].
+pub fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
+    std::fs::create_dir_all(mnt).unwrap();
+    let mut args = vec![OsStr::new("mount"), img.as_os_str(), mnt.as_os_str()];
+    if !opts.is_empty() {
+        args.extend([OsStr::new("-o"), OsStr::new(opts)]);
+    }
+    rxfs_ok(&args);
+    KernelMount::adopt(mnt)
+}
+
+/// `rxfs umount MNT` (returns when the daemon has unmounted cleanly and
+/// exited), and the guard of [`rxfs_mount`] let go.
+pub fn rxfs_umount(mnt: &Path, guard: KernelMount) {
+    rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
+    guard.disarm();
+}
+
+/// Run `f` in a child process with uid and gid `id`, no supplementary
+/// groups and so no capabilities; its result (an errno, 0 for success)
+/// as the child's exit status. `f` must only make system calls.
+pub fn errno_in_child_as(id: u32, f: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: the child makes system calls only (setgroups, setgid,
+    // setuid, and what `f` makes), then _exits without unwinding.
+    unsafe {
+        let pid = libc::fork();
+        assert!(pid >= 0, "fork");
+        if pid == 0 {
+            let ok = libc::setgroups(0, std::ptr::null()) == 0
+                && libc::setgid(id) == 0
+                && libc::setuid(id) == 0;
+            libc::_exit(if ok { f() } else { 200 });
+        }
+        let mut status = 0;
+        assert_eq!(libc::waitpid(pid, &mut status, 0), pid);
+        assert!(libc::WIFEXITED(status), "child: {status:#x}");
+        libc::WEXITSTATUS(status)
+    }
+}
+
+/// The errno of the last failed system call (in a child of
+/// [`errno_in_child_as`]).
+pub fn last_errno() -> i32 {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(255)
+}
+
 /// Run `rxfs`, expecting success; returns stdout.
 pub fn rxfs_ok<S: AsRef<OsStr>>(args: &[S]) -> Vec<u8> {
     let out = rxfs(args);
