@@ -11,12 +11,16 @@
 //! sets ctime and, for a caller without CAP_FSETID, drops set-uid and
 //! set-gid (as XFS does).
 //!
-//! What the flags forbid is enforced by the operations themselves
-//! ([`Filesystem::check_change`] and its callers): immutable refuses
-//! every change of the inode (data, size, attributes, xattrs, links,
-//! entries of a directory), append-only every change but appending
-//! writes and new entries, both with EPERM. `sync` makes every write and
-//! change of the inode synchronous (the log forced before it returns).
+//! What the flags forbid is enforced where the change is made, under the
+//! inode lock ([`flags_allow`] in the directory, link, rename, xattr and
+//! fallocate transactions), and by the FUSE front end for what only the
+//! VFS knows (opens for writing, path vs descriptor truncates, times set
+//! to "now"): immutable refuses every change of the inode (data, size,
+//! attributes, xattrs, links, entries of a directory), append-only every
+//! change but appending writes and new entries, both with EPERM; a
+//! descriptor opened for writing before the flag was set still writes,
+//! as on XFS. `sync` makes every write to the file a data-integrity
+//! write (the FUSE front end forces it before answering).
 
 use super::Filesystem;
 use crate::cred::Cred;
@@ -67,12 +71,6 @@ impl Filesystem {
                 0
             },
         })
-    }
-
-    /// Refuse `change` of inode `ino` if its flags forbid it (EPERM).
-    pub fn check_change(&self, ino: Ino, change: Change) -> Result<()> {
-        let ip = self.iget(ino)?;
-        flags_allow(ip.core.flags, change)
     }
 
     /// Whether `ino` has the `sync` flag (its changes are synchronous).
