@@ -12,7 +12,6 @@ mod common;
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 
@@ -94,27 +93,11 @@ const PATHS: &[&str] = &[
 ];
 
 fn sh(dir: &Path, uid: Option<u32>, umask: u32, cmd: &str) -> std::process::Output {
-    let full = format!("umask {umask:03o} && {cmd}");
-    let mut c = match uid {
-        Some(u) => {
-            let mut c = Command::new("setpriv");
-            c.args([
-                &format!("--reuid={u}"),
-                &format!("--regid={u}"),
-                "--clear-groups",
-                "sh",
-                "-c",
-                &full,
-            ]);
-            c
-        }
-        None => {
-            let mut c = Command::new("sh");
-            c.args(["-c", &full]);
-            c
-        }
-    };
-    c.current_dir(dir).output().unwrap()
+    sh_in(
+        dir,
+        uid.map(|u| (u, "")),
+        &format!("umask {umask:03o} && {cmd}"),
+    )
 }
 
 /// Run the script in `dir`; returns every observation as text lines.

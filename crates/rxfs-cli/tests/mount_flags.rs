@@ -18,7 +18,6 @@ use std::ffi::OsStr;
 use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 
@@ -117,23 +116,7 @@ const SCRIPT: &[Step] = &[
 ];
 
 fn sh(dir: &Path, user: bool, cmd: &str) -> String {
-    let mut c = if user {
-        let mut c = Command::new("setpriv");
-        c.args([
-            "--reuid=1000",
-            "--regid=1000",
-            "--clear-groups",
-            "sh",
-            "-c",
-            cmd,
-        ]);
-        c
-    } else {
-        let mut c = Command::new("sh");
-        c.args(["-c", cmd]);
-        c
-    };
-    let out = c.current_dir(dir).output().unwrap();
+    let out = sh_in(dir, user.then_some((1000, "")), cmd);
     format!(
         "{cmd} => {:?}\n{}{}",
         out.status.code(),

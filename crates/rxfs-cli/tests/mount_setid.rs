@@ -13,7 +13,6 @@ mod common;
 
 use std::ffi::OsStr;
 use std::path::Path;
-use std::process::Command;
 
 use common::*;
 
@@ -77,25 +76,10 @@ const SCRIPT: &[(As, &str)] = &[
 ];
 
 fn sh(dir: &Path, who: As, cmd: &str) -> std::process::Output {
-    let mut c = match who {
-        As::User(u, groups) => {
-            let mut c = Command::new("setpriv");
-            c.args([format!("--reuid={u}"), format!("--regid={u}")]);
-            if groups.is_empty() {
-                c.arg("--clear-groups");
-            } else {
-                c.arg(format!("--groups={groups}"));
-            }
-            c.args(["sh", "-c", cmd]);
-            c
-        }
-        As::Root => {
-            let mut c = Command::new("sh");
-            c.args(["-c", cmd]);
-            c
-        }
-    };
-    c.current_dir(dir).output().unwrap()
+    match who {
+        As::Root => sh_in(dir, None, cmd),
+        As::User(u, groups) => sh_in(dir, Some((u, groups)), cmd),
+    }
 }
 
 /// Run the script in `dir`; every file's `name mode uid gid size` after

@@ -16,11 +16,7 @@
 //! [`Cred::root`] is the library's own caller (the command-line tools):
 //! capable of everything, so nothing is dropped.
 
-const S_IFMT: u32 = 0o170000;
-const S_IFREG: u32 = 0o100000;
-const S_ISUID: u32 = 0o4000;
-const S_ISGID: u32 = 0o2000;
-const S_IXGRP: u32 = 0o0010;
+use crate::format::dinode_edit::{S_IFMT, S_IFREG, S_ISGID, S_ISUID, S_IXGRP};
 
 /// A caller: its filesystem uid and gid, supplementary groups, and
 /// whether it holds CAP_FSETID.

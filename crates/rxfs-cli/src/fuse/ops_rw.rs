@@ -28,7 +28,7 @@ use rxfs::fs::ops_data::SetAttr;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::Inode;
 
-use rxfs::format::inode::DIFLAG_IMMUTABLE;
+use rxfs::format::inode::{DIFLAG_IMMUTABLE, DIFLAG_SYNC};
 use rxfs::format::xflags::{flags_allow, Change};
 
 use super::attr::file_attr;
@@ -269,14 +269,18 @@ impl Core {
         if offset < 0 {
             return reply.fail(libc::EINVAL);
         }
-        if let Err(e) = self.drop_sgid_before_change(nodeid, who) {
+        // One cached lookup serves the set-gid rule and the sync flag.
+        let ip = match self.inode(nodeid) {
+            Ok(ip) => ip,
+            Err(e) => return reply.fail(self.errno("write", nodeid, &e)),
+        };
+        if let Err(e) = self.drop_sgid_before_change(&ip, nodeid, who) {
             return reply.fail(e);
         }
-        let ino = self.ino(nodeid);
-        match self.fs.write(ino, offset as u64, data) {
+        match self.fs.write(ip.ino, offset as u64, data) {
             // A file with the sync flag: every write is a data-integrity
             // write (as O_DSYNC), done before it is answered.
-            Ok(n) if self.fs.is_sync_inode(ino) => match self.fs.fsync(ino, true) {
+            Ok(n) if ip.core.flags & DIFLAG_SYNC != 0 => match self.fs.fsync(ip.ino, true) {
                 Ok(()) => reply.written(n.min(u32::MAX as usize) as u32),
                 Err(e) => reply.fail(self.errno("write", nodeid, &e)),
             },
@@ -312,16 +316,15 @@ impl Core {
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
-        match self.inode(nodeid) {
-            Ok(ip) => {
-                if let Err(e) = a.flags_allow(ip.core.flags) {
-                    return reply.fail(e.errno());
-                }
-            }
+        let ip = match self.inode(nodeid) {
+            Ok(ip) => ip,
             Err(e) => return reply.fail(self.errno("setattr", nodeid, &e)),
+        };
+        if let Err(e) = a.flags_allow(ip.core.flags) {
+            return reply.fail(e.errno());
         }
         if set.size.is_some() && set.mode.is_none() {
-            if let Err(e) = self.drop_sgid_before_change(nodeid, who) {
+            if let Err(e) = self.drop_sgid_before_change(&ip, nodeid, who) {
                 return reply.fail(e);
             }
         }
@@ -353,7 +356,7 @@ impl Core {
         if let Err(e) = flags_allow(dst.core.flags, Change::Modify) {
             return reply.fail(e.errno());
         }
-        if let Err(e) = self.drop_sgid_before_change(r.ino_out, who) {
+        if let Err(e) = self.drop_sgid_before_change(&dst, r.ino_out, who) {
             return reply.fail(e);
         }
         let want = r.len.min(COPY_MAX);
@@ -384,7 +387,7 @@ impl Core {
                 break;
             }
         }
-        if done > 0 && self.fs.is_sync_inode(dst.ino) {
+        if done > 0 && dst.core.flags & DIFLAG_SYNC != 0 {
             if let Err(e) = self.fs.fsync(dst.ino, true) {
                 return reply.fail(self.errno("copy_file_range", r.ino_out, &e));
             }
@@ -396,14 +399,11 @@ impl Core {
     /// kernel side leaves out. It drops set-uid, and set-gid with group
     /// execute, itself (a SETATTR of the mode before the change), but not
     /// set-gid without group execute when the writer is outside the file's
-    /// group and lacks CAP_FSETID, which XFS drops (`rxfs::cred`). The
-    /// mode check is one cached read; the caller's groups and capabilities
-    /// are read only for such a file.
-    fn drop_sgid_before_change(&self, nodeid: u64, who: Asker) -> Result<(), i32> {
+    /// group and lacks CAP_FSETID, which XFS drops (`rxfs::cred`). `ip` is
+    /// node `nodeid` as the caller just looked it up; the caller's groups
+    /// and capabilities are read only for such a file.
+    fn drop_sgid_before_change(&self, ip: &Inode, nodeid: u64, who: Asker) -> Result<(), i32> {
         const S_ISGID: u32 = libc::S_ISGID;
-        let ip = self
-            .inode(nodeid)
-            .map_err(|e| self.errno("write", nodeid, &e))?;
         let mode = ip.core.mode as u32;
         if mode & libc::S_IFMT != libc::S_IFREG || mode & (S_ISGID | libc::S_IXGRP) != S_ISGID {
             return Ok(());
@@ -413,12 +413,7 @@ impl Core {
         }
         let set = SetAttr {
             mode: Some(mode & 0o7777 & !S_ISGID),
-            uid: None,
-            gid: None,
-            size: None,
-            atime: None,
-            mtime: None,
-            ctime: None,
+            ..SetAttr::default()
         };
         match self.fs.setattr(ip.ino, &set) {
             Ok(_) => {

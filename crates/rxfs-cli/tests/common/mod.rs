@@ -31,6 +31,26 @@ pub fn rxfs<S: AsRef<OsStr>>(args: &[S]) -> Output {
         .expect("cannot run the rxfs binary")
 }
 
+/// `sh -c CMD` in `dir`: as root (`user` None), or through `setpriv` as
+/// uid = gid = `user.0` with the supplementary groups `user.1`
+/// (comma-separated; empty: none).
+pub fn sh_in(dir: &Path, user: Option<(u32, &str)>, cmd: &str) -> Output {
+    let mut c = match user {
+        Some((id, groups)) => {
+            let mut c = Command::new("setpriv");
+            c.args([format!("--reuid={id}"), format!("--regid={id}")]);
+            match groups {
+                "" => c.arg("--clear-groups"),
+                g => c.arg(format!("--groups={g}")),
+            };
+            c.arg("sh");
+            c
+        }
+        None => Command::new("sh"),
+    };
+    c.args(["-c", cmd]).current_dir(dir).output().unwrap()
+}
+
 /// `rxfs mount IMG MNT [-o OPTS]` (MNT made if missing); the guard
 /// unmounts if the test panics before [`rxfs_umount`].
 pub fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {

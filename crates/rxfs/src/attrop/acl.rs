@@ -62,7 +62,6 @@ impl AclKind {
 }
 
 const S_IRWXUGO: u32 = 0o777;
-const S_ISGID: u32 = 0o2000;
 
 /// Check the structure of an ACL (see the module docs).
 pub fn valid(acl: &[AclEntry]) -> Result<()> {
@@ -296,7 +295,7 @@ pub fn set_acl_xattr(
             // The VFS's rule for a mode rewritten from an ACL: set-gid
             // goes unless the caller is in the file's group or capable.
             if !who.in_group_or_capable(di::gid(tx.inode(ip))) {
-                m &= !S_ISGID;
+                m &= !di::S_ISGID;
             }
             new_mode = Some(m);
             if !not_equiv {

@@ -350,6 +350,7 @@ pub const S_IFIFO: u32 = 0o010000;
 pub const S_IFSOCK: u32 = 0o140000;
 pub const S_ISUID: u32 = 0o4000;
 pub const S_ISGID: u32 = 0o2000;
+pub const S_IXGRP: u32 = 0o0010;
 
 /// Build the complete initial dinode (`geo.inodesize` bytes) of a new
 /// inode, as the kernel's inode initialisation and its copy to disk make it:

@@ -28,7 +28,6 @@ use crate::error::{Error, Result};
 use crate::format::dinode_edit::{self as di, MAX_EXTLEN};
 use crate::format::inode::{
     DIFLAG2_COWEXTSIZE, DIFLAG2_REFLINK, DIFLAG_EXTSIZE, DIFLAG_EXTSZINHERIT, DIFLAG_REALTIME,
-    DIFLAG_SYNC,
 };
 use crate::format::xflags::*;
 pub use crate::format::xflags::{flags_allow, Change};
@@ -71,13 +70,6 @@ impl Filesystem {
                 0
             },
         })
-    }
-
-    /// Whether `ino` has the `sync` flag (its changes are synchronous).
-    pub fn is_sync_inode(&self, ino: Ino) -> bool {
-        self.iget(ino)
-            .map(|ip| ip.core.flags & DIFLAG_SYNC != 0)
-            .unwrap_or(false)
     }
 
     /// Set the flags, hints and project id of `ino` to `new` (its
