@@ -29,9 +29,16 @@
 //!   12-byte label and a NUL (13 bytes, as XFS copies out);
 //!   `FS_IOC_SETFSLABEL` needs CAP_SYS_ADMIN (EPERM) and at most 12 bytes
 //!   (EINVAL), and is durable when answered.
+//! - The geometry and counters (`XFS_IOC_FSGEOMETRY` and its `_V1`/`_V4`
+//!   forms, `XFS_IOC_FSCOUNTS`), on any file or directory, for anyone, as
+//!   XFS answers them: `rxfs::format::fsop_geom` has the layouts. (The
+//!   xfsprogs tools still refuse an rxfs mount before they ask: they check
+//!   statfs's `f_type`, which the kernel sets to FUSE's for every FUSE
+//!   mount.)
 //! - Anything else: ENOTTY, as a filesystem without that ioctl answers.
 
 use fuser::ReplyIoctl;
+use rxfs::format::fsop_geom::GeomVersion;
 use rxfs::format::xflags::{fl_from_xflags, xflags_from_fl, COMMON_FL, XFLAG_COMMON};
 use rxfs::fs::ops_flags::FsXattr;
 use rxfs::fs::ops_label::LABEL_MAX;
@@ -54,6 +61,13 @@ pub const FS_IOC_FSSETXATTR: u32 = 0x401c_5820;
 /// `_IOR(0x94, 49, char[256])` / `_IOW(0x94, 50, char[256])`.
 pub const FS_IOC_GETFSLABEL: u32 = 0x8100_9431;
 pub const FS_IOC_SETFSLABEL: u32 = 0x4100_9432;
+
+/// `_IOR('X', 126 / 124 / 100, struct xfs_fsop_geom[_v4|_v1])`.
+pub const XFS_IOC_FSGEOMETRY: u32 = 0x8100_587e;
+pub const XFS_IOC_FSGEOMETRY_V4: u32 = 0x8070_587c;
+pub const XFS_IOC_FSGEOMETRY_V1: u32 = 0x8070_5864;
+/// `_IOR('X', 113, struct xfs_fsop_counts)`.
+pub const XFS_IOC_FSCOUNTS: u32 = 0x8020_5871;
 
 /// `struct fsxattr`: five u32 and 8 bytes of padding.
 const FSXATTR_SIZE: usize = 28;
@@ -178,6 +192,22 @@ impl Core {
                     Err(e) => reply.fail(self.errno("fssetxattr", nodeid, &e)),
                 }
             }
+            XFS_IOC_FSGEOMETRY | XFS_IOC_FSGEOMETRY_V4 | XFS_IOC_FSGEOMETRY_V1 => {
+                let v = match cmd {
+                    XFS_IOC_FSGEOMETRY => GeomVersion::V5,
+                    XFS_IOC_FSGEOMETRY_V4 => GeomVersion::V4,
+                    _ => GeomVersion::V1,
+                };
+                let g = self.fs.fs_geometry(v);
+                reply.ioctl(0, &g[..(out_size as usize).min(g.len())])
+            }
+            XFS_IOC_FSCOUNTS => match self.fs.fs_counts() {
+                Ok(c) => {
+                    let b = c.encode();
+                    reply.ioctl(0, &b[..(out_size as usize).min(b.len())])
+                }
+                Err(e) => reply.fail(self.errno("fscounts", nodeid, &e)),
+            },
             XFS_IOC_GOINGDOWN => {
                 if !who.cred().sys_admin {
                     return reply.fail(libc::EPERM);
@@ -196,6 +226,19 @@ impl Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The command numbers are `_IOR(type, nr, size)` of the structures.
+    #[test]
+    fn geometry_numbers() {
+        use rxfs::format::fsop_geom::{COUNTS_SIZE, GEOM_V1_SIZE, GEOM_V4_SIZE, GEOM_V5_SIZE};
+        let ior = |t: u8, nr: u8, size: usize| {
+            0x8000_0000 | (size as u32) << 16 | (t as u32) << 8 | nr as u32
+        };
+        assert_eq!(XFS_IOC_FSGEOMETRY, ior(b'X', 126, GEOM_V5_SIZE));
+        assert_eq!(XFS_IOC_FSGEOMETRY_V4, ior(b'X', 124, GEOM_V4_SIZE));
+        assert_eq!(XFS_IOC_FSGEOMETRY_V1, ior(b'X', 100, GEOM_V1_SIZE));
+        assert_eq!(XFS_IOC_FSCOUNTS, ior(b'X', 113, COUNTS_SIZE));
+    }
 
     #[test]
     fn fsxattr_layout() {

@@ -25,6 +25,7 @@ pub mod dir;
 pub mod dir_data;
 pub mod dir_leaf;
 pub mod dir_sf;
+pub mod fsop_geom;
 pub mod inode;
 pub mod log;
 pub mod log_items;

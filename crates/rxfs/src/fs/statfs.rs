@@ -31,9 +31,16 @@
 //! directory has the rtinherit (or realtime) flag reports the realtime
 //! device's blocks and free extents instead, as the kernel does for
 //! statfs on such a directory.
+//!
+//! `XFS_IOC_FSCOUNTS` ([`Filesystem::fs_counts`]) reports the same data
+//! device numbers (free blocks as `bfree`, inodes as counted here) and the
+//! free realtime extents. On a read-write mount the kernel also holds
+//! back its per-AG metadata reservations from both; rxfs makes none, so
+//! there its free blocks are higher by their size.
 
 use super::Filesystem;
 use crate::error::{Error, Location, Result};
+use crate::format::fsop_geom::{encode_geometry, FsCounts, GeomVersion};
 use crate::format::inode::{DIFLAG_REALTIME, DIFLAG_RTINHERIT};
 use crate::types::AgNumber;
 
@@ -90,6 +97,37 @@ impl Filesystem {
     /// the log was clean when mounted (a dirty log makes the kernel
     /// recompute its counters from the AG headers after recovery).
     pub fn statfs_with(&self, log_was_clean: bool) -> Result<StatFs> {
+        let (mut st, _) = self.data_space(log_was_clean)?;
+        let sb = self.sb();
+        if self.rtdev().is_some() && sb.rblocks > 0 {
+            let root = self.iget(self.root_ino())?;
+            if root.core.flags & (DIFLAG_RTINHERIT | DIFLAG_REALTIME) != 0 {
+                st.blocks = sb.rblocks;
+                st.bfree = sb.frextents.saturating_mul(sb.rextsize as u64);
+            }
+        }
+        st.bavail = st.bfree;
+        Ok(st)
+    }
+
+    /// The `XFS_IOC_FSCOUNTS` answer: free data blocks as statfs counts
+    /// them for the data device, free realtime extents, free and allocated
+    /// inodes, from the same counters as [`Filesystem::statfs`].
+    pub fn fs_counts(&self) -> Result<FsCounts> {
+        let clean =
+            !self.options().norecovery && self.log_state().is_some_and(|s| s.clean && !s.zeroed);
+        let (st, (icount, ifree)) = self.data_space(clean)?;
+        Ok(FsCounts {
+            freedata: st.bfree,
+            freertx: self.sb().frextents,
+            freeino: ifree,
+            allocino: icount,
+        })
+    }
+
+    /// statfs of the data device, and the inode counters (allocated,
+    /// free) it was computed from.
+    fn data_space(&self, log_was_clean: bool) -> Result<(StatFs, (u64, u64))> {
         let sb = self.sb();
         let geo = self.geo();
         let recompute = !log_was_clean || !self.sb_counters_sane();
@@ -157,16 +195,14 @@ impl Filesystem {
         }
         st.files = st.files.max(icount);
         st.ffree = st.files.saturating_sub(icount.saturating_sub(ifree));
-
-        if self.rtdev().is_some() && sb.rblocks > 0 {
-            let root = self.iget(self.root_ino())?;
-            if root.core.flags & (DIFLAG_RTINHERIT | DIFLAG_REALTIME) != 0 {
-                st.blocks = sb.rblocks;
-                st.bfree = sb.frextents.saturating_mul(sb.rextsize as u64);
-            }
-        }
         st.bavail = st.bfree;
-        Ok(st)
+        Ok((st, (icount, ifree)))
+    }
+
+    /// The `XFS_IOC_FSGEOMETRY` structure of version `v` (see
+    /// [`crate::format::fsop_geom`]).
+    pub fn fs_geometry(&self, v: GeomVersion) -> Vec<u8> {
+        encode_geometry(self.sb(), v)
     }
 
     /// Free blocks and inode counts summed over every AG's headers.
