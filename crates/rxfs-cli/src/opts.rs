@@ -55,6 +55,10 @@ pub struct FuseOpts {
 pub struct Opts {
     /// Open read-only: `ro`, or any subcommand but `mount`.
     pub read_only: bool,
+    /// `rw` was the last of `ro`/`rw` given: a read-write mount was asked
+    /// for in so many words, so a write-protected device fails it instead
+    /// of falling back to read-only (see [`write_protected`]).
+    pub rw_explicit: bool,
     pub norecovery: bool,
     pub direct_io: bool,
     pub rtdev: Option<PathBuf>,
@@ -172,6 +176,7 @@ const FLAGS: &[&str] = &[
 pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
     let mut o = Opts::default();
     let mut ro = !mount;
+    let mut rw_explicit = false;
     for opt in lists.iter().flat_map(|l| l.split(',')) {
         let (key, val) = match opt.split_once('=') {
             Some((k, v)) => (k, Some(v)),
@@ -179,8 +184,14 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
         };
         match (key, val) {
             ("", None) => {}
-            ("ro", None) => ro = true,
-            ("rw", None) if mount => ro = false,
+            ("ro", None) => {
+                ro = true;
+                rw_explicit = false;
+            }
+            ("rw", None) if mount => {
+                ro = false;
+                rw_explicit = true;
+            }
             ("rw", None) => {
                 return Err(CliError::usage(
                     "this subcommand reads images only: 'rw' is for rxfs mount",
@@ -247,12 +258,38 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
         }
     }
     o.read_only = ro;
-    if o.norecovery && !o.read_only {
-        return Err(CliError::usage(
-            "norecovery needs a read-only mount: use -o ro,norecovery (as the kernel requires)",
-        ));
+    o.rw_explicit = rw_explicit;
+    if !mount {
+        o.check_norecovery()?;
     }
     Ok(o)
+}
+
+impl Opts {
+    /// `norecovery` only with a read-only mount, as the kernel requires.
+    /// (A mount checks this after a write-protected device has made it
+    /// read-only, so `-o norecovery` on such a device mounts.)
+    pub fn check_norecovery(&self) -> CliResult<()> {
+        if self.norecovery && !self.read_only {
+            return Err(CliError::usage(
+                "norecovery needs a read-only mount: use -o ro,norecovery (as the kernel requires)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Whether `p` is a block device set read-only (`blockdev --setro`, a
+/// write-protected medium).
+pub fn write_protected(p: &Path) -> bool {
+    let Ok(f) = std::fs::File::open(p) else {
+        return false;
+    };
+    let is_blk = f
+        .metadata()
+        .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
+        .unwrap_or(false);
+    is_blk && crate::sys::blk_read_only(&f).unwrap_or(false)
 }
 
 impl ImageArgs {
@@ -425,11 +462,19 @@ mod tests {
 
     #[test]
     fn norecovery_needs_ro() {
-        let e = p(&["norecovery"], true).unwrap_err();
+        // A mount checks it once it knows whether a write-protected
+        // device made it read-only.
+        let e = p(&["norecovery"], true)
+            .unwrap()
+            .check_norecovery()
+            .unwrap_err();
         assert!(e.msg.contains("ro,norecovery"), "{}", e.msg);
-        assert!(p(&["rw,norecovery"], true).is_err());
+        let o = p(&["rw,norecovery"], true).unwrap();
+        assert!(o.rw_explicit && o.check_norecovery().is_err());
         assert!(p(&["ro,norecovery"], true).unwrap().norecovery);
-        assert!(p(&["norecovery,ro"], true).unwrap().norecovery);
+        let o = p(&["norecovery,ro"], true).unwrap();
+        assert!(o.check_norecovery().is_ok() && !o.rw_explicit);
+        assert!(!p(&["rw,ro"], true).unwrap().rw_explicit);
     }
 
     #[test]

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use crate::cli_error::{EXIT_MOUNT_FAILURE, EXIT_USAGE};
 use crate::fuse::pidfile::normalize_mountpoint;
 use crate::fuse::serve::{serve, ServeConfig};
-use crate::opts::{open_image, parse, ImageArgs, Opts};
+use crate::opts::{open_image, parse, write_protected, ImageArgs, Opts};
 use crate::sys;
 use crate::{CliError, CliResult};
 
@@ -56,7 +56,7 @@ pub fn run(a: Args) -> CliResult<()> {
         return remount(&a.mountpoint, ro);
     }
     let opts = a.img.parse(true)?;
-    mount(&a.image, &a.mountpoint, opts, a.foreground)
+    mount(&a.image, &a.mountpoint, opts, a.foreground, false)
 }
 
 /// `-o remount[,ro|rw]`: Some(read-only wanted) (what `mount -o remount`
@@ -232,7 +232,7 @@ pub fn run_helper(h: CliResult<HelperArgs>) -> CliResult<()> {
     if h.fake {
         return Ok(());
     }
-    mount(&h.image, &h.mountpoint, opts, false)
+    mount(&h.image, &h.mountpoint, opts, false, true)
 }
 
 fn mount_fail(e: CliError) -> CliError {
@@ -243,7 +243,14 @@ fn mount_fail(e: CliError) -> CliError {
     }
 }
 
-fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliResult<()> {
+/// Mount `image` on `mountpoint`; `helper`: called as mount(8)'s helper.
+fn mount(
+    image: &Path,
+    mountpoint: &Path,
+    opts: Opts,
+    foreground: bool,
+    helper: bool,
+) -> CliResult<()> {
     let image_abs = image
         .canonicalize()
         .map_err(|e| mount_fail(CliError::io(image.display(), &e)))?;
@@ -272,7 +279,18 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
         ),
         None => None,
     };
-    let opts = Opts { rtdev, ..opts };
+    let mut opts = Opts { rtdev, ..opts };
+    // As mount(8) does for the kernel's filesystems: a read-write mount of
+    // a write-protected block device becomes read-only, with a warning,
+    // unless read-write was asked for explicitly. (mount(8) hands every
+    // helper an explicit `rw`, so the helper forms always fall back.)
+    let protected = !opts.read_only
+        && (write_protected(image) || opts.rtdev.as_deref().is_some_and(write_protected));
+    let protected = protected && (!opts.rw_explicit || helper);
+    if protected {
+        opts.read_only = true;
+    }
+    opts.check_norecovery()?;
     let cfg = ServeConfig {
         image: image_abs,
         mountpoint: mnt,
@@ -285,7 +303,7 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
         // a read-write open starts the log's threads, which inherit the
         // mask (an unblocked SIGUSR1 in any thread would kill us).
         let _ = sys::block_term_signals();
-        let fs = open_image(&cfg.image, &opts).map_err(mount_fail)?;
+        let fs = open_for_mount(&cfg, &opts, protected)?;
         return serve(fs, &cfg, &mut |_| {});
     }
     let (rd, wr) = sys::pipe().map_err(|e| CliError::io("pipe", &e))?;
@@ -319,7 +337,7 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
             };
             // As above: the mask before the log's threads start.
             let _ = sys::block_term_signals();
-            let code = match open_image(&cfg.image, &opts).map_err(mount_fail) {
+            let code = match open_for_mount(&cfg, &opts, protected) {
                 Ok(fs) => match serve(fs, &cfg, &mut ready) {
                     Ok(()) => 0,
                     Err(e) => e.code,
@@ -332,6 +350,51 @@ fn mount(image: &Path, mountpoint: &Path, opts: Opts, foreground: bool) -> CliRe
             std::process::exit(code);
         }
     }
+}
+
+/// Open the image for a mount. A write-protected device (`protected`:
+/// the mount was made read-only for it, said with a warning)
+/// whose log needs recovery is refused, as the kernel refuses it: its
+/// recovery must write. (rxfs could replay the log in memory, as its
+/// read-only image commands and a read-only mount of a writable image do,
+/// but a mount behaves as XFS's.)
+fn open_for_mount(
+    cfg: &ServeConfig,
+    opts: &Opts,
+    protected: bool,
+) -> CliResult<std::sync::Arc<rxfs::fs::Filesystem>> {
+    if opts.read_only {
+        // An rxfs that had it read-write may still be finishing its
+        // unmount (the kernel's umount of a FUSE mount returns before the
+        // daemon is done): read its log once it is final.
+        for dev in std::iter::once(&cfg.image).chain(opts.rtdev.as_ref()) {
+            if !rxfs::bdev::wait_for_writer(dev, rxfs::bdev::OWNER_WAIT) {
+                eprintln!(
+                    "rxfs: mount: {}: still open read-write elsewhere after {} s; \
+                     mounting read-only what is on it now",
+                    dev.display(),
+                    rxfs::bdev::OWNER_WAIT.as_secs()
+                );
+            }
+        }
+    }
+    let fs = open_image(&cfg.image, opts).map_err(mount_fail)?;
+    if protected && fs.recovery_stats().is_some() {
+        return Err(mount_fail(CliError::new(format!(
+            "mount: {}: cannot mount {} read-only: its log needs recovery, which must write, \
+             and the device is write-protected",
+            cfg.mountpoint.display(),
+            cfg.image.display()
+        ))));
+    }
+    if protected {
+        // (After the refusal above, which says it all, as mount(8)'s does.)
+        eprintln!(
+            "rxfs: mount: {}: WARNING: source write-protected, mounted read-only.",
+            cfg.mountpoint.display()
+        );
+    }
+    Ok(fs)
 }
 
 /// Whether /proc/self/mounts has a fuse.rxfs mount at `mnt` (spaces

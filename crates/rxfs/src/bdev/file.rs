@@ -12,6 +12,9 @@
 //! a FUSE daemon writes its last log records after the kernel let go of
 //! the mount point), then fails with `Busy` (EBUSY). Read-only opens take
 //! no lock and are not refused: they read whatever is on the device.
+//! A read-only *mount* first waits, up to [`OWNER_WAIT`], for a writer to
+//! let go ([`wait_for_writer`]), so that it does not read the log of an
+//! rxfs that is still finishing its unmount.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -35,6 +38,48 @@ pub const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Alignment used for O_DIRECT bounce buffers and requests.
 const DIRECT_ALIGN: u64 = 4096;
+
+/// Wait until no read-write owner holds `path` (see the module doc), at
+/// most `timeout`; whether it was free by then. Probes as a writer would
+/// take it (a shared `flock` of an image file, an `O_EXCL` open of a block
+/// device) and lets go at once.
+pub fn wait_for_writer(path: &Path, timeout: std::time::Duration) -> bool {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if writer_gone(path) {
+            return true;
+        }
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+fn writer_gone(path: &Path) -> bool {
+    let is_bdev = std::fs::metadata(path)
+        .map(|m| m.file_type().is_block_device())
+        .unwrap_or(false);
+    let mut opts = OpenOptions::new();
+    opts.read(true);
+    if is_bdev {
+        opts.custom_flags(libc::O_EXCL);
+    }
+    let f = match opts.open(path) {
+        Ok(f) => f,
+        Err(e) => return e.raw_os_error() != Some(libc::EBUSY),
+    };
+    if is_bdev {
+        return true;
+    }
+    // SAFETY: flock on a descriptor we own; closing it drops the lock.
+    unsafe {
+        libc::flock(
+            std::os::fd::AsRawFd::as_raw_fd(&f),
+            libc::LOCK_SH | libc::LOCK_NB,
+        ) == 0
+    }
+}
 
 impl FileDevice {
     /// Open an image file or block device.
