@@ -517,6 +517,9 @@ impl Ail {
                         if same && st.log.ail_lsn == Some(key.0) {
                             st.on_disk = true;
                             st.log.ail_lsn = None;
+                            // Every logged change is on the device now:
+                            // the next checkpoint logs only new ones.
+                            st.dirty_map.clear();
                             self.view.clear_buf(b.daddr.bytes(), Some(&snap));
                             true
                         } else {

@@ -29,7 +29,9 @@ pub struct BufState {
     pub stale: bool,
     /// In the current CIL context as an ordered buffer (no regions).
     pub ordered: bool,
-    /// 128-byte chunks changed in the current CIL context.
+    /// 128-byte chunks changed since the buffer was last written back
+    /// (cleared by the AIL when it marks the buffer clean): what every
+    /// checkpoint that logs the buffer carries.
     pub dirty_map: Vec<u32>,
     pub log: ItemLog,
 }

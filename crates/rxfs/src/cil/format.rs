@@ -13,8 +13,11 @@
 //!             region 3: attr fork bytes (local / extents), if any
 //! ```
 //! Buffers are logged with the bytes of their dirty chunks as of the
-//! commit; an item relogged in the same checkpoint is re-formatted from the
-//! union of its chunks (the checkpoint carries each item once).
+//! commit: every chunk changed since the buffer was last written back, not
+//! only this checkpoint's (as XFS's buffer items do), because a relogged
+//! item moves to its newest checkpoint in the AIL and the tail may then
+//! pass the older ones. An item relogged in the same checkpoint is
+//! re-formatted from that union (the checkpoint carries each item once).
 
 use super::logvec::LogVec;
 use crate::format::inode as dinode;

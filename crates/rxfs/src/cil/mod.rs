@@ -302,9 +302,13 @@ impl Cil {
             let mut st = tb.buf.st.lock();
             let fresh = st.log.cil_seq != seq;
             if fresh {
-                st.dirty_map.clear();
                 st.ordered = false;
             }
+            // The map keeps every chunk changed since the buffer was last
+            // written back (the AIL clears it then), not only this
+            // checkpoint's: relogging moves the item's AIL position to this
+            // checkpoint, which lets the tail pass the earlier ones, so
+            // this checkpoint must carry their changes too.
             format::map_union(&mut st.dirty_map, &tb.map);
             st.kind = tb.kind;
             st.stale = tb.stale;
@@ -477,11 +481,7 @@ impl Cil {
             let mut lvs = Vec::with_capacity(old.items.len());
             for it in &old.items {
                 let lv = match it {
-                    CtxItem::Buf(b) => {
-                        let mut st = b.st.lock();
-                        st.dirty_map.clear();
-                        st.log.lv.take().unwrap_or_default()
-                    }
+                    CtxItem::Buf(b) => b.st.lock().log.lv.take().unwrap_or_default(),
                     CtxItem::Inode(i) => i.st.lock().log.lv.take().unwrap_or_default(),
                     CtxItem::Raw(v, _) => v.clone(),
                 };
