@@ -110,12 +110,22 @@ fn free_extents_region(o: HostOrder, done: bool, id: u64, ext: &[FreeExtent]) ->
 /// Extents per EFI (one follow-up transaction frees them all).
 pub const EFI_MAX_EXTENTS: usize = 16;
 
+/// Directory blocks one directory change may log, per directory range
+/// (see [`reservation`]): a path of 7 and a sibling for each.
+const DIR_PATH_BLOCKS: usize = 14;
+
 /// Log bytes one transaction of kind `r` may need (generous: whole
 /// buffers of every block an operation of that kind can touch).
 pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
     let blk = geo.blocksize as usize + 256;
     let ino = geo.inodesize as usize + 256;
-    let dir = geo.dirblksize as usize + 256;
+    // A directory operation may change a block at every level of a
+    // maximal da-btree path (5 node levels, the leaf, the data block) and
+    // a new sibling of each when it splits, in each of its three ranges
+    // (data, leaf/node, free index); and a checkpoint logs every buffer
+    // with all its changes since it was last written back (see
+    // crate::cil::format), which can be the whole block.
+    let dir = (geo.dirblksize as usize + 256) * DIR_PATH_BLOCKS;
     let n = match r {
         Resv::Misc => 2 * blk + 2 * ino,
         Resv::AllSuperblocks => geo.agcount as usize * (geo.sectsize as usize + 256) + blk,
