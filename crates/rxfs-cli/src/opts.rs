@@ -347,16 +347,12 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
                 p.display()
             ))
         };
-        let f = std::fs::OpenOptions::new()
+        std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .open(p)
             .map_err(|e| refuse(crate::cli_error::io_message(&e)))?;
-        let is_blk = f
-            .metadata()
-            .map(|m| std::os::unix::fs::FileTypeExt::is_block_device(&m.file_type()))
-            .unwrap_or(false);
-        if is_blk && crate::sys::blk_read_only(&f).unwrap_or(false) {
+        if write_protected(p) {
             return Err(refuse("read-only block device".into()));
         }
         Ok(())
