@@ -8,6 +8,12 @@
 //! root directory and on a regular file. On a read-write rxfs mount the
 //! geometry is the same and the inode counters follow creates.
 //!
+//! One field is not compared byte for byte: the kernel's FSCOUNTS reads
+//! its free-block counter without summing the per-CPU deltas (an
+//! approximation; on a fresh read-only mount it was seen up to ~800
+//! blocks high in 2 of 15 mounts of one image), so `freedata` is compared
+//! with the kernel's exact sum, statfs's `f_bfree`, instead.
+//!
 //! Root only; fails unless RXFS_SKIP_KERNEL_TESTS=1.
 
 mod common;
@@ -40,8 +46,19 @@ fn ask(path: &Path, cmd: libc::c_ulong, size: usize) -> Vec<u8> {
     buf
 }
 
-/// Every answer, on the root and on a file.
-fn answers(mnt: &Path) -> Vec<(String, Vec<u8>)> {
+/// statfs's free blocks on `path`, in filesystem blocks.
+fn bfree(path: &Path) -> u64 {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a zeroed statvfs is a valid out-parameter; c is a C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
+    assert_eq!(r, 0, "statvfs {}", path.display());
+    st.f_bfree * st.f_frsize / st.f_bsize
+}
+
+/// Every answer, on the root and on a file; with `exact_free`, FSCOUNTS's
+/// `freedata` replaced by the exact free-block count of statfs.
+fn answers(mnt: &Path, exact_free: bool) -> Vec<(String, Vec<u8>)> {
     let mut out = Vec::new();
     for on in [mnt.to_path_buf(), mnt.join("d/f0")] {
         for (name, cmd, size) in [
@@ -50,7 +67,11 @@ fn answers(mnt: &Path) -> Vec<(String, Vec<u8>)> {
             ("FSGEOMETRY_V1", XFS_IOC_FSGEOMETRY_V1, 112),
             ("FSCOUNTS", XFS_IOC_FSCOUNTS, 32),
         ] {
-            out.push((format!("{name} on {}", on.display()), ask(&on, cmd, size)));
+            let mut a = ask(&on, cmd, size);
+            if exact_free && cmd == XFS_IOC_FSCOUNTS {
+                a[..8].copy_from_slice(&bfree(&on).to_ne_bytes());
+            }
+            out.push((format!("{name} on {}", on.display()), a));
         }
     }
     out
@@ -90,12 +111,12 @@ fn geometry_and_counts_match_the_kernel() {
         );
         k.umount();
         let k = KernelMount::new(&img, &s.path(&format!("kr{i}")), "ro");
-        let want = answers(&k.dir);
+        let want = answers(&k.dir, true);
         k.umount();
 
         let mnt = s.path(&format!("m{i}"));
         let guard = rxfs_mount(&img, &mnt, "ro");
-        let got = answers(&mnt);
+        let got = answers(&mnt, false);
         rxfs_umount(&mnt, guard);
         for ((what, w), (_, g)) in want.iter().zip(&got) {
             assert_eq!(g, w, "mkfs {opts:?}: {what}: rxfs vs the kernel");
