@@ -146,9 +146,36 @@ impl Filesystem {
             return Ok(ip);
         }
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
-        let ip = Arc::new(self.read_inode(ino)?);
+        let ip = match self.decode_in_core(ino) {
+            Some(ip) => ip,
+            None => self.read_inode(ino)?,
+        };
+        let ip = Arc::new(ip);
         self.icache.insert_if(ip.clone(), &self.epoch, epoch);
         Ok(ip)
+    }
+
+    /// Inode `ino` decoded from the bytes of its last commit, if this
+    /// read-write mount holds them in core (an inode a transaction has
+    /// joined and the cache has not evicted): no I/O, and no inode btree
+    /// walk. That is exact: an in-core item with a nonzero mode that is
+    /// not stale is allocated, because freeing an inode commits mode 0
+    /// into the same item and freeing its chunk marks the item stale (as
+    /// the kernel trusts its in-core inodes, not the inobt, once they are
+    /// cached). None: not in core, free, or bytes that do not decode
+    /// (the caller's full path then gives the answer).
+    fn decode_in_core(&self, ino: Ino) -> Option<Inode> {
+        let item = self.rw()?.inodes.get(ino)?;
+        // The core and the fork blocks as of one transaction boundary.
+        let _guard = self.read_guard(ino);
+        let bytes = {
+            let st = item.st.lock();
+            if st.stale || st.committed.len() < 4 || st.committed[2..4] == [0, 0] {
+                return None;
+            }
+            st.committed.clone()
+        };
+        self.decode_inode(ino, &bytes).ok()
     }
 
     /// [`Self::iget`] of an inode this mount has just created or changed
@@ -168,6 +195,11 @@ impl Filesystem {
             )));
         }
         let epoch = self.epoch.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(ip) = self.decode_in_core(ino) {
+            let ip = Arc::new(ip);
+            self.icache.insert_if(ip.clone(), &self.epoch, epoch);
+            return Ok(ip);
+        }
         let (daddr, off) = geo.ino_location(ino);
         let mut buf = vec![0u8; geo.inodesize as usize];
         let guard = self.read_guard(ino);
