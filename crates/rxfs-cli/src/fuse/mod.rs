@@ -134,6 +134,11 @@ impl fuser::Filesystem for RxFuse {
             .add_capabilities(InitFlags::FUSE_DO_READDIRPLUS | InitFlags::FUSE_READDIRPLUS_AUTO);
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
         let _ = config.add_capabilities(InitFlags::FUSE_CACHE_SYMLINKS);
+        // O_DIRECT opens are FOPEN_DIRECT_IO (see `ops::open_flags`):
+        // without this the kernel refuses to mmap them (ENODEV), where a
+        // local filesystem maps them through the page cache (fstests
+        // generic/091 mixes the two).
+        let _ = config.add_capabilities(InitFlags::FUSE_DIRECT_IO_ALLOW_MMAP);
         // File handles (name_to_handle_at, NFS export): node id and
         // generation; see `Core::lookup_self`.
         let _ = config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT);
