@@ -49,11 +49,16 @@ pub struct Args {
     /// Files per thread (fsync).
     #[arg(long, default_value_t = 200)]
     pub files: u64,
+    /// Size of each in-core log buffer in bytes (the mount option
+    /// `logbsize`; default: the kernel's, 32 KiB or the log stripe unit).
+    #[arg(long)]
+    pub logbsize: Option<u32>,
 }
 
 fn open(a: &Args) -> CliResult<Arc<Filesystem>> {
     let mo = MountOptions {
         inject_latency: Some(Duration::from_micros(a.latency_us)),
+        logbsize: a.logbsize,
         ..MountOptions::default()
     };
     Filesystem::open_path(&a.image, None, mo).map_err(|e| CliError::fs(a.image.display(), &e))

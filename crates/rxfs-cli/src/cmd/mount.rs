@@ -30,7 +30,8 @@ use crate::{CliError, CliResult};
 ///
 /// Options (-o, comma-separated): rw (the default) or ro; norecovery (only
 /// with ro, as the kernel requires); logbufs=N (2-8 in-core log buffers);
-/// logbsize=SIZE (16k, 32k, 64k, 128k or 256k); ablate_delaylog (for
+/// logbsize=SIZE (16k, 32k, 64k, 128k or 256k; default 256k where the
+/// log holds 64 of them, the kernel's 32k otherwise); ablate_delaylog (for
 /// benchmarks only: a checkpoint per transaction, as before delayed
 /// logging); rtdev=FILE, odirect, allow_other, auto_unmount, fsname=NAME,
 /// threads=N, and the kernel flags dev, nodev, suid, nosuid, exec, noexec,

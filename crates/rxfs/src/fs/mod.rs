@@ -85,7 +85,8 @@ pub struct MountOptions {
     /// In-core log buffers (`logbufs=N`, 2..=8; default 8).
     pub logbufs: Option<usize>,
     /// Size of each log buffer (`logbsize=SIZE`, 16 KiB..256 KiB, a power
-    /// of two; default 32 KiB, or the log stripe unit).
+    /// of two; default 256 KiB where the log is large enough, see
+    /// `rw::default_logbsize`; the kernel's default is 32 KiB).
     pub logbsize: Option<u32>,
     /// Benchmarks only: push a checkpoint after every transaction (the
     /// behaviour before delayed logging), to measure what the CIL saves.

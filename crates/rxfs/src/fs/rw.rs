@@ -222,6 +222,7 @@ impl Filesystem {
         let sb = super::read_primary_sb(&*dev)?;
         let geo = Geometry::new(&sb);
         let sunit = log_sunit(&sb);
+        let logbufs = opts.logbufs.unwrap_or(8);
         let logbsize = match opts.logbsize {
             Some(b) if b < sunit => {
                 return Err(Error::Invalid(format!(
@@ -230,10 +231,9 @@ impl Filesystem {
                 )))
             }
             Some(b) => b,
-            // The kernel's default: 32 KiB, or the stripe unit if larger.
-            None => sunit.max(32 * 1024),
+            None => default_logbsize(st.size_bbs, logbufs, sunit),
         };
-        let mut cfg = LogConfig::from_state(&st, sb.uuid, opts.logbufs.unwrap_or(8), logbsize);
+        let mut cfg = LogConfig::from_state(&st, sb.uuid, logbufs, logbsize);
         cfg.sunit = sunit;
         let view = Arc::new(CacheDevice::new(dev.clone()));
         let bufs = Arc::new(BufCache::new(BUF_CAPACITY));
@@ -511,4 +511,22 @@ impl Filesystem {
     pub(crate) fn invalidate_inode(&self, ino: Ino) {
         self.icache.remove_bump(ino, &self.epoch);
     }
+}
+
+/// The log buffer size when `logbsize` is not given: the largest the
+/// kernel allows (256 KiB) while all `logbufs` buffers fit in an eighth of
+/// the log, never below 32 KiB or the log stripe unit. The kernel defaults
+/// to 32 KiB (or the stripe unit) to spare kernel memory; a daemon has
+/// memory to spare (8 x 256 KiB), and a checkpoint of many synchronous
+/// commits then goes out as one write instead of several (seed 002's
+/// batching: with 16 threads fsyncing, 15.8 fsyncs per log write instead
+/// of 5.2, and 13% more fsyncs per second; `rxfs bench fsync --logbsize`).
+/// `-o logbsize=32k` gives the kernel's choice.
+fn default_logbsize(log_bbs: u32, logbufs: usize, sunit: u32) -> u32 {
+    let log_bytes = u64::from(log_bbs) * crate::format::log::BBSIZE as u64;
+    let mut b: u32 = 256 * 1024;
+    while b > 32 * 1024 && (logbufs as u64) * u64::from(b) * 8 > log_bytes {
+        b /= 2;
+    }
+    b.max(sunit)
 }
