@@ -39,7 +39,7 @@
 //! stops new shared ones, so writers are not starved.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -147,14 +147,14 @@ struct Counters {
 
 /// The locks of every inode, created on first use.
 pub struct InodeLockTable {
-    shards: Vec<RwLock<HashMap<u64, InodeLocks>>>,
+    shards: Vec<RwLock<FxHashMap<u64, InodeLocks>>>,
     c: Counters,
 }
 
 impl Default for InodeLockTable {
     fn default() -> Self {
         InodeLockTable {
-            shards: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            shards: (0..SHARDS).map(|_| RwLock::new(FxHashMap::default())).collect(),
             c: Counters::default(),
         }
     }

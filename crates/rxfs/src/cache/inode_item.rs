@@ -5,7 +5,7 @@
 //! several in ascending inode number; a transaction may join only inodes
 //! whose ilock its caller holds (or inodes just allocated under the AGI).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
@@ -48,14 +48,14 @@ const SHARDS: usize = 64;
 
 /// In-core inode items and inode locks.
 pub struct InodeTable {
-    items: Vec<RwLock<HashMap<u64, Arc<InodeItem>>>>,
+    items: Vec<RwLock<FxHashMap<u64, Arc<InodeItem>>>>,
     pub locks: InodeLockTable,
 }
 
 impl Default for InodeTable {
     fn default() -> Self {
         InodeTable {
-            items: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
+            items: (0..SHARDS).map(|_| RwLock::new(FxHashMap::default())).collect(),
             locks: InodeLockTable::default(),
         }
     }

@@ -49,7 +49,7 @@ impl Inode {
     }
 }
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
@@ -68,7 +68,10 @@ const BMBT_MAXLEVELS: u16 = 9;
 /// Shards of the inode cache.
 const ICACHE_SHARDS: usize = 64;
 
-type CacheShard = HashMap<Ino, Arc<Inode>>;
+/// Keyed by inode number with rustc-hash's multiply hash, not SipHash: the
+/// lookup is on every request's path (a hostile image can only slow its
+/// own lookups by choosing colliding numbers).
+type CacheShard = FxHashMap<Ino, Arc<Inode>>;
 
 /// A bounded cache of decoded inodes, in shards by inode number, each
 /// under a reader-writer lock: lookups of any inodes run side by side, a
