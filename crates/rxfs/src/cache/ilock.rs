@@ -39,12 +39,12 @@
 //! stops new shared ones, so writers are not starved.
 
 use std::cell::RefCell;
-use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use parking_lot::lock_api::{ArcRwLockReadGuard, ArcRwLockWriteGuard};
 use parking_lot::{RawRwLock, RwLock};
+use rustc_hash::FxHashMap;
 
 use crate::types::Ino;
 
@@ -154,7 +154,9 @@ pub struct InodeLockTable {
 impl Default for InodeLockTable {
     fn default() -> Self {
         InodeLockTable {
-            shards: (0..SHARDS).map(|_| RwLock::new(FxHashMap::default())).collect(),
+            shards: (0..SHARDS)
+                .map(|_| RwLock::new(FxHashMap::default()))
+                .collect(),
             c: Counters::default(),
         }
     }

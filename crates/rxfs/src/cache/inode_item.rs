@@ -5,11 +5,11 @@
 //! several in ascending inode number; a transaction may join only inodes
 //! whose ilock its caller holds (or inodes just allocated under the AGI).
 
-use rustc_hash::FxHashMap;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use parking_lot::{Mutex, RwLock};
+use rustc_hash::FxHashMap;
 
 use super::ilock::InodeLockTable;
 pub use super::ilock::{ILockExcl, ILockShared, IoLockGuard};
@@ -55,7 +55,9 @@ pub struct InodeTable {
 impl Default for InodeTable {
     fn default() -> Self {
         InodeTable {
-            items: (0..SHARDS).map(|_| RwLock::new(FxHashMap::default())).collect(),
+            items: (0..SHARDS)
+                .map(|_| RwLock::new(FxHashMap::default()))
+                .collect(),
             locks: InodeLockTable::default(),
         }
     }

@@ -49,10 +49,10 @@ impl Inode {
     }
 }
 
-use rustc_hash::FxHashMap;
 use std::sync::Arc;
 
 use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
 
 use super::Filesystem;
 use crate::error::{Error, Location, Result};
