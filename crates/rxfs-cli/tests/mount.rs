@@ -344,6 +344,16 @@ fn mount_helper_forms() {
     let m = KernelMount::adopt(&mnt);
     let ok = out.status.success();
     let listing = ok.then(|| std::fs::read_dir(&mnt).map(|d| d.count()));
+    // mount(8) passes no `dev` or `suid` (kernel defaults); root's mount
+    // must still honour device nodes and set-id bits, as a kernel XFS
+    // mount does (generic/184).
+    let vfs_flags = ok.then(|| {
+        let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a zeroed statvfs is a valid out-parameter.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
+        st.f_flag & (libc::ST_NODEV | libc::ST_NOSUID)
+    });
     // Remounts through the helper (`mount -o remount,ro|rw`, as fstests
     // does): the kernel refuses writes while read-only.
     let mut remounts = Vec::new();
@@ -369,6 +379,11 @@ fn mount_helper_forms() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert_eq!(listing.unwrap().unwrap(), 17);
+    assert_eq!(
+        vfs_flags,
+        Some(0),
+        "root's mount -t fuse.rxfs: nodev/nosuid set"
+    );
     assert_eq!(
         remounts,
         vec![

@@ -229,11 +229,31 @@ pub fn run_helper(h: CliResult<HelperArgs>) -> CliResult<()> {
             false => remount(&h.mountpoint, ro),
         };
     }
-    let opts = parse(&h.options, true)?;
+    let mut opts = parse(&h.options, true)?;
+    // SAFETY: geteuid has no preconditions.
+    helper_defaults(&mut opts.fuse.flags, unsafe { libc::geteuid() } == 0);
     if h.fake {
         return Ok(());
     }
     mount(&h.image, &h.mountpoint, opts, false, true)
+}
+
+/// mount(8) leaves out the flags that are a kernel mount's defaults (it
+/// passes `nosuid` or `nodev` when asked for, never `suid` or `dev`), while
+/// a FUSE mount is nosuid,nodev unless told otherwise. So when root mounts
+/// through the helper, rxfs gets a kernel filesystem's defaults (device
+/// nodes and set-id bits honoured, as the kernel's XFS mount honours them:
+/// fstests generic/184 writes to a device node it made); `-o nosuid` and
+/// `-o nodev` still turn them off. Anyone else keeps FUSE's safe defaults.
+fn helper_defaults(flags: &mut Vec<String>, root: bool) {
+    if !root {
+        return;
+    }
+    for (on, off) in [("dev", "nodev"), ("suid", "nosuid")] {
+        if !flags.iter().any(|f| f == on || f == off) {
+            flags.push(on.to_string());
+        }
+    }
 }
 
 fn mount_fail(e: CliError) -> CliError {
@@ -454,6 +474,23 @@ mod tests {
 
     fn argv(v: &[&str]) -> Vec<OsString> {
         v.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn helper_defaults_for_root_only() {
+        let v = |s: &[&str]| s.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        let mut f = v(&["noexec"]);
+        helper_defaults(&mut f, true);
+        assert_eq!(f, v(&["noexec", "dev", "suid"]));
+        let mut f = v(&["nodev", "suid"]);
+        helper_defaults(&mut f, true);
+        assert_eq!(f, v(&["nodev", "suid"]));
+        let mut f = v(&["nosuid"]);
+        helper_defaults(&mut f, true);
+        assert_eq!(f, v(&["nosuid", "dev"]));
+        let mut f = Vec::new();
+        helper_defaults(&mut f, false);
+        assert!(f.is_empty());
     }
 
     #[test]
