@@ -347,13 +347,7 @@ fn mount_helper_forms() {
     // mount(8) passes no `dev` or `suid` (kernel defaults); root's mount
     // must still honour device nodes and set-id bits, as a kernel XFS
     // mount does (generic/184).
-    let vfs_flags = ok.then(|| {
-        let c = std::ffi::CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
-        // SAFETY: a zeroed statvfs is a valid out-parameter.
-        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-        assert_eq!(unsafe { libc::statvfs(c.as_ptr(), &mut st) }, 0);
-        st.f_flag & (libc::ST_NODEV | libc::ST_NOSUID)
-    });
+    let vfs_flags = ok.then(|| statvfs(&mnt).f_flag & (libc::ST_NODEV | libc::ST_NOSUID));
     // Remounts through the helper (`mount -o remount,ro|rw`, as fstests
     // does): the kernel refuses writes while read-only.
     let mut remounts = Vec::new();

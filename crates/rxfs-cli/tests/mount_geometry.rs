@@ -48,11 +48,7 @@ fn ask(path: &Path, cmd: libc::c_ulong, size: usize) -> Vec<u8> {
 
 /// statfs's free blocks on `path`, in filesystem blocks.
 fn bfree(path: &Path) -> u64 {
-    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: a zeroed statvfs is a valid out-parameter; c is a C string.
-    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
-    let r = unsafe { libc::statvfs(c.as_ptr(), &mut st) };
-    assert_eq!(r, 0, "statvfs {}", path.display());
+    let st = statvfs(path);
     st.f_bfree * st.f_frsize / st.f_bsize
 }
 

@@ -50,7 +50,8 @@ pub struct Args {
     #[arg(long, default_value_t = 200)]
     pub files: u64,
     /// Size of each in-core log buffer in bytes (the mount option
-    /// `logbsize`; default: the kernel's, 32 KiB or the log stripe unit).
+    /// `logbsize`; default: a mount's, 256 KiB where the log holds 64 of
+    /// them, else the kernel's 32 KiB or the log stripe unit).
     #[arg(long)]
     pub logbsize: Option<u32>,
 }
