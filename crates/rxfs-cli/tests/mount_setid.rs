@@ -25,13 +25,13 @@ enum As {
 }
 
 const FILES: &[&str] = &[
-    "a", "b", "c", "d", "e", "g", "h", "h2", "i", "j", "k", "l", "m", "n", "o", "p",
+    "a", "b", "c", "d", "e", "g", "h", "h2", "i", "j", "k", "l", "m", "n", "o", "p", "q",
 ];
 
 const SCRIPT: &[(As, &str)] = &[
     (
         As::Root,
-        "touch a b c d e g h h2 i j k l m n o p && chown 1000:3000 a b c d e h h2 i j k l m n o",
+        "touch a b c d e g h h2 i j k l m n o p q && chown 1000:3000 a b c d e h h2 i j k l m n o",
     ),
     (
         As::Root,
@@ -73,6 +73,16 @@ const SCRIPT: &[(As, &str)] = &[
     (As::User(1000, ""), "echo x >> m"),
     (As::User(1000, ""), "truncate -s 100 n"),
     (As::User(1000, "3000"), "echo x >> o"),
+    // A direct overwrite of written blocks inside EOF (rxfs's fast path,
+    // no transaction) drops set-gid alone too.
+    (
+        As::Root,
+        "head -c 8192 /dev/zero > q && chown 1000:3000 q && chmod 2666 q",
+    ),
+    (
+        As::User(1000, ""),
+        "dd if=/dev/zero of=q bs=4096 count=1 seek=1 conv=notrunc oflag=direct status=none",
+    ),
 ];
 
 fn sh(dir: &Path, who: As, cmd: &str) -> std::process::Output {

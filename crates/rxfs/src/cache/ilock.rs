@@ -200,6 +200,18 @@ impl InodeLockTable {
     /// The ilock of `ino`, shared.
     pub fn ilock_shared(&self, ino: Ino) -> ILockGuard {
         let (_, m) = self.locks_of(ino);
+        self.meta_shared(ino, m)
+    }
+
+    /// The I/O lock of `ino` shared, then its ilock shared: one lookup of
+    /// the table for both (the overwrite path's pair, in lock order).
+    pub fn iolock_ilock_shared(&self, ino: Ino) -> (IoLockGuard, ILockGuard) {
+        let (io, m) = self.locks_of(ino);
+        let io = self.io_guard(io, false);
+        (io, self.meta_shared(ino, m))
+    }
+
+    fn meta_shared(&self, ino: Ino, m: Arc<RwLock<()>>) -> ILockGuard {
         self.c.i_shared.fetch_add(1, Relaxed);
         let g = match m.try_read_arc() {
             Some(g) => g,
@@ -219,6 +231,10 @@ impl InodeLockTable {
     /// The I/O lock of `ino`, exclusive or shared.
     pub fn iolock(&self, ino: Ino, exclusive: bool) -> IoLockGuard {
         let (io, _) = self.locks_of(ino);
+        self.io_guard(io, exclusive)
+    }
+
+    fn io_guard(&self, io: Arc<RwLock<()>>, exclusive: bool) -> IoLockGuard {
         if exclusive {
             self.c.io_excl.fetch_add(1, Relaxed);
             IoLockGuard::Excl(io.try_write_arc().unwrap_or_else(|| {

@@ -76,6 +76,11 @@ impl InodeTable {
         self.locks.iolock(ino, exclusive)
     }
 
+    /// [`Self::iolock`] shared and [`Self::ilock_shared`], in that order.
+    pub fn iolock_ilock_shared(&self, ino: Ino) -> (IoLockGuard, ILockShared) {
+        self.locks.iolock_ilock_shared(ino)
+    }
+
     pub fn get(&self, ino: Ino) -> Option<Arc<InodeItem>> {
         self.items[ino.0 as usize % SHARDS]
             .read()

@@ -32,6 +32,7 @@ use super::Filesystem;
 use crate::bmapop::data;
 use crate::error::Result;
 use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
+use crate::fs::inode::Inode;
 use crate::fs::ops_data::SetAttr;
 use crate::types::{FileBlock, FileType, FsBlock, Ino};
 use crate::xact::{MetaTx, Resv};
@@ -42,6 +43,24 @@ impl Filesystem {
     /// Write `data` at `off` if it is a pure overwrite (see the module
     /// doc); `Ok(None)` if not, having written nothing.
     pub(super) fn overwrite(&self, ino: Ino, off: u64, data: &[u8]) -> Result<Option<usize>> {
+        self.overwrite_if(ino, off, data, |_| true)
+    }
+
+    /// [`Self::write`]'s fast path alone, for a caller with its own rules
+    /// about the file: if the write is a pure overwrite (see the module
+    /// doc) and `allow` accepts the inode as it is under the shared
+    /// locks, write `data` at `off` and return its length; otherwise
+    /// write nothing and return `Ok(None)` (the caller then applies its
+    /// rules and calls [`Self::write`]). The FUSE front end passes its
+    /// set-gid and sync-flag checks, so an overwrite looks the inode up
+    /// once.
+    pub fn overwrite_if(
+        &self,
+        ino: Ino,
+        off: u64,
+        data: &[u8],
+        allow: impl FnOnce(&Inode) -> bool,
+    ) -> Result<Option<usize>> {
         let Some(rw) = self.rw() else {
             return Ok(None);
         };
@@ -54,50 +73,54 @@ impl Filesystem {
         {
             return Ok(None);
         }
-        let _io = rw.inodes.iolock(ino, false);
-        let (runs, stamp) = {
-            let _il = rw.inodes.ilock_shared(ino);
-            let ip = self.iget(ino)?;
-            let plain = ip.file_type() == Some(FileType::Regular)
-                && !ip.is_realtime()
-                && ip.core.flags2 & DIFLAG2_REFLINK == 0;
-            let end = off.checked_add(len);
-            if !plain || end.is_none_or(|e| e > ip.core.size) {
+        let (_io, il) = rw.inodes.iolock_ilock_shared(ino);
+        let ip = self.iget(ino)?;
+        let plain = ip.file_type() == Some(FileType::Regular)
+            && !ip.is_realtime()
+            && ip.core.flags2 & DIFLAG2_REFLINK == 0;
+        let end = off.checked_add(len);
+        if !plain || end.is_none_or(|e| e > ip.core.size) || !allow(&ip) {
+            rw.inodes.locks.count_upgrade();
+            return Ok(None);
+        }
+        // (device byte offset, offset in `data`, length) per extent run:
+        // the first inline, as almost every overwrite has one.
+        let bl = self.geo().blocklog;
+        let mut first = None;
+        let mut more = Vec::new();
+        let (mut fb, fb_end) = (off >> bl, (off + len) >> bl);
+        while fb < fb_end {
+            let (ext, run) = self.bmap(&ip.data, FileBlock(fb));
+            let Some(e) = ext.filter(|e| !e.unwritten) else {
                 rw.inodes.locks.count_upgrade();
                 return Ok(None);
+            };
+            let n = run.min(fb_end - fb);
+            let disk = self
+                .geo()
+                .fsb_to_daddr(FsBlock(e.start + (fb - e.off.0)))
+                .bytes();
+            let r = (disk, ((fb << bl) - off) as usize, (n << bl) as usize);
+            match first {
+                None => first = Some(r),
+                Some(_) => more.push(r),
             }
-            let bl = self.geo().blocklog;
-            let mut runs = Vec::new();
-            let (mut fb, fb_end) = (off >> bl, (off + len) >> bl);
-            while fb < fb_end {
-                let (ext, run) = self.bmap(&ip.data, FileBlock(fb));
-                let Some(e) = ext.filter(|e| !e.unwritten) else {
-                    rw.inodes.locks.count_upgrade();
-                    return Ok(None);
-                };
-                let n = run.min(fb_end - fb);
-                let disk = self
-                    .geo()
-                    .fsb_to_daddr(FsBlock(e.start + (fb - e.off.0)))
-                    .bytes();
-                runs.push((disk, ((fb << bl) - off) as usize, (n << bl) as usize));
-                fb += n;
-            }
-            let now = data::now();
-            let stamp = (ip.core.mtime != now || ip.core.ctime != now).then_some(now);
-            (runs, stamp)
-        };
-        for (disk, at, n) in runs {
+            fb += n;
+        }
+        let now = data::now();
+        let stamp = (ip.core.mtime != now || ip.core.ctime != now).then_some(now);
+        drop(il);
+        for (disk, at, n) in first.into_iter().chain(more) {
             self.dev().write_at(&data[at..at + n], disk)?;
         }
         match stamp {
             Some(now) => self.stamp_write(ino, now)?,
             None => {
-                if let Some(ip) = rw.inodes.get(ino) {
+                if let Some(item) = rw.inodes.get(ino) {
                     // Read first: one cache line written once, not by every
                     // overwrite.
-                    if !ip.overwritten.load(Ordering::Relaxed) {
-                        ip.overwritten.store(true, Ordering::Release);
+                    if !item.overwritten.load(Ordering::Relaxed) {
+                        item.overwritten.store(true, Ordering::Release);
                     }
                 }
             }
