@@ -19,6 +19,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use rxfs::fs::atime::AtimeMode;
 use rxfs::fs::Inode;
 use rxfs::{Filesystem, MountOptions};
 
@@ -72,6 +73,12 @@ pub struct Opts {
     pub allocsize: Option<u64>,
     /// `inject_latency_us=N`: benchmarks only.
     pub inject_latency_us: Option<u64>,
+    /// `noatime` / `atime`: the last given.
+    pub noatime: bool,
+    /// `strictatime` / `nostrictatime`: the last given.
+    pub strictatime: bool,
+    /// `nodiratime` / `diratime`: the last given.
+    pub nodiratime: bool,
     pub fuse: FuseOpts,
 }
 
@@ -151,14 +158,8 @@ const IGNORED: &[&str] = &[
     "loop",
     "silent",
     "loud",
-    "relatime",
-    "norelatime",
-    "strictatime",
-    "nostrictatime",
     "lazytime",
     "nolazytime",
-    "diratime",
-    "nodiratime",
     "async",
     "nosymfollow",
     "symfollow",
@@ -246,6 +247,18 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                     .ok_or_else(|| CliError::usage(format!("bad thread count '{v}' (1-256)")))?;
                 o.fuse.threads = Some(n);
             }
+            // The atime options: the daemon updates atime (FUSE inodes
+            // never have the kernel do it), so it keeps them; noatime and
+            // atime also go to the kernel as mount flags.
+            ("relatime" | "norelatime", None) => {}
+            ("strictatime", None) => o.strictatime = true,
+            ("nostrictatime", None) => o.strictatime = false,
+            ("nodiratime", None) => o.nodiratime = true,
+            ("diratime", None) => o.nodiratime = false,
+            ("noatime" | "atime", None) if mount => {
+                o.noatime = key == "noatime";
+                o.fuse.flags.push(key.to_string());
+            }
             (k, None) if FLAGS.contains(&k) => o.fuse.flags.push(k.to_string()),
             (k, None) if IGNORED.contains(&k) => {}
             (k, _) if k.starts_with("x-") || k == "comment" => {}
@@ -266,6 +279,18 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
 }
 
 impl Opts {
+    /// The atime mode of the options, as the kernel derives a mount's:
+    /// `noatime` wins, then `strictatime`, else `relatime`.
+    pub fn atime_mode(&self) -> AtimeMode {
+        if self.noatime {
+            AtimeMode::NoAtime
+        } else if self.strictatime {
+            AtimeMode::StrictAtime
+        } else {
+            AtimeMode::Relatime
+        }
+    }
+
     /// `norecovery` only with a read-only mount, as the kernel requires.
     /// (A mount checks this after a write-protected device has made it
     /// read-only, so `-o norecovery` on such a device mounts.)
@@ -375,6 +400,8 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
         ablate_delaylog: opts.ablate_delaylog,
         allocsize: opts.allocsize,
         inject_latency: opts.inject_latency_us.map(std::time::Duration::from_micros),
+        atime: opts.atime_mode(),
+        nodiratime: opts.nodiratime,
     };
     Filesystem::open_path(image, opts.rtdev.as_deref(), mo).map_err(|e| CliError::fs(&shown, &e))
 }
@@ -405,6 +432,25 @@ mod tests {
                 ..Opts::default()
             }
         );
+    }
+
+    #[test]
+    fn atime_options_as_the_kernel_combines_them() {
+        let mode = |s: &str| p(&[s], true).unwrap().atime_mode();
+        assert_eq!(mode(""), AtimeMode::Relatime);
+        assert_eq!(mode("relatime"), AtimeMode::Relatime);
+        assert_eq!(mode("norelatime"), AtimeMode::Relatime);
+        assert_eq!(mode("strictatime"), AtimeMode::StrictAtime);
+        assert_eq!(mode("strictatime,nostrictatime"), AtimeMode::Relatime);
+        assert_eq!(mode("noatime"), AtimeMode::NoAtime);
+        assert_eq!(mode("noatime,strictatime"), AtimeMode::NoAtime);
+        assert_eq!(mode("noatime,atime,strictatime"), AtimeMode::StrictAtime);
+        let o = p(&["nodiratime"], true).unwrap();
+        assert!(o.nodiratime);
+        assert!(!p(&["nodiratime,diratime"], true).unwrap().nodiratime);
+        // noatime still reaches the kernel as a mount flag.
+        assert_eq!(p(&["noatime"], true).unwrap().fuse.flags, vec!["noatime"]);
+        assert!(p(&["strictatime"], false).is_err());
     }
 
     #[test]

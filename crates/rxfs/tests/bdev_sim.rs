@@ -24,6 +24,8 @@ const RO: MountOptions = MountOptions {
     ablate_delaylog: false,
     allocsize: None,
     inject_latency: None,
+    atime: rxfs::fs::atime::AtimeMode::Relatime,
+    nodiratime: false,
 };
 
 /// A kernel-populated image: a directory of 200 small files (several inode

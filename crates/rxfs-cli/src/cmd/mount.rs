@@ -421,16 +421,6 @@ fn open_for_mount(
 /// Whether /proc/self/mounts has a fuse.rxfs mount at `mnt` (spaces
 /// and other specials are octal-escaped there).
 fn is_rxfs_mount(mnt: &Path) -> bool {
-    let Ok(mounts) = std::fs::read("/proc/self/mounts") else {
-        return false;
-    };
-    let mut want = Vec::new();
-    for &b in mnt.as_os_str().as_bytes() {
-        match b {
-            b' ' | b'\t' | b'\n' | b'\\' => want.extend_from_slice(format!("\\{b:03o}").as_bytes()),
-            _ => want.push(b),
-        }
-    }
     // Type `fuse.rxfs`, or any FUSE type (`subtype=` changes it) served
     // by a live rxfs daemon of this mount point.
     let ours = || {
@@ -439,13 +429,9 @@ fn is_rxfs_mount(mnt: &Path) -> bool {
             .and_then(|m| crate::fuse::pidfile::open_existing(&m))
             .is_some_and(|f| crate::fuse::pidfile::daemon_alive(&f).unwrap_or(false))
     };
-    mounts.split(|&b| b == b'\n').any(|l| {
-        let mut f = l.split(|&b| b == b' ');
-        let (_, dir, ty) = (f.next(), f.next(), f.next());
-        dir == Some(&want[..])
-            && (ty == Some(&b"fuse.rxfs"[..])
-                || ty.is_some_and(|t| t.starts_with(b"fuse")) && ours())
-    })
+    crate::fuse::mount_table::types_at(mnt)
+        .iter()
+        .any(|t| t == b"fuse.rxfs" || t.starts_with(b"fuse") && ours())
 }
 
 /// The parent's exit, from the child's one-line report.

@@ -41,6 +41,7 @@
 pub mod attr;
 pub mod cred;
 pub mod ioctl;
+pub mod mount_table;
 pub mod node;
 pub mod ops;
 pub mod ops_ns;
@@ -181,11 +182,11 @@ impl fuser::Filesystem for RxFuse {
         _fh: FileHandle,
         offset: u64,
         size: u32,
-        _flags: OpenFlags,
+        flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        self.run(|c| c.read(ino.0, offset, size, reply));
+        self.run(|c| c.read(ino.0, offset, size, flags.0, reply));
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {

@@ -54,6 +54,9 @@ pub struct Core {
     /// The session's channel for notifications to the kernel, once the
     /// session exists (see [`Core::forget_attrs`]).
     pub notifier: std::sync::OnceLock<fuser::Notifier>,
+    /// The mount point, once mounted: a read-only remount is the kernel's
+    /// (see [`Self::atime_due`]).
+    pub mountpoint: std::sync::OnceLock<std::path::PathBuf>,
 }
 
 /// What an open answers: `O_DIRECT` opens bypass the kernel's page cache
@@ -80,6 +83,7 @@ impl Core {
             log_errors,
             rw,
             notifier: std::sync::OnceLock::new(),
+            mountpoint: std::sync::OnceLock::new(),
         }
     }
 
@@ -253,12 +257,60 @@ impl Core {
                     Err(e) => reply.fail(e.errno()),
                 }
             }
-            Ok(_) => reply.opened(FileHandle(0), open_flags(flags)),
+            Ok(ip) => {
+                let mut f = open_flags(flags);
+                if f.contains(FopenFlags::FOPEN_KEEP_CACHE) && flags & libc::O_NOATIME == 0 {
+                    f.remove(FopenFlags::FOPEN_KEEP_CACHE);
+                    f |= self.keep_cache(&ip);
+                }
+                reply.opened(FileHandle(0), f)
+            }
             Err(e) => reply.fail(self.errno("open", nodeid, &e)),
         }
     }
 
-    pub fn read(&self, nodeid: u64, offset: u64, size: u32, reply: ReplyData) {
+    /// `FOPEN_KEEP_CACHE` for an open of `ip` unless a read would now
+    /// update its atime: then the kernel drops its cached pages (or
+    /// directory entries) at the open, so the first read reaches the
+    /// daemon, which updates atime ([`Self::accessed`]). Reads the kernel
+    /// serves from its cache never reach the daemon (FUSE inodes are
+    /// `S_NOATIME` to the kernel): this is how atime still moves as the
+    /// mount's mode says at the first read after each open that needs it.
+    fn keep_cache(&self, ip: &Inode) -> FopenFlags {
+        if self.atime_due(ip) {
+            FopenFlags::empty()
+        } else {
+            FopenFlags::FOPEN_KEEP_CACHE
+        }
+    }
+
+    /// Whether a read of `ip` now updates its atime: by the library's
+    /// rules, and not after the kernel's mount was remounted read-only
+    /// (`mount -o remount,ro` changes the kernel's mount only; the mount
+    /// table is read only when an update is otherwise due).
+    fn atime_due(&self, ip: &Inode) -> bool {
+        self.fs.atime_update_due(&ip.core)
+            && !self
+                .mountpoint
+                .get()
+                .is_some_and(|m| super::mount_table::fuse_mount_read_only(m))
+    }
+
+    /// After a read of `ip`'s data or entries: its atime, by the mount's
+    /// rules (see `rxfs::fs::atime`), before the reply (the kernel asks
+    /// for fresh attributes after a read). A failed update fails no read,
+    /// as in the kernel.
+    fn accessed(&self, ip: &Inode) {
+        if self.atime_due(ip) {
+            if let Err(e) = self.fs.touch_atime(ip.ino) {
+                let _ = self.errno("atime update", ip.ino.0, &e);
+            }
+        }
+    }
+
+    /// READ; `flags` are the open file's (`O_NOATIME`: no atime update,
+    /// the kernel having checked the opener may ask that).
+    pub fn read(&self, nodeid: u64, offset: u64, size: u32, flags: i32, reply: ReplyData) {
         if offset > i64::MAX as u64 {
             return reply.fail(libc::EINVAL);
         }
@@ -275,7 +327,12 @@ impl Core {
                 b.resize(size, 0);
             }
             match self.fs.read_file(&ip, offset, &mut b[..size]) {
-                Ok(n) => reply.data(&b[..n]),
+                Ok(n) => {
+                    if flags & libc::O_NOATIME == 0 {
+                        self.accessed(&ip);
+                    }
+                    reply.data(&b[..n])
+                }
                 Err(e) => reply.fail(self.errno("read", nodeid, &e)),
             }
             if b.len() > READ_BUF_KEEP {
@@ -289,10 +346,10 @@ impl Core {
             return reply.fail(if self.rw { libc::EISDIR } else { libc::EROFS });
         }
         match self.inode(nodeid) {
-            Ok(ip) if ip.is_dir() => reply.opened(
-                FileHandle(0),
-                FopenFlags::FOPEN_KEEP_CACHE | FopenFlags::FOPEN_CACHE_DIR,
-            ),
+            Ok(ip) if ip.is_dir() => {
+                let keep = self.keep_cache(&ip);
+                reply.opened(FileHandle(0), keep | FopenFlags::FOPEN_CACHE_DIR)
+            }
             Ok(_) => reply.fail(libc::ENOTDIR),
             Err(e) => reply.fail(self.errno("opendir", nodeid, &e)),
         }
@@ -332,7 +389,10 @@ impl Core {
             !reply.add(INodeNo(e.ino.0), e.next_cookie, fuse_type(t), name)
         });
         match r.err().or(inner) {
-            None => reply.ok(),
+            None => {
+                self.accessed(&dir);
+                reply.ok()
+            }
             Some(e) => reply.fail(self.errno("readdir", nodeid, &e)),
         }
     }
@@ -375,7 +435,10 @@ impl Core {
             }
         });
         match r {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                self.accessed(&dir);
+                reply.ok()
+            }
             Err(e) => reply.fail(self.errno("readdirplus", nodeid, &e)),
         }
     }

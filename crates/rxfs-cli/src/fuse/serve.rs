@@ -157,6 +157,7 @@ pub fn serve(
         }
     };
     let _ = core.notifier.set(session.notifier());
+    let _ = core.mountpoint.set(cfg.mountpoint.clone());
     drop(core);
     ready(Ok(()));
     let mnt = cfg.mountpoint.clone();

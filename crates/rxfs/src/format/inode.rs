@@ -91,7 +91,7 @@ impl Timestamp {
 }
 
 /// The decoded inode core.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct InodeCore {
     pub mode: u16,
     pub version: u8,

@@ -5,6 +5,7 @@
 //! after its verifier has passed.
 
 pub mod ag;
+pub mod atime;
 pub mod attr;
 pub mod bmap;
 pub mod btree;
@@ -100,6 +101,11 @@ pub struct MountOptions {
     /// much longer (see [`crate::bdev::LatencyDevice`]), to measure
     /// batching and parallelism when the device is the bottleneck.
     pub inject_latency: Option<std::time::Duration>,
+    /// When reads update atime (`noatime`, `relatime`, `strictatime`;
+    /// see [`atime`]).
+    pub atime: atime::AtimeMode,
+    /// `nodiratime`: reads of directories never update atime.
+    pub nodiratime: bool,
 }
 
 /// Inodes kept decoded in memory.
