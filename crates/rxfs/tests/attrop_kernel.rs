@@ -708,7 +708,7 @@ fn acl_set_inherit_chmod() {
     );
     assert_eq!(sub.core.mode & 0o777, 0o770);
     // chmod: the mask follows the group bits.
-    let set = rxfs::fs::ops_data::SetAttr {
+    let set = rxfs::bmapop::data::SetAttr {
         mode: Some(0o600),
         ..Default::default()
     };

@@ -50,7 +50,7 @@ fn repair_ok(img: &Path) {
 // ---------------------------------------------------------------------
 // BTREE-format data forks through the Filesystem API.
 use rand::{Rng, SeedableRng};
-use rxfs::fs::ops_data::SetAttr;
+use rxfs::bmapop::data::SetAttr;
 use rxfs::Filesystem;
 
 fn open_rw(img: &Path) -> Arc<Filesystem> {

@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use common::*;
 use rxfs::bdev::{BlockDevice, FileDevice};
+use rxfs::bmapop::data::SetAttr;
 use rxfs::bmapop::{self, data};
 use rxfs::format::dinode_edit as di;
-use rxfs::fs::ops_data::SetAttr;
 use rxfs::types::{FileBlock, FsBlock, Ino};
 use rxfs::xact::memtx::MemTx;
 use rxfs::xact::{InodeId, MetaTx};

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use common::*;
 use rxfs::format::log_items::{item_type_name, ItemFormat};
 use rxfs::format::log_record::CrcCheck;
-use rxfs::fs::log::{LogContents, LogState};
+use rxfs::log::find::{LogContents, LogState};
 use rxfs::{Error, Filesystem, MountOptions};
 
 fn kernel_tests_enabled() -> bool {

@@ -18,7 +18,7 @@ use rxfs::bdev::{BlockDevice, FileDevice};
 use rxfs::format::crc;
 use rxfs::format::log::HostOrder;
 use rxfs::format::log_items::{BLFT_SHIFT, LI_BUF};
-use rxfs::fs::log::{Log, LogState};
+use rxfs::log::find::{Log, LogState};
 use rxfs::log::{LogConfig, LogWriter, NoPusher};
 
 /// `XFS_BLFT_AGF_BUF` and `XFS_BLFT_SB_BUF`.

@@ -20,7 +20,7 @@ use rxfs::Filesystem;
 #[test]
 fn lsn_rule_skips_newer_metadata() {
     use rxfs::format::log_items::ItemFormat;
-    use rxfs::fs::recover::meta_header;
+    use rxfs::format::meta_header::meta_header;
     if kernel_tests_disabled() {
         return;
     }

@@ -23,8 +23,8 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use fuser::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
+use rxfs::bmapop::data::SetAttr;
 use rxfs::format::inode::Timestamp;
-use rxfs::fs::ops_data::SetAttr;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::Inode;
 

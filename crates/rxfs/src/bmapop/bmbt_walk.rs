@@ -13,7 +13,6 @@ use super::fork::WhichFork;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{self, Extent};
 use crate::format::{be16, be64};
-use crate::fs::inode::verify_bmbt_block;
 use crate::types::{FsBlock, Ino};
 use crate::xact::{BufKind, InodeId, MetaTx};
 
@@ -81,7 +80,7 @@ pub fn walk(
             // at commit: check the structure on a stamped copy.
             let mut stamped = b.to_vec();
             crate::format::crc::update(&mut stamped, crate::format::bmbt::LBLOCK_CRC_OFF);
-            verify_bmbt_block(&stamped, daddr, ino, &uuid, l as u16)?;
+            crate::format::bmbt::verify_block(&stamped, daddr, ino, &uuid, l as u16)?;
             let bad_blk = |s: &str| Error::corrupt("bmbt block", Location::Daddr(daddr.0), s);
             let n = be16(b, 6) as usize;
             let left = if pi == 0 {

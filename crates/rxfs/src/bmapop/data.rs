@@ -29,9 +29,22 @@ use crate::error::{Error, Result};
 use crate::format::bmbt::Extent;
 use crate::format::dinode_edit as di;
 use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
-use crate::fs::ops_data::SetAttr;
 use crate::types::{FileBlock, FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
+
+/// Attribute changes (`None`: unchanged). Setting `size` truncates or
+/// extends; ctime is set to `ctime` or now when anything changes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    /// Permission bits (the file type bits are kept).
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<Timestamp>,
+    pub mtime: Option<Timestamp>,
+    pub ctime: Option<Timestamp>,
+}
 
 /// Most blocks one write transaction allocates (bounds its log space).
 pub const WRITE_TX_BLOCKS: u64 = 1024;

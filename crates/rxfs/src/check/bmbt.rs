@@ -2,7 +2,7 @@
 //! map and di_nblocks) and the tree invariants the extent loader does not
 //! look at.
 //!
-//! Invariants: every block passes [`verify_bmbt_block`] (magic, CRC, blkno,
+//! Invariants: every block passes [`crate::format::bmbt::verify_block`] (magic, CRC, blkno,
 //! UUID, owner, level, numrecs bounds); each child's first key equals its
 //! parent's key for it; keys strictly increase inside a block; at each
 //! level the blocks met left to right form one sibling chain with null
@@ -13,7 +13,6 @@ use std::collections::HashSet;
 
 use crate::format::be64;
 use crate::format::bmbt::{self, LBLOCK_HDR_SIZE};
-use crate::fs::inode::verify_bmbt_block;
 use crate::fs::Filesystem;
 use crate::types::{FsBlock, Ino};
 
@@ -73,8 +72,9 @@ pub(crate) fn walk(fs: &Filesystem, ino: Ino, root: &[u8]) -> BmbtWalk {
             }
             w.blocks.push(ptr);
             let daddr = geo.fsb_to_daddr(FsBlock(ptr));
-            let buf = match fs.read_meta(daddr, bs, |b, d| verify_bmbt_block(b, d, ino, &uuid, lvl))
-            {
+            let buf = match fs.read_meta(daddr, bs, |b, d| {
+                crate::format::bmbt::verify_block(b, d, ino, &uuid, lvl)
+            }) {
                 Ok(b) => b,
                 Err(e) => {
                     w.problems.push(e.to_string());

@@ -22,6 +22,10 @@
 use super::logvec::LogVec;
 use crate::format::inode as dinode;
 use crate::format::log::HostOrder;
+use crate::format::log_dinode::{
+    disk_to_log_dinode, ILOG_ABROOT, ILOG_ADATA, ILOG_AEXT, ILOG_CORE, ILOG_DBROOT, ILOG_DDATA,
+    ILOG_DEV, ILOG_DEXT,
+};
 use crate::format::log_items::{
     BLFT_SHIFT, BLF_CANCEL, BLF_CHUNK, BLF_INODE_BUF, LI_BUF, LI_INODE,
 };
@@ -129,15 +133,6 @@ pub fn format_buf(
         lv.push(&data[s..e]);
     }
 }
-
-pub const ILOG_CORE: u32 = 0x1;
-pub const ILOG_DDATA: u32 = 0x2;
-pub const ILOG_DEXT: u32 = 0x4;
-pub const ILOG_DBROOT: u32 = 0x8;
-pub const ILOG_DEV: u32 = 0x10;
-pub const ILOG_ADATA: u32 = 0x40;
-pub const ILOG_AEXT: u32 = 0x80;
-pub const ILOG_ABROOT: u32 = 0x100;
 
 /// What of an inode's forks is logged: (fields, data fork bytes, attr fork
 /// bytes), each fork as its logged bytes.
@@ -303,41 +298,10 @@ pub fn cluster_of(geo: &Geometry, ino: Ino) -> (Daddr, u32, u32) {
     (daddr, bpc * geo.bb_per_block(), boff)
 }
 
-/// The inverse of recovery's log-dinode conversion: on-disk (big endian)
-/// core to the host-order `xfs_log_dinode`.
-pub fn disk_to_log_dinode(d: &[u8], o: HostOrder, ld: &mut [u8], lsn: u64) {
-    ld.fill(0);
-    for off in [0usize, 2, 6, 20, 22, 80, 88, 90] {
-        o.put_u16(ld, off, be16(d, off));
-    }
-    for off in [8usize, 12, 16, 72, 76, 84, 92, 96, 128] {
-        o.put_u32(ld, off, be32(d, off));
-    }
-    for off in [24usize, 56, 64, 104, 120, 152] {
-        o.put_u64(ld, off, be64(d, off));
-    }
-    ld[4] = d[4];
-    ld[5] = d[5];
-    ld[82] = d[82];
-    ld[83] = d[83];
-    let bigtime = be64(d, 120) & dinode::DIFLAG2_BIGTIME != 0;
-    for off in [32usize, 40, 48, 144] {
-        if bigtime {
-            o.put_u64(ld, off, be64(d, off));
-        } else {
-            o.put_u32(ld, off, be32(d, off));
-            o.put_u32(ld, off + 4, be32(d, off + 4));
-        }
-    }
-    ld[132..144].copy_from_slice(&d[132..144]);
-    ld[160..176].copy_from_slice(&d[160..176]);
-    o.put_u64(ld, 112, lsn);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fs::recover_inode::log_dinode_to_disk;
+    use crate::format::log_dinode::log_dinode_to_disk;
     use crate::types::Lsn;
 
     #[test]

@@ -206,7 +206,7 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
     // kernel does (unless mounted ikeep, which rxfs has not).
     let g = tx.geo();
     let (agno, agino) = (g.ino_agno(ino), g.ino_agino(ino).0);
-    crate::fs::recover_iunlink::free_chunk_if_empty(tx, agno, agino)?;
+    crate::ialloc::free_chunk_if_empty(tx, agno, agino)?;
     Ok(())
 }
 

@@ -12,8 +12,9 @@
 //! fsblock). The inode-rooted form (bmdr) is level u16, numrecs u16, keys
 //! then pointers, with maxrecs derived from the fork size.
 
-use super::{be16, be64};
-use crate::types::FileBlock;
+use super::{be16, be32, be64, crc};
+use crate::error::{Error, Location, Result};
+use crate::types::{Daddr, FileBlock, Ino};
 
 /// One mapping of a fork: `len` blocks from file block `off` to `start`
 /// (a filesystem block, or a realtime block for realtime data forks).
@@ -79,6 +80,64 @@ pub fn root_level(b: &[u8]) -> u16 {
 
 pub fn root_numrecs(b: &[u8]) -> u16 {
     be16(b, 2)
+}
+
+/// Verifier of a long-format bmbt block.
+pub fn verify_block(
+    b: &[u8],
+    daddr: Daddr,
+    owner: Ino,
+    uuid: &super::Uuid,
+    level: u16,
+) -> Result<()> {
+    const WHAT: &str = "bmbt block";
+    let at = Location::Daddr(daddr.0);
+    let magic = be32(b, 0);
+    if magic != BMAP_CRC_MAGIC {
+        return Err(Error::corrupt(WHAT, at, format!("bad magic {magic:#x}")));
+    }
+    if !crc::verify(b, LBLOCK_CRC_OFF) {
+        return Err(Error::corrupt(WHAT, at, "CRC mismatch"));
+    }
+    if be64(b, 24) != daddr.0 {
+        return Err(Error::corrupt(
+            WHAT,
+            at,
+            format!("self-described blkno {:#x}", be64(b, 24)),
+        ));
+    }
+    if &b[40..56] != uuid {
+        return Err(Error::corrupt(
+            WHAT,
+            at,
+            "UUID does not match the filesystem",
+        ));
+    }
+    if be64(b, 56) != owner.0 {
+        return Err(Error::corrupt(
+            WHAT,
+            at,
+            format!("owner {} is not inode {}", be64(b, 56), owner.0),
+        ));
+    }
+    let lvl = be16(b, 4);
+    if lvl != level {
+        return Err(Error::corrupt(
+            WHAT,
+            at,
+            format!("level {lvl}, expected {level}"),
+        ));
+    }
+    let numrecs = be16(b, 6) as usize;
+    let max = block_maxrecs(b.len(), level == 0);
+    if numrecs == 0 || numrecs > max {
+        return Err(Error::corrupt(
+            WHAT,
+            at,
+            format!("{numrecs} records (max {max})"),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

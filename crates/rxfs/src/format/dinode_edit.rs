@@ -25,7 +25,6 @@ use super::inode::{
 };
 use super::sb::Superblock;
 use super::{be16, be32, be64, put_be16, put_be32, put_be64, Uuid};
-use crate::geometry::Geometry;
 use crate::types::Ino;
 
 /// `di_next_unlinked` of an inode on no unlinked list.
@@ -367,14 +366,8 @@ pub const S_IXGRP: u32 = 0o0010;
 /// - flags 0, flags2 BIGTIME / NREXT64 as the superblock has them;
 /// - gen, next_unlinked NULLAGINO, changecount 1, di_ino, di_uuid = the
 ///   metadata UUID. di_crc and di_lsn stay zero (stamped at write-back).
-pub fn init_dinode(
-    geo: &Geometry,
-    sb: &Superblock,
-    ino: Ino,
-    init: &NewInode,
-    gen: u32,
-) -> Vec<u8> {
-    let mut d = vec![0u8; geo.inodesize as usize];
+pub fn init_dinode(sb: &Superblock, ino: Ino, init: &NewInode, gen: u32) -> Vec<u8> {
+    let mut d = vec![0u8; sb.inodesize as usize];
     init_free_dinode(&mut d, sb, ino, gen);
     set_mode(&mut d, init.mode as u16);
     set_uid(&mut d, init.uid);

@@ -43,11 +43,10 @@ fn new(mode: u32) -> NewInode {
 fn init_file_roundtrip() {
     for (bt, nx) in [(false, false), (true, false), (true, true), (false, true)] {
         let sb = sb(bt, nx);
-        let geo = Geometry::new(&sb);
         let ino = Ino(4242);
         let n = new(S_IFREG | 0o644);
-        let d = init_dinode(&geo, &sb, ino, &n, 77);
-        assert_eq!(d.len(), geo.inodesize as usize);
+        let d = init_dinode(&sb, ino, &n, 77);
+        assert_eq!(d.len(), sb.inodesize as usize);
         let c = decode(&d, ino, &sb);
         assert_eq!(c.mode as u32, S_IFREG | 0o644);
         assert_eq!(c.version, 3);
@@ -75,7 +74,6 @@ fn init_file_roundtrip() {
 #[test]
 fn init_formats_by_type() {
     let sb = sb(true, false);
-    let geo = Geometry::new(&sb);
     for (mode, fmt) in [
         (S_IFDIR | 0o755, FMT_EXTENTS),
         (S_IFLNK | 0o777, FMT_EXTENTS),
@@ -85,7 +83,7 @@ fn init_formats_by_type() {
         (S_IFSOCK | 0o600, FMT_DEV),
         (S_IFREG | 0o600, FMT_EXTENTS),
     ] {
-        let d = init_dinode(&geo, &sb, Ino(99), &new(mode), 1);
+        let d = init_dinode(&sb, Ino(99), &new(mode), 1);
         let c = decode(&d, Ino(99), &sb);
         assert_eq!(c.format, fmt, "mode {mode:o}");
         let want_rdev = if matches!(mode & S_IFMT, S_IFCHR | S_IFBLK) {
@@ -101,9 +99,8 @@ fn init_formats_by_type() {
 fn setters_roundtrip() {
     for (bt, nx) in [(false, false), (true, true)] {
         let sb = sb(bt, nx);
-        let geo = Geometry::new(&sb);
         let ino = Ino(1234);
-        let mut d = init_dinode(&geo, &sb, ino, &new(S_IFREG | 0o600), 5);
+        let mut d = init_dinode(&sb, ino, &new(S_IFREG | 0o600), 5);
         set_mode(&mut d, (S_IFREG | 0o4755) as u16);
         set_uid(&mut d, 0xdead_beef);
         set_gid(&mut d, 0x0102_0304);
@@ -171,8 +168,7 @@ fn setters_roundtrip() {
 #[test]
 fn times_clamp_to_format() {
     let sb = sb(false, false);
-    let geo = Geometry::new(&sb);
-    let mut d = init_dinode(&geo, &sb, Ino(7), &new(S_IFREG), 1);
+    let mut d = init_dinode(&sb, Ino(7), &new(S_IFREG), 1);
     set_mtime(
         &mut d,
         Timestamp {
@@ -190,7 +186,7 @@ fn times_clamp_to_format() {
     );
     assert_eq!(mtime(&d).sec, i32::MIN as i64);
     let sb = self::sb(true, false);
-    let mut d = init_dinode(&geo, &sb, Ino(7), &new(S_IFREG), 1);
+    let mut d = init_dinode(&sb, Ino(7), &new(S_IFREG), 1);
     let far = Timestamp {
         sec: 1 << 33,
         nsec: 5,
@@ -202,8 +198,7 @@ fn times_clamp_to_format() {
 #[test]
 fn free_dinode_is_what_icreate_replay_builds() {
     let sb = sb(true, false);
-    let geo = Geometry::new(&sb);
-    let mut d = vec![0xaau8; geo.inodesize as usize];
+    let mut d = vec![0xaau8; sb.inodesize as usize];
     init_free_dinode(&mut d, &sb, Ino(555), 9);
     let c = decode(&d, Ino(555), &sb);
     assert_eq!(c.mode, 0);
@@ -217,8 +212,7 @@ fn inherit_from_parent() {
     let mut sb = sb(true, false);
     sb.features_ro_compat |= crate::format::sb::RO_COMPAT_REFLINK;
     sb.rblocks = 0;
-    let geo = Geometry::new(&sb);
-    let mut parent = init_dinode(&geo, &sb, Ino(100), &new(S_IFDIR | 0o755), 1);
+    let mut parent = init_dinode(&sb, Ino(100), &new(S_IFDIR | 0o755), 1);
     set_flags(
         &mut parent,
         DIFLAG_PROJINHERIT
@@ -235,7 +229,7 @@ fn inherit_from_parent() {
     set_flags2(&mut parent, f2);
     set_cowextsize(&mut parent, 32);
 
-    let mut file = init_dinode(&geo, &sb, Ino(101), &new(S_IFREG | 0o644), 1);
+    let mut file = init_dinode(&sb, Ino(101), &new(S_IFREG | 0o644), 1);
     inherit(&mut file, &parent, &sb);
     // No realtime device: RTINHERIT gives nothing to a file.
     assert_eq!(flags(&file), DIFLAG_EXTSIZE | DIFLAG_NOATIME | DIFLAG_SYNC);
@@ -243,7 +237,7 @@ fn inherit_from_parent() {
     assert_eq!(flags2(&file), DIFLAG2_BIGTIME | DIFLAG2_COWEXTSIZE);
     assert_eq!(cowextsize(&file), 32);
 
-    let mut dir = init_dinode(&geo, &sb, Ino(102), &new(S_IFDIR | 0o755), 1);
+    let mut dir = init_dinode(&sb, Ino(102), &new(S_IFDIR | 0o755), 1);
     inherit(&mut dir, &parent, &sb);
     assert_eq!(
         flags(&dir),
@@ -252,7 +246,7 @@ fn inherit_from_parent() {
     assert_eq!(extsize(&dir), 16);
 
     // Devices and symlinks take only the project id.
-    let mut dev = init_dinode(&geo, &sb, Ino(103), &new(S_IFCHR | 0o600), 1);
+    let mut dev = init_dinode(&sb, Ino(103), &new(S_IFCHR | 0o600), 1);
     inherit(&mut dev, &parent, &sb);
     assert_eq!(
         (flags(&dev), extsize(&dev), projid(&dev)),
@@ -263,7 +257,7 @@ fn inherit_from_parent() {
     // Bad hints are not passed on; no reflink: no COW hint.
     set_extsize(&mut parent, sb.agblocks);
     sb.features_ro_compat &= !crate::format::sb::RO_COMPAT_REFLINK;
-    let mut file = init_dinode(&geo, &sb, Ino(104), &new(S_IFREG | 0o644), 1);
+    let mut file = init_dinode(&sb, Ino(104), &new(S_IFREG | 0o644), 1);
     inherit(&mut file, &parent, &sb);
     assert_eq!(flags(&file), DIFLAG_NOATIME | DIFLAG_SYNC);
     assert_eq!((extsize(&file), cowextsize(&file)), (0, 0));
@@ -272,8 +266,8 @@ fn inherit_from_parent() {
     decode(&file, Ino(104), &sb);
 
     // A parent without flags changes nothing.
-    let plain = init_dinode(&geo, &sb, Ino(100), &new(S_IFDIR | 0o755), 1);
-    let mut f = init_dinode(&geo, &sb, Ino(105), &new(S_IFREG | 0o644), 1);
+    let plain = init_dinode(&sb, Ino(100), &new(S_IFDIR | 0o755), 1);
+    let mut f = init_dinode(&sb, Ino(105), &new(S_IFREG | 0o644), 1);
     let orig = f.clone();
     inherit(&mut f, &plain, &sb);
     assert_eq!(f, orig);

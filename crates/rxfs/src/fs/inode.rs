@@ -58,7 +58,7 @@ use super::Filesystem;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt;
 use crate::format::inode::{self as dinode, FMT_BTREE, FMT_DEV, FMT_EXTENTS, FMT_LOCAL};
-use crate::types::{Daddr, FileBlock, ForkKind, FsBlock};
+use crate::types::{FileBlock, ForkKind, FsBlock};
 
 /// Largest file offset in blocks an extent may reach (2^54).
 const MAX_FILEOFF: u64 = 1 << 54;
@@ -501,7 +501,9 @@ impl Filesystem {
         let daddr = geo.fsb_to_daddr(fsb);
         let bs = geo.blocksize as usize;
         let uuid = self.sb().metadata_uuid();
-        let buf = self.read_meta(daddr, bs, |b, d| verify_bmbt_block(b, d, ino, &uuid, level))?;
+        let buf = self.read_meta(daddr, bs, |b, d| {
+            bmbt::verify_block(b, d, ino, &uuid, level)
+        })?;
         let numrecs = crate::format::be16(&buf, 6) as usize;
         if level == 0 {
             if out.len() as u64 + numrecs as u64 > nextents {
@@ -545,63 +547,4 @@ impl Filesystem {
             ForkKind::Attr => ip.attr.as_ref(),
         }
     }
-}
-
-/// Verifier of a long-format bmbt block.
-pub fn verify_bmbt_block(
-    b: &[u8],
-    daddr: Daddr,
-    owner: Ino,
-    uuid: &crate::format::Uuid,
-    level: u16,
-) -> Result<()> {
-    use crate::format::{be16, be32, be64, crc};
-    const WHAT: &str = "bmbt block";
-    let at = Location::Daddr(daddr.0);
-    let magic = be32(b, 0);
-    if magic != bmbt::BMAP_CRC_MAGIC {
-        return Err(Error::corrupt(WHAT, at, format!("bad magic {magic:#x}")));
-    }
-    if !crc::verify(b, bmbt::LBLOCK_CRC_OFF) {
-        return Err(Error::corrupt(WHAT, at, "CRC mismatch"));
-    }
-    if be64(b, 24) != daddr.0 {
-        return Err(Error::corrupt(
-            WHAT,
-            at,
-            format!("self-described blkno {:#x}", be64(b, 24)),
-        ));
-    }
-    if &b[40..56] != uuid {
-        return Err(Error::corrupt(
-            WHAT,
-            at,
-            "UUID does not match the filesystem",
-        ));
-    }
-    if be64(b, 56) != owner.0 {
-        return Err(Error::corrupt(
-            WHAT,
-            at,
-            format!("owner {} is not inode {}", be64(b, 56), owner.0),
-        ));
-    }
-    let lvl = be16(b, 4);
-    if lvl != level {
-        return Err(Error::corrupt(
-            WHAT,
-            at,
-            format!("level {lvl}, expected {level}"),
-        ));
-    }
-    let numrecs = be16(b, 6) as usize;
-    let max = bmbt::block_maxrecs(b.len(), level == 0);
-    if numrecs == 0 || numrecs > max {
-        return Err(Error::corrupt(
-            WHAT,
-            at,
-            format!("{numrecs} records (max {max})"),
-        ));
-    }
-    Ok(())
 }

@@ -117,8 +117,8 @@ pub struct Filesystem {
     sb: Superblock,
     geo: Geometry,
     opts: MountOptions,
-    /// The log state found at open (see [`log::LogState`]).
-    log_state: Option<log::LogState>,
+    /// The log state found at open (see [`crate::log::find::LogState`]).
+    log_state: Option<crate::log::find::LogState>,
     /// What log recovery replayed at open (read-only mounts of a dirty log).
     recovery: Option<recover::RecoveryStats>,
     icache: inode::InodeCache,

@@ -14,26 +14,12 @@
 use std::sync::Arc;
 
 use super::{Filesystem, Inode};
+use crate::bmapop::data::SetAttr;
 use crate::bmapop::data::{self, WriteOpts};
 use crate::bmapop::Placement;
 use crate::error::{Error, Result};
-use crate::format::inode::Timestamp;
 use crate::types::Ino;
 use crate::xact::{MetaTx, Resv};
-
-/// Attribute changes (`None`: unchanged). Setting `size` truncates or
-/// extends; ctime is set to `ctime` or now when anything changes.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct SetAttr {
-    /// Permission bits (the file type bits are kept).
-    pub mode: Option<u32>,
-    pub uid: Option<u32>,
-    pub gid: Option<u32>,
-    pub size: Option<u64>,
-    pub atime: Option<Timestamp>,
-    pub mtime: Option<Timestamp>,
-    pub ctime: Option<Timestamp>,
-}
 
 impl Filesystem {
     /// Write `data` at byte `off` of a regular file; returns bytes written.

@@ -30,10 +30,10 @@ use std::sync::atomic::Ordering;
 
 use super::Filesystem;
 use crate::bmapop::data;
+use crate::bmapop::data::SetAttr;
 use crate::error::Result;
 use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
 use crate::fs::inode::Inode;
-use crate::fs::ops_data::SetAttr;
 use crate::types::{FileBlock, FileType, FsBlock, Ino};
 use crate::xact::{MetaTx, Resv};
 

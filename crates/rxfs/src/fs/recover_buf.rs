@@ -17,10 +17,11 @@
 //! those 4-byte fields are copied, and the CRC of each changed inode is
 //! recomputed. CANCEL items and cancelled buffers are skipped.
 
-use super::recover::{block_lsn, buf_is_newer, stamp_and_verify, Replay};
+use super::recover::{buf_is_newer, Replay};
 use crate::error::{Error, Location, Result};
 use crate::format::log_items::{BufFormat, BLF_CHUNK};
 use crate::format::log_ops::LogItem;
+use crate::format::meta_header::{block_lsn, meta_header, stamp_and_verify};
 use crate::format::{be16, be32, crc, put_be32};
 use crate::types::Lsn;
 
@@ -113,7 +114,7 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &BufFormat, item: &LogItem
         // not): its LSN proves nothing, and replaying every item of the
         // window over it rebuilds it, since every change since its last
         // complete write is in the window. (The kernel trusts the LSN.)
-        let intact = super::recover::meta_header(&buf).is_none_or(|h| crc::verify(&buf, h.crc_off));
+        let intact = meta_header(&buf).is_none_or(|h| crc::verify(&buf, h.crc_off));
         if let Some(disk) = block_lsn(&buf, &uuid).filter(|_| intact) {
             if buf_is_newer(disk, r.stamped.get(&f.blkno).copied(), lsn) {
                 r.stats.buf_skipped_lsn += 1;

@@ -35,7 +35,6 @@
 
 use std::sync::Arc;
 
-use super::log::LogState;
 use super::recover::{recover, PendingIntent, Recovered, OVERLAY_MAX_BYTES};
 use super::recover_iunlink;
 use crate::bdev::{BlockDevice, OverlayDevice};
@@ -44,6 +43,7 @@ use crate::format::log::HostOrder;
 use crate::format::log_items::{encode_free_extents, FreeExtent, ItemFormat};
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
+use crate::log::find::LogState;
 use crate::types::FsBlock;
 use crate::xact::memtx::MemTx;
 use crate::xact::MetaTx;

@@ -37,7 +37,6 @@
 
 use std::sync::Arc;
 
-use super::log::{Log, LogState};
 use super::recover::RecoveryStats;
 use super::recover_finish::{recover_and_finish, Unfreeable};
 use crate::bdev::BlockDevice;
@@ -48,6 +47,7 @@ use crate::format::log_ops::push_op;
 use crate::format::log_record::{LogRecord, RecordHeader};
 use crate::format::put_be32;
 use crate::geometry::Geometry;
+use crate::log::find::{Log, LogState};
 use crate::types::Daddr;
 
 /// Log buffer size written into the unmount record's header.

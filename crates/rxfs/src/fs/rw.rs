@@ -202,7 +202,7 @@ impl Filesystem {
                 format!("device has {} bytes, filesystem needs {need}", dev.size()),
             ));
         }
-        let st = super::log::Log::new(&*dev, &geo, &sb)?.find_state()?;
+        let st = crate::log::find::Log::new(&*dev, &geo, &sb)?.find_state()?;
         // A dirty log: checked in memory (refused with nothing written),
         // replayed onto the device, then continued and finished through
         // logged transactions below (see rw_recover).

@@ -32,7 +32,6 @@
 
 use std::sync::Arc;
 
-use super::log::{Log, LogState};
 use super::recover::{recover, PendingIntent, RecoveryStats};
 use super::recover_finish::{efi_extents, free_efi_extents};
 use super::recover_iunlink::{pop_unlinked, unlinked_buckets};
@@ -45,6 +44,7 @@ use crate::format::log::HostOrder;
 use crate::format::log_items::encode_free_extents;
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
+use crate::log::find::{Log, LogState};
 use crate::types::Daddr;
 use crate::xact::Resv;
 

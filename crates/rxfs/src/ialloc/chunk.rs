@@ -22,13 +22,16 @@
 //! write-back of an unlogged buffer does not know about inode CRCs.
 
 use super::{agi, irec};
-use crate::alloc::btree_edit::{Lookup, Tree};
+use crate::alloc::btree_edit::{self, Lookup, Tree};
 use crate::alloc::{alloc_extent, free_extent, AgExtent, AllocReq};
 use crate::error::{Error, Location, Result};
+use crate::format::btree::BtreeKey;
 use crate::format::btree::{InobtRec, INODES_PER_CHUNK, INODES_PER_HOLEMASK_BIT};
 use crate::format::crc;
 use crate::format::dinode_edit::{self, NULLAGINO};
 use crate::format::inode::DINODE_CRC_OFF;
+use crate::format::{be32, put_be32};
+use crate::rmap::RmapOwner;
 use crate::types::{AgBlock, AgIno, AgNumber};
 use crate::xact::{BufId, BufKind, MetaTx, SbCounter};
 
@@ -262,4 +265,90 @@ fn init_clusters(
         tx.ordered_buf(b);
     }
     Ok(())
+}
+
+/// After freeing an inode at `agino`: if its chunk is now entirely free,
+/// free the chunk as the kernel does (unless mounted `ikeep`, which rxfs
+/// has not): remove its inobt and finobt records, take its inodes off the
+/// AGI and superblock counts, cancel its cluster buffers and free its
+/// blocks (only the present parts of a sparse chunk). Returns the blocks
+/// freed.
+pub fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> Result<u64> {
+    let geo = tx.geo().clone();
+    if geo.inopblock > INODES_PER_CHUNK {
+        return Ok(0);
+    }
+    let sparse = tx.sb().has_sparse_inodes();
+    let key = |startino: u32| BtreeKey(startino as u64, 0, 0);
+    let at = Location::Ino(geo.agino_to_ino(agno, AgIno(agino)).0);
+    let Some(found) = btree_edit::lookup(tx, Tree::Ino, agno, key(agino), Lookup::Le)? else {
+        return Err(Error::corrupt("inobt", at, "no record for a freed inode"));
+    };
+    let rec = InobtRec::decode(&found.rec, sparse);
+    if agino < rec.startino || agino - rec.startino >= INODES_PER_CHUNK {
+        return Err(Error::corrupt("inobt", at, "no record for a freed inode"));
+    }
+    if rec.free != u64::MAX {
+        return Ok(0);
+    }
+    // The runs of present inodes: (first inode, count), 4 per holemask bit.
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for bit in 0..16u32 {
+        if rec.holemask & (1 << bit) != 0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some((s, n)) if *s + *n == 4 * bit => *n += 4,
+            _ => runs.push((4 * bit, 4)),
+        }
+    }
+    let present: u32 = runs.iter().map(|r| r.1).sum();
+    if present != rec.count
+        || runs
+            .iter()
+            .any(|&(s, n)| s % geo.inopblock != 0 || n % geo.inopblock != 0)
+    {
+        return Err(Error::corrupt(
+            "inobt record",
+            at,
+            format!(
+                "chunk at {} holemask {:#x} count {} does not fit {} inodes per block",
+                rec.startino, rec.holemask, rec.count, geo.inopblock
+            ),
+        ));
+    }
+    btree_edit::delete(tx, Tree::Ino, agno, key(rec.startino))?;
+    if tx.sb().has_finobt() {
+        btree_edit::delete(tx, Tree::Fino, agno, key(rec.startino))?;
+    }
+    let agi = agi::read(tx, agno)?;
+    for off in [agi::COUNT, agi::FREECOUNT] {
+        let v = be32(tx.buf(agi), off);
+        let Some(v) = v.checked_sub(rec.count) else {
+            return Err(Error::corrupt("AGI", at, "inode counts below a chunk's"));
+        };
+        put_be32(tx.buf_mut(agi), off, v);
+        tx.log_buf(agi, off..off + 4);
+    }
+    tx.mod_sb(SbCounter::ICount, -(rec.count as i64));
+    tx.mod_sb(SbCounter::IFree, -(rec.count as i64));
+    let chunk_agbno = geo.agino_agbno(AgIno(rec.startino)).0;
+    let cluster = geo.inode_cluster_blocks.max(1);
+    let mut blocks = 0u64;
+    for (first, n) in runs {
+        let agbno = chunk_agbno + first / geo.inopblock;
+        let len = n / geo.inopblock;
+        let mut b = 0;
+        while b < len {
+            let daddr = geo.agb_to_daddr(agno, AgBlock(agbno + b));
+            let c = cluster.min(len - b);
+            let id = tx.new_buf(daddr, (c as usize) << geo.blocklog, BufKind::Dino)?;
+            tx.stale_buf(id);
+            b += c;
+        }
+        crate::rmap::rmap_free(tx, agno, AgBlock(agbno), len, &RmapOwner::Inodes)?;
+        crate::alloc::free_extent(tx, agno, AgBlock(agbno), len)?;
+        blocks += len as u64;
+    }
+    Ok(blocks)
 }

@@ -76,7 +76,7 @@ use crate::types::{AgIno, AgNumber, Ino};
 use crate::xact::{BufId, BufKind, InodeId, MetaTx, SbCounter};
 
 pub use crate::format::dinode_edit::NewInode;
-pub use chunk::chunk_blocks;
+pub use chunk::{chunk_blocks, free_chunk_if_empty};
 
 /// Rotor for the AG of new directories of transactions that have no
 /// mount of their own (unlogged test transactions); a mounted filesystem
@@ -194,7 +194,7 @@ pub fn ialloc_from(
             Some(g) => g,
             None => reuse_gen(tx, ino)?,
         };
-        let mut d = init_dinode(tx.geo(), tx.sb(), ino, init, gen);
+        let mut d = init_dinode(tx.sb(), ino, init, gen);
         if let Some(p) = parent_dinode(tx, parent)? {
             de::inherit(&mut d, &p, tx.sb());
         }

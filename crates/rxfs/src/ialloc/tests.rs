@@ -6,7 +6,6 @@ use super::*;
 use crate::format::crc;
 use crate::format::inode::{decode_core, Timestamp, DIFLAG2_BIGTIME, FMT_BTREE};
 use crate::format::sb::{Superblock, INCOMPAT_BIGTIME};
-use crate::geometry::Geometry;
 
 const HDR: &[u8] = include_bytes!("../format/testdata/ag2_hdr.bin");
 
@@ -19,7 +18,6 @@ fn sb() -> Superblock {
 #[test]
 fn freed_dinode_is_free_and_keeps_times() {
     let sb = sb();
-    let geo = Geometry::new(&sb);
     let t = Timestamp {
         sec: 1_600_000_000,
         nsec: 42,
@@ -33,7 +31,7 @@ fn freed_dinode_is_free_and_keeps_times() {
         time: t,
     };
     let ino = Ino(777);
-    let mut d = init_dinode(&geo, &sb, ino, &init, 10);
+    let mut d = init_dinode(&sb, ino, &init, 10);
     // Pretend it was an old-style inode with a btree fork and data.
     de::set_flags2(&mut d, 0);
     de::set_atime(&mut d, t);

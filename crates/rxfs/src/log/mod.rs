@@ -114,6 +114,7 @@
 //! - `written_below <= next_seq`; a commit record's pre-flush is issued
 //!   only once `written_below` reached its sequence.
 
+pub mod find;
 mod force;
 mod gate;
 pub mod grant;

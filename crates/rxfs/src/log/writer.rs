@@ -18,7 +18,7 @@ use crate::format::log::{CLIENT_TRANSACTION, OP_COMMIT, OP_HEADER_SIZE, OP_START
 use crate::format::log::{RECORD_MAGIC, TRANS_CHECKPOINT, TRANS_HEADER_SIZE, TRANS_MAGIC};
 use crate::format::log_record::RecordHeader;
 use crate::format::Uuid;
-use crate::fs::log::LogState;
+use crate::log::find::LogState;
 use crate::types::{Daddr, Lsn};
 
 /// Where the log is and how to write it.
@@ -47,7 +47,7 @@ pub struct LogConfig {
 }
 
 impl LogConfig {
-    /// Continue the log found by [`crate::fs::log::Log::find_state`] (a
+    /// Continue the log found by [`crate::log::find::Log::find_state`] (a
     /// clean log: its head is past every LSN in use, so every LSN this
     /// writer stamps is newer than any on disk).
     pub fn from_state(st: &LogState, uuid: Uuid, logbufs: usize, logbsize: u32) -> Self {

@@ -3,7 +3,7 @@ use crate::bdev::MemDevice;
 use crate::error::Error;
 use crate::format::log::{OP_CONTINUE, OP_WAS_CONT};
 use crate::format::log_ops::Transaction;
-use crate::fs::log::Log;
+use crate::log::find::Log;
 use crate::log::NoPusher;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
@@ -78,7 +78,7 @@ fn checkpoint(lw: &LogWriter, items: &[Vec<Vec<u8>>]) -> CheckpointLsns {
     lw.write_standalone_checkpoint(items).unwrap()
 }
 
-fn read_back(d: &SlowDev, bbs: u32) -> (crate::fs::log::LogState, Vec<Transaction>) {
+fn read_back(d: &SlowDev, bbs: u32) -> (crate::log::find::LogState, Vec<Transaction>) {
     let log = Log::from_parts(&d.mem, Daddr(0), bbs, UUID).unwrap();
     let st = log.find_state().unwrap();
     let c = log.contents(&st).unwrap();

@@ -21,8 +21,8 @@ use std::sync::Mutex;
 
 use super::scan::{Node, Tree};
 use super::{source, Cause, Dest, Options, PopulateError, Progress, Summary};
+use crate::bmapop::data::SetAttr;
 use crate::format::inode::Timestamp;
-use crate::fs::ops_data::SetAttr;
 use crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
 use crate::fs::ops_ns::CreateArgs;
 use crate::fs::Filesystem;

@@ -10,8 +10,8 @@
 //! order, counts) are run by the algorithms through the format layer.
 
 use crate::error::{Error, Location, Result};
+use crate::format::meta_header::meta_header;
 use crate::format::{be16, be32, be64, crc, Uuid};
-use crate::fs::recover::meta_header;
 use crate::types::Daddr;
 
 /// Kinds of metadata buffers.

@@ -13,9 +13,9 @@ use super::{BufId, BufKind, InodeId, MetaTx, SbCounter};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::format::inode as dinode;
+use crate::format::meta_header::meta_header;
 use crate::format::sb::Superblock;
 use crate::format::{be16, be64, crc, put_be64};
-use crate::fs::recover::meta_header;
 use crate::geometry::Geometry;
 use crate::types::{AgBlock, AgNumber, Daddr, Ino};
 

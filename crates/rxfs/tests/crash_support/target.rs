@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rxfs::bdev::CrashDevice;
+use rxfs::bmapop::data::SetAttr;
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::ops_attr::XattrSet;
-use rxfs::fs::ops_data::SetAttr;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::ops_rename::RenameFlags;
 use rxfs::types::Ino;

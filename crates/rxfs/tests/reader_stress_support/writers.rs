@@ -5,9 +5,9 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use super::*;
+use rxfs::bmapop::data::SetAttr;
 use rxfs::format::dir::{FREE_OFFSET_BYTES, LEAF_OFFSET_BYTES};
 use rxfs::fs::ops_attr::XattrSet;
-use rxfs::fs::ops_data::SetAttr;
 use rxfs::fs::ops_falloc::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::ops_rename::RenameFlags;
