@@ -17,6 +17,7 @@ mod cmd;
 mod fuse;
 mod manifest;
 mod opts;
+mod stat_view;
 mod sys;
 mod text;
 

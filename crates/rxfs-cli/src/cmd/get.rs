@@ -194,7 +194,7 @@ impl Copier<'_> {
                     .map_err(|e| io_message(&e))?;
             }
             FileType::CharDev | FileType::BlockDev | FileType::Fifo | FileType::Socket => {
-                let (ma, mi) = super::stat::rdev(ip).unwrap_or((0, 0));
+                let (ma, mi) = crate::stat_view::rdev(ip).unwrap_or((0, 0));
                 let kind = c.mode as u32 & libc::S_IFMT;
                 sys::mknod(path, kind | 0o600, ma, mi).map_err(|e| io_message(&e))?;
             }

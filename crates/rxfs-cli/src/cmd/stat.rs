@@ -34,22 +34,6 @@ pub fn run(a: Args) -> CliResult<()> {
     Ok(())
 }
 
-/// st_blocks as the kernel's XFS reports it: allocated blocks in 512-byte
-/// units.
-pub fn st_blocks(fs: &Filesystem, ip: &Inode) -> u64 {
-    ip.core.nblocks << (fs.geo().blocklog - 9)
-}
-
-/// (major, minor) for device files.
-pub fn rdev(ip: &Inode) -> Option<(u32, u32)> {
-    match (ip.file_type(), &ip.data) {
-        (Some(FileType::CharDev | FileType::BlockDev), Fork::Dev(raw)) => {
-            Some(rxfs::format::inode::decode_rdev(*raw))
-        }
-        _ => None,
-    }
-}
-
 pub fn render(fs: &Filesystem, name: &str, ip: &Inode) -> rxfs::Result<String> {
     let c = &ip.core;
     let ft = ip.file_type();
@@ -64,12 +48,12 @@ pub fn render(fs: &Filesystem, name: &str, ip: &Inode) -> rxfs::Result<String> {
     o.push_str(&format!(
         "  Size: {:<10}\tBlocks: {:<10} IO Block: {:<6} {}\n",
         c.size,
-        st_blocks(fs, ip),
-        crate::fuse::attr::st_blksize(fs, ip),
+        crate::stat_view::st_blocks(fs, ip),
+        crate::stat_view::st_blksize(fs, ip),
         type_long_name(ft, c.size)
     ));
     let mut l3 = format!("Inode: {:<11} Links: {}", ip.ino.0, c.nlink);
-    if let Some((ma, mi)) = rdev(ip) {
+    if let Some((ma, mi)) = crate::stat_view::rdev(ip) {
         l3.push_str(&format!("     Device type: {ma},{mi}"));
     }
     o.push_str(&l3);

@@ -14,25 +14,10 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType as FuseType};
-use rxfs::format::inode::{Timestamp, DIFLAG_EXTSIZE};
+use rxfs::format::inode::Timestamp;
 use rxfs::fs::Inode;
 use rxfs::types::FileType;
 use rxfs::Filesystem;
-
-const PAGE_SIZE: u32 = 4096;
-
-pub fn st_blksize(fs: &Filesystem, ip: &Inode) -> u32 {
-    let bs = fs.geo().blocksize;
-    if ip.is_realtime() {
-        let ext = if ip.core.flags & DIFLAG_EXTSIZE != 0 && ip.core.extsize != 0 {
-            ip.core.extsize
-        } else {
-            fs.sb().rextsize
-        };
-        return ext.saturating_mul(bs);
-    }
-    bs.max(PAGE_SIZE)
-}
 
 /// Linux's `new_encode_dev(MKDEV(major, minor))`, the form FUSE expects.
 pub fn encode_dev(major: u32, minor: u32) -> u32 {
@@ -64,13 +49,13 @@ pub fn fuse_type(t: Option<FileType>) -> FuseType {
 
 pub fn file_attr(fs: &Filesystem, ip: &Inode) -> FileAttr {
     let c = &ip.core;
-    let rdev = crate::cmd::stat::rdev(ip)
+    let rdev = crate::stat_view::rdev(ip)
         .map(|(ma, mi)| encode_dev(ma, mi))
         .unwrap_or(0);
     FileAttr {
         ino: fuser::INodeNo(ip.ino.0),
         size: c.size,
-        blocks: crate::cmd::stat::st_blocks(fs, ip),
+        blocks: crate::stat_view::st_blocks(fs, ip),
         atime: system_time(c.atime),
         mtime: system_time(c.mtime),
         ctime: system_time(c.ctime),
@@ -81,7 +66,7 @@ pub fn file_attr(fs: &Filesystem, ip: &Inode) -> FileAttr {
         uid: c.uid,
         gid: c.gid,
         rdev,
-        blksize: st_blksize(fs, ip),
+        blksize: crate::stat_view::st_blksize(fs, ip),
         flags: 0,
     }
 }

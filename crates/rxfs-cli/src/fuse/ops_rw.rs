@@ -269,10 +269,10 @@ impl Core {
         if offset < 0 {
             return reply.fail(libc::EINVAL);
         }
-        // The common case, an overwrite of written blocks in a file that
-        // keeps no set-gid bit and has no sync flag, looks the inode up
+        // The common case, an overwrite of written blocks in a file with
+        // no set-id bit to drop and no sync flag, looks the inode up
         // once, under the library's shared locks.
-        let plain = |ip: &Inode| ip.core.flags & DIFLAG_SYNC == 0 && !needs_sgid_drop(ip, who);
+        let plain = |ip: &Inode| ip.core.flags & DIFLAG_SYNC == 0 && setid_to_drop(ip, who) == 0;
         match self
             .fs
             .overwrite_if(self.ino(nodeid), offset as u64, data, plain)
@@ -286,7 +286,7 @@ impl Core {
             Ok(ip) => ip,
             Err(e) => return reply.fail(self.errno("write", nodeid, &e)),
         };
-        if let Err(e) = self.drop_sgid_before_change(&ip, nodeid, who) {
+        if let Err(e) = self.drop_setid_before_change(&ip, nodeid, who) {
             return reply.fail(e);
         }
         match self.fs.write(ip.ino, offset as u64, data) {
@@ -336,7 +336,7 @@ impl Core {
             return reply.fail(e.errno());
         }
         if set.size.is_some() && set.mode.is_none() {
-            if let Err(e) = self.drop_sgid_before_change(&ip, nodeid, who) {
+            if let Err(e) = self.drop_setid_before_change(&ip, nodeid, who) {
                 return reply.fail(e);
             }
         }
@@ -368,7 +368,7 @@ impl Core {
         if let Err(e) = flags_allow(dst.core.flags, Change::Modify) {
             return reply.fail(e.errno());
         }
-        if let Err(e) = self.drop_sgid_before_change(&dst, r.ino_out, who) {
+        if let Err(e) = self.drop_setid_before_change(&dst, r.ino_out, who) {
             return reply.fail(e);
         }
         let want = r.len.min(COPY_MAX);
@@ -407,19 +407,23 @@ impl Core {
         reply.written(done as u32)
     }
 
-    /// Before a write or truncate by `who`: the one set-id rule FUSE's
-    /// kernel side leaves out. It drops set-uid, and set-gid with group
-    /// execute, itself (a SETATTR of the mode before the change), but not
-    /// set-gid without group execute when the writer is outside the file's
-    /// group and lacks CAP_FSETID, which XFS drops (`rxfs::cred`). `ip` is
-    /// node `nodeid` as the caller just looked it up; the caller's groups
-    /// and capabilities are read only for such a file.
-    fn drop_sgid_before_change(&self, ip: &Inode, nodeid: u64, who: Asker) -> Result<(), i32> {
-        if !needs_sgid_drop(ip, who) {
+    /// Before a write or truncate by `who`: the set-id bits XFS clears
+    /// for a data change by a caller without CAP_FSETID (`rxfs::cred`).
+    /// FUSE's kernel side drops set-uid, and set-gid with group execute,
+    /// itself for buffered writes and truncates (a SETATTR of the mode
+    /// before the change), but never set-gid without group execute when
+    /// the writer is outside the file's group, and nothing at all for a
+    /// direct-I/O write: those are the daemon's to drop (dropping again
+    /// what the kernel already dropped changes nothing). `ip` is node
+    /// `nodeid` as the caller just looked it up; the caller's groups and
+    /// capabilities are read only for a file with a set-id bit.
+    fn drop_setid_before_change(&self, ip: &Inode, nodeid: u64, who: Asker) -> Result<(), i32> {
+        let drop = setid_to_drop(ip, who);
+        if drop == 0 {
             return Ok(());
         }
         let set = SetAttr {
-            mode: Some(ip.core.mode as u32 & 0o7777 & !libc::S_ISGID),
+            mode: Some(ip.core.mode as u32 & 0o7777 & !drop),
             ..SetAttr::default()
         };
         match self.fs.setattr(ip.ino, &set) {
@@ -504,15 +508,15 @@ impl SetAttrArgs {
     }
 }
 
-/// Whether a change of `ip`'s data by `who` must clear its set-gid bit
-/// first (see [`Core::drop_sgid_before_change`]): a regular file with
-/// set-gid and without group execute (the case FUSE's kernel side leaves
-/// to the daemon), changed by a caller XFS's rules make drop it.
-fn needs_sgid_drop(ip: &Inode, who: Asker) -> bool {
+/// The set-id bits a change of `ip`'s data by `who` clears (see
+/// [`Core::drop_setid_before_change`]); 0 for most files without asking
+/// for the caller's credentials.
+fn setid_to_drop(ip: &Inode, who: Asker) -> u32 {
     let mode = ip.core.mode as u32;
-    mode & libc::S_IFMT == libc::S_IFREG
-        && mode & (libc::S_ISGID | libc::S_IXGRP) == libc::S_ISGID
-        && who.cred().privs_to_drop(mode, ip.core.gid) & libc::S_ISGID != 0
+    if mode & libc::S_IFMT != libc::S_IFREG || mode & (libc::S_ISUID | libc::S_ISGID) == 0 {
+        return 0;
+    }
+    who.cred().privs_to_drop(mode, ip.core.gid)
 }
 
 #[cfg(test)]
