@@ -65,7 +65,7 @@ mod chunk;
 mod irec;
 pub mod unlinked;
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 
 use crate::alloc::btree_edit::{Lookup, Tree};
 use crate::error::{Error, Location, Result};
@@ -77,11 +77,6 @@ use crate::xact::{BufId, BufKind, InodeId, MetaTx, SbCounter};
 
 pub use crate::format::dinode_edit::NewInode;
 pub use chunk::{chunk_blocks, free_chunk_if_empty};
-
-/// Rotor for the AG of new directories of transactions that have no
-/// mount of their own (unlogged test transactions); a mounted filesystem
-/// has its own ([`MetaTx::dir_rotor`]).
-pub(crate) static DIR_ROTOR: AtomicU32 = AtomicU32::new(0);
 
 /// An unpredictable 32-bit number for generation numbers (no crate
 /// dependency: std's per-process random hash keys, a counter and the

@@ -154,7 +154,7 @@ impl MetaTx for MemTx {
         use std::sync::atomic::Ordering::Relaxed;
         match &self.dir_rotor {
             Some(r) => r.fetch_add(1, Relaxed),
-            None => crate::ialloc::DIR_ROTOR.fetch_add(1, Relaxed),
+            None => super::DIR_ROTOR.fetch_add(1, Relaxed),
         }
     }
     fn geo(&self) -> &Geometry {

@@ -107,6 +107,11 @@ pub enum Resv {
     AllSuperblocks,
 }
 
+/// Rotor for the AG of new directories of transactions that have no
+/// mount of their own (unlogged test transactions); a mounted filesystem
+/// has its own ([`MetaTx::dir_rotor`]).
+pub(crate) static DIR_ROTOR: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 /// What metadata algorithms need from a transaction. See the module doc
 /// for the rules.
 pub trait MetaTx {
@@ -134,7 +139,7 @@ pub trait MetaTx {
     /// The next value of the filesystem's directory rotor (the AG a new
     /// directory's inode is looked for in first, round robin).
     fn dir_rotor(&self) -> u32 {
-        crate::ialloc::DIR_ROTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        DIR_ROTOR.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
     }
     /// Join a buffer for a block just allocated: zeroed, not read.
     fn new_buf(&mut self, daddr: Daddr, len: usize, kind: BufKind) -> Result<BufId>;
