@@ -19,9 +19,7 @@ fuzz_target!(|data: &[u8]| {
         rxfs_fuzz::fixup_block(&mut b, daddr, 131);
     }
     let level = (ctl >> 1) as u16 & 3;
-    if rxfs::fs::inode::verify_bmbt_block(&b, Daddr(daddr), Ino(131), &rxfs_fuzz::UUID, level)
-        .is_err()
-    {
+    if bmbt::verify_block(&b, Daddr(daddr), Ino(131), &rxfs_fuzz::UUID, level).is_err() {
         return;
     }
     // A verified block's records lie inside the block.
