@@ -259,9 +259,8 @@ impl Core {
             }
             Ok(ip) => {
                 let mut f = open_flags(flags);
-                if f.contains(FopenFlags::FOPEN_KEEP_CACHE) && flags & libc::O_NOATIME == 0 {
+                if flags & libc::O_NOATIME == 0 && self.atime_due(&ip) {
                     f.remove(FopenFlags::FOPEN_KEEP_CACHE);
-                    f |= self.keep_cache(&ip);
                 }
                 reply.opened(FileHandle(0), f)
             }

@@ -281,7 +281,7 @@ impl Core {
             Ok(None) => {}
             Err(e) => return reply.fail(self.errno("write", nodeid, &e)),
         }
-        // One cached lookup serves the set-gid rule and the sync flag.
+        // One cached lookup serves the set-id rules and the sync flag.
         let ip = match self.inode(nodeid) {
             Ok(ip) => ip,
             Err(e) => return reply.fail(self.errno("write", nodeid, &e)),
