@@ -50,6 +50,11 @@ pub struct FuseOpts {
     pub subtype: Option<String>,
     /// FUSE event loops, each on its own clone of `/dev/fuse`.
     pub threads: Option<usize>,
+    /// `fuse_uring=on|off|auto`: serve requests over io_uring
+    /// (`FUSE_OVER_IO_URING`). None (auto): when the kernel offers it
+    /// (the fuse module's `enable_uring` parameter); on: the mount fails
+    /// if it does not; off: never.
+    pub uring: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -238,6 +243,18 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                     return Err(CliError::usage(format!("bad subtype '{v}'")));
                 }
                 o.fuse.subtype = Some(v.to_string())
+            }
+            ("fuse_uring", Some(v)) => {
+                o.fuse.uring = match v {
+                    "auto" => None,
+                    "on" => Some(true),
+                    "off" => Some(false),
+                    _ => {
+                        return Err(CliError::usage(format!(
+                            "bad fuse_uring '{v}' (on, off or auto)"
+                        )))
+                    }
+                }
             }
             ("threads", Some(v)) => {
                 let n: usize = v
@@ -464,6 +481,12 @@ mod tests {
         assert_eq!(o.fuse.flags, vec!["noexec".to_string()]);
         assert_eq!(o.fuse.threads, Some(3));
         assert!(p(&["threads=0"], true).is_err());
+        assert_eq!(p(&["fuse_uring=on"], true).unwrap().fuse.uring, Some(true));
+        assert_eq!(
+            p(&["fuse_uring=off"], true).unwrap().fuse.uring,
+            Some(false)
+        );
+        assert!(p(&["fuse_uring=maybe"], true).is_err());
         assert!(p(&["allow_root"], true).is_err());
         assert!(p(&["nonsense=1"], true).is_err());
         assert!(p(&["ro=1"], true).is_err());

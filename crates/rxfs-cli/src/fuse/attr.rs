@@ -13,7 +13,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use fuser::{FileAttr, FileType as FuseType};
+use super::wire::{FileAttr, FileType as FuseType, INodeNo};
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::Inode;
 use rxfs::types::FileType;
@@ -25,7 +25,7 @@ pub fn encode_dev(major: u32, minor: u32) -> u32 {
 }
 
 /// The `SystemTime` of an XFS timestamp, `sec + nsec / 10^9` exactly
-/// (fuser 0.18 sends it to the kernel as the same (sec, nsec) pair,
+/// (the reply sends it to the kernel as the same (sec, nsec) pair,
 /// seconds rounded down before 1970).
 pub fn system_time(t: Timestamp) -> SystemTime {
     if t.sec >= 0 {
@@ -53,7 +53,7 @@ pub fn file_attr(fs: &Filesystem, ip: &Inode) -> FileAttr {
         .map(|(ma, mi)| encode_dev(ma, mi))
         .unwrap_or(0);
     FileAttr {
-        ino: fuser::INodeNo(ip.ino.0),
+        ino: INodeNo(ip.ino.0),
         size: c.size,
         blocks: crate::stat_view::st_blocks(fs, ip),
         atime: system_time(c.atime),
@@ -87,24 +87,8 @@ mod tests {
         }
     }
 
-    /// fuser 0.18's conversion for replies, restated: seconds rounded
-    /// down, nanoseconds counted up from them.
-    fn fuser_pair(t: SystemTime) -> (i64, u32) {
-        match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => (d.as_secs() as i64, d.subsec_nanos()),
-            Err(e) => {
-                let d = e.duration();
-                if d.subsec_nanos() == 0 {
-                    (-(d.as_secs() as i64), 0)
-                } else {
-                    (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
-                }
-            }
-        }
-    }
-
     #[test]
-    fn times_survive_fuser() {
+    fn times_survive_the_wire() {
         for (sec, nsec) in [
             (0, 0),
             (1_700_000_000, 7),
@@ -112,7 +96,7 @@ mod tests {
             (-2_147_483_648, 1),
         ] {
             assert_eq!(
-                fuser_pair(system_time(Timestamp { sec, nsec })),
+                crate::fuse::wire::types::time_pair(system_time(Timestamp { sec, nsec })),
                 (sec, nsec)
             );
         }

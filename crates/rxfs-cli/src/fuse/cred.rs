@@ -12,7 +12,7 @@
 //! group only, which errs towards dropping a set-gid bit, never towards
 //! keeping one it should not.
 
-use fuser::Request;
+use super::wire::Request;
 use rxfs::cred::Cred;
 
 /// Bits in the capability sets.

@@ -37,7 +37,7 @@
 //!   mount.)
 //! - Anything else: ENOTTY, as a filesystem without that ioctl answers.
 
-use fuser::ReplyIoctl;
+use super::wire::ReplyIoctl;
 use rxfs::format::fsop_geom::GeomVersion;
 use rxfs::format::xflags::{fl_from_xflags, xflags_from_fl, COMMON_FL, XFLAG_COMMON};
 use rxfs::fs::ops_flags::FsXattr;

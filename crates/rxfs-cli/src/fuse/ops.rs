@@ -1,6 +1,6 @@
 //! Request handlers, run on the event loop that read the request.
 //!
-//! Each takes its fuser reply object and answers exactly once. Library
+//! Each takes its reply object and answers exactly once. Library
 //! errors become errnos through `Error::errno()` (corruption is EUCLEAN,
 //! never a generic EIO). The handlers that modify live in [`super::ops_rw`];
 //! on a read-only mount anything that would write answers EROFS.
@@ -16,9 +16,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use fuser::{
+use super::wire::{
     FileHandle, FopenFlags, Generation, INodeNo, ReplyAttr, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyXattr,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx,
+    ReplyXattr,
 };
 use rxfs::format::xflags::{flags_allow, Change};
 use rxfs::fs::Inode;
@@ -53,7 +54,7 @@ pub struct Core {
     pub rw: bool,
     /// The session's channel for notifications to the kernel, once the
     /// session exists (see [`Core::forget_attrs`]).
-    pub notifier: std::sync::OnceLock<fuser::Notifier>,
+    pub notifier: std::sync::OnceLock<super::wire::Notifier>,
     /// The mount point, once mounted: a read-only remount is the kernel's
     /// (see [`Self::atime_due`]).
     pub mountpoint: std::sync::OnceLock<std::path::PathBuf>,
@@ -170,7 +171,7 @@ impl Core {
     /// directory while the kernel reconnects a file handle) finds the
     /// kernel's root inode instead of making a second one. (The root's
     /// st_ino reads 1 until its next GETATTR.)
-    fn entry_attr(&self, ip: &Inode) -> fuser::FileAttr {
+    fn entry_attr(&self, ip: &Inode) -> super::wire::FileAttr {
         let mut attr = file_attr(&self.fs, ip);
         if ip.ino == self.root {
             attr.ino = INodeNo::ROOT;
@@ -224,6 +225,14 @@ impl Core {
         match self.inode(nodeid) {
             Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
             Err(e) => reply.fail(self.errno("getattr", nodeid, &e)),
+        }
+    }
+
+    /// STATX: the attributes with the birth time (XFS's crtime).
+    pub(super) fn statx(&self, nodeid: u64, reply: ReplyStatx) {
+        match self.inode(nodeid) {
+            Ok(ip) => reply.statx(&self.ttl, &file_attr(&self.fs, &ip)),
+            Err(e) => reply.fail(self.errno("statx", nodeid, &e)),
         }
     }
 
@@ -384,7 +393,7 @@ impl Core {
                     return false;
                 }
             };
-            let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+            let name = &e.name[..];
             !reply.add(INodeNo(e.ino.0), e.next_cookie, fuse_type(t), name)
         });
         match r.err().or(inner) {
@@ -403,7 +412,7 @@ impl Core {
         };
         let r = self.fs.readdir(&dir, offset, &mut |e| {
             let dots = e.name == b"." || e.name == b"..";
-            let name = std::ffi::OsStr::from_bytes_compat(&e.name);
+            let name = &e.name[..];
             match self.fs.iget(e.ino) {
                 Ok(ip) => {
                     let attr = file_attr(&self.fs, &ip);
@@ -580,17 +589,6 @@ pub fn seek_data_hole(fs: &Filesystem, ip: &Inode, offset: i64, whence: i32) -> 
         Ok(size as i64)
     } else {
         Err(libc::ENXIO)
-    }
-}
-
-/// `OsStr::from_bytes` under a name that reads well in closures.
-trait FromBytesCompat {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr;
-}
-
-impl FromBytesCompat for std::ffi::OsStr {
-    fn from_bytes_compat(b: &[u8]) -> &std::ffi::OsStr {
-        std::os::unix::ffi::OsStrExt::from_bytes(b)
     }
 }
 

@@ -7,7 +7,7 @@
 //! set-id bits as the kernel's XFS does, which FUSE's kernel side leaves
 //! to us.
 
-use fuser::{ReplyEmpty, ReplyEntry};
+use super::wire::{ReplyEmpty, ReplyEntry};
 use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_rename::RenameFlags;
 use rxfs::types::Ino;

@@ -20,9 +20,9 @@
 //! of a file still open puts it on the AGI unlinked list; the kernel's
 //! last FORGET frees it (or unmount does, or recovery after a crash).
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
-use fuser::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
+use super::wire::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
 use rxfs::bmapop::data::SetAttr;
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::ops_ns::CreateArgs;
@@ -38,22 +38,12 @@ use super::reply::Fail;
 
 const NAME_MAX: usize = 255;
 
-/// A `SystemTime` from a fuser request as an XFS timestamp. fuser 0.18
-/// hands the kernel's pre-1970 (sec < 0, nsec) pairs over as "epoch minus
-/// (-sec seconds, nsec nanoseconds)", not as the instant they name (its
-/// replies, [`super::attr::system_time`], use the exact instant), so that
-/// is undone here.
+/// A `SystemTime` (an instant, before 1970 too) as an XFS timestamp:
+/// seconds rounded down, nanoseconds counted up from them, the pair the
+/// kernel sent.
 pub fn timestamp(t: SystemTime) -> Timestamp {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => Timestamp {
-            sec: d.as_secs() as i64,
-            nsec: d.subsec_nanos(),
-        },
-        Err(e) => Timestamp {
-            sec: -(e.duration().as_secs() as i64),
-            nsec: e.duration().subsec_nanos(),
-        },
-    }
+    let (sec, nsec) = super::wire::types::time_pair(t);
+    Timestamp { sec, nsec }
 }
 
 pub fn now() -> Timestamp {
@@ -153,9 +143,9 @@ impl Core {
     pub(super) fn new_entry(
         &self,
         ip: &std::sync::Arc<Inode>,
-    ) -> (fuser::FileAttr, fuser::Generation) {
+    ) -> (super::wire::FileAttr, super::wire::Generation) {
         self.remember(ip);
-        let gen = fuser::Generation(ip.core.gen as u64);
+        let gen = super::wire::Generation(ip.core.gen as u64);
         (file_attr(&self.fs, ip), gen)
     }
 
@@ -178,10 +168,44 @@ impl Core {
         match self.fs.create(self.ino(parent), name, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
-                let fh = fuser::FileHandle(0);
+                let fh = super::wire::FileHandle(0);
                 reply.created(&self.ttl, &attr, gen, fh, super::ops::open_flags(flags))
             }
             Err(e) => reply.fail(self.errno("create", parent, &e)),
+        }
+    }
+
+    /// TMPFILE (`open(O_TMPFILE)`): an unnamed regular file in `parent`,
+    /// opened. The library's tmpfile holds the one open reference that
+    /// the kernel's new entry stands for (its FORGET gives it back, and
+    /// the inode is freed then unless a link named it).
+    pub fn tmpfile(&self, parent: u64, mode: u32, flags: i32, who: Caller, reply: ReplyCreate) {
+        let mode = libc::S_IFREG | (mode & 0o7777);
+        // The kernel sends the name "/"; the checks are those of a create.
+        let args = match self.create_args(parent, b"tmpfile", mode, 0, who) {
+            Ok(a) => a,
+            Err(e) => return reply.fail(e),
+        };
+        match self.fs.tmpfile(self.ino(parent), &args) {
+            Ok(ip) => {
+                self.nodes.remember(&ip);
+                let attr = file_attr(&self.fs, &ip);
+                let gen = super::wire::Generation(ip.core.gen as u64);
+                let fh = super::wire::FileHandle(0);
+                reply.created(&self.ttl, &attr, gen, fh, super::ops::open_flags(flags))
+            }
+            Err(e) => reply.fail(self.errno("tmpfile", parent, &e)),
+        }
+    }
+
+    /// SYNCFS (`syncfs(2)`, `sync`): every committed change on disk.
+    pub fn syncfs(&self, reply: ReplyEmpty) {
+        if !self.rw {
+            return reply.ok();
+        }
+        match self.fs.sync() {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.fail(self.errno("syncfs", 1, &e)),
         }
     }
 
@@ -305,7 +329,7 @@ impl Core {
     /// SETATTR: chmod, chown, truncate, utimens (FATTR_MODE, _UID, _GID,
     /// _SIZE, _ATIME(_NOW), _MTIME(_NOW), _CTIME). Anything else (lock
     /// owner, file handle, BSD flags) changes nothing.
-    pub fn setattr(&self, nodeid: u64, a: SetAttrArgs, who: Asker, reply: fuser::ReplyAttr) {
+    pub fn setattr(&self, nodeid: u64, a: SetAttrArgs, who: Asker, reply: super::wire::ReplyAttr) {
         let set = SetAttr {
             mode: a.mode.map(|m| m & 0o7777),
             uid: a.uid,
@@ -465,7 +489,7 @@ pub struct CopyRange {
 const COPY_MAX: u64 = 1 << 30;
 const COPY_STEP: usize = 1 << 20;
 
-/// SETATTR arguments as fuser hands them over.
+/// SETATTR's arguments, decoded.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct SetAttrArgs {
     pub mode: Option<u32>,
@@ -524,18 +548,14 @@ mod tests {
     use super::*;
     use crate::fuse::attr::{encode_dev, system_time};
     use crate::fuse::node::tests::fake_inode;
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     #[test]
-    fn times_round_trip_through_fuser_form() {
+    fn times_round_trip_through_the_wire_form() {
         for (sec, nsec) in [(0, 0), (1_700_000_000, 999_999_999), (-1, 1), (-5_000, 0)] {
             let t = Timestamp { sec, nsec };
-            // What fuser hands over for the kernel's (sec, nsec).
-            let from_kernel = if sec >= 0 {
-                UNIX_EPOCH + Duration::new(sec as u64, nsec)
-            } else {
-                UNIX_EPOCH - Duration::new(sec.unsigned_abs(), nsec)
-            };
+            // What a SETATTR's (sec, nsec) becomes.
+            let from_kernel = crate::fuse::wire::types::system_time_of(sec, nsec);
             assert_eq!(timestamp(from_kernel), t);
         }
         // Replies carry the exact instant: one nanosecond after -1 s.

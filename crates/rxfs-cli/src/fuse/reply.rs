@@ -1,21 +1,20 @@
-//! Answering fuser's reply objects with a plain errno.
+//! Answering a reply with a plain errno.
 //!
 //! The handlers compute errnos as `i32` (the library's `Error::errno()`,
-//! `libc` constants); fuser wants its `Errno` newtype, which cannot hold
-//! 0. [`Fail::fail`] converts, and answers EIO for a value that is not an
-//! errno, so a bug can never turn into a success.
+//! `libc` constants). [`Fail::fail`] answers EIO for a value that is not
+//! a positive errno, so a bug can never turn into a success.
 
-use fuser::{
-    Errno, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
-    ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr,
+use super::wire::{
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr,
 };
 
-/// The errno as fuser's newtype: EIO for anything not a positive errno.
-pub fn errno(e: i32) -> Errno {
+/// The errno to send: EIO for anything not a positive errno.
+pub fn errno(e: i32) -> i32 {
     if e > 0 {
-        Errno::from_i32(e)
+        e
     } else {
-        Errno::EIO
+        libc::EIO
     }
 }
 
@@ -46,6 +45,7 @@ fail_impl!(
     ReplyLseek,
     ReplyOpen,
     ReplyStatfs,
+    ReplyStatx,
     ReplyWrite,
     ReplyXattr
 );
@@ -56,8 +56,8 @@ mod tests {
 
     #[test]
     fn non_errnos_become_eio() {
-        assert_eq!(errno(libc::ENOENT), Errno::ENOENT);
-        assert_eq!(errno(0), Errno::EIO);
-        assert_eq!(errno(-5), Errno::EIO);
+        assert_eq!(errno(libc::ENOENT), libc::ENOENT);
+        assert_eq!(errno(0), libc::EIO);
+        assert_eq!(errno(-5), libc::EIO);
     }
 }

@@ -1,10 +1,10 @@
-//! Mounting and serving: pidfile, signals, stats, the fuser session.
+//! Mounting and serving: pidfile, signals, stats, the FUSE session.
 //!
 //! Order matters: the caller forks (daemon mode) before anything here
 //! runs; we block the termination signals and SIGUSR1 (so every thread
 //! created after inherits the mask and only the signal thread receives
 //! them, and a stats request can never kill us), take the pidfile lock,
-//! start the stats file, mount (fuser's handshake), and only then report
+//! start the stats file, mount, and only then report
 //! ready. The session loop ends when the kernel drops the connection: on
 //! `rxfs umount`, `fusermount3 -u`, `umount`, or a SIGINT/SIGTERM/SIGHUP,
 //! which we turn into a lazy unmount. Then every event loop ends (each
@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use fuser::{Config, MountOption, Session, SessionACL};
+use super::wire::{Acl, MountSpec, Session};
 use rxfs::Filesystem;
 
 use super::pidfile::PidFile;
@@ -51,62 +51,35 @@ pub fn default_threads() -> usize {
     (cpus * 8).clamp(32, 64)
 }
 
-/// The fuser session configuration: mount options, who may use the
-/// mount, and `threads` event loops, each on its own clone of the
-/// `/dev/fuse` descriptor.
-pub fn session_config(cfg: &ServeConfig) -> Config {
+/// What to mount, and who may use it beyond the kernel's checks.
+pub fn mount_spec(cfg: &ServeConfig) -> (MountSpec, Acl) {
     let fsname = cfg
         .fuse
         .fsname
         .clone()
         .unwrap_or_else(|| cfg.image.display().to_string());
     let subtype = cfg.fuse.subtype.as_deref().unwrap_or("rxfs");
-    let mut o = vec![
-        MountOption::FSName(fsname),
-        if cfg.read_only {
-            MountOption::RO
-        } else {
-            MountOption::RW
-        },
-        MountOption::DefaultPermissions,
-    ];
-    if !subtype.is_empty() {
-        o.push(MountOption::CUSTOM(format!("subtype={subtype}")));
-    }
-    if cfg.fuse.auto_unmount {
-        o.push(MountOption::AutoUnmount);
-    }
-    for f in &cfg.fuse.flags {
-        o.push(match f.as_str() {
-            "dev" => MountOption::Dev,
-            "nodev" => MountOption::NoDev,
-            "suid" => MountOption::Suid,
-            "nosuid" => MountOption::NoSuid,
-            "exec" => MountOption::Exec,
-            "noexec" => MountOption::NoExec,
-            "atime" => MountOption::Atime,
-            "noatime" => MountOption::NoAtime,
-            "sync" => MountOption::Sync,
-            "dirsync" => MountOption::DirSync,
-            other => MountOption::CUSTOM(other.to_string()),
-        });
-    }
-    let mut c = Config::default();
-    c.mount_options = o;
-    c.acl = if cfg.fuse.allow_other {
-        SessionACL::All
+    let acl = if cfg.fuse.allow_other {
+        Acl::All
     } else if cfg.fuse.auto_unmount {
-        // fuser 0.18 refuses auto_unmount with the owner-only ACL; root
-        // and the owner is the nearest it accepts (the kernel mount gets
-        // allow_other, fuser answers other users EACCES; a non-root owner
-        // needs user_allow_other in /etc/fuse.conf).
-        SessionACL::RootAndOwner
+        // auto_unmount needs fusermount3, which mounts with allow_other
+        // only if asked; root and the owner is what a private mount that
+        // outlives a crash can offer (a non-root owner needs
+        // user_allow_other in /etc/fuse.conf), other users get EACCES.
+        Acl::RootAndOwner
     } else {
-        SessionACL::Owner
+        Acl::Owner
     };
-    c.n_threads = Some(cfg.fuse.threads.unwrap_or_else(default_threads));
-    c.clone_fd = true;
-    c
+    let spec = MountSpec {
+        fsname,
+        subtype: (!subtype.is_empty()).then(|| subtype.to_string()),
+        read_only: cfg.read_only,
+        allow_other: acl != Acl::Owner,
+        default_permissions: true,
+        auto_unmount: cfg.fuse.auto_unmount,
+        options: cfg.fuse.flags.clone(),
+    };
+    (spec, acl)
 }
 
 fn mount_err(msg: String) -> CliError {
@@ -145,9 +118,13 @@ pub fn serve(
         Ok(s) => s,
         Err(e) => return fail(mount_err(format!("stats file: {e}")), ready),
     };
-    let rx = RxFuse::new(fs.clone(), cfg.foreground).with_idmap(cfg.fuse.allow_other);
+    let rx = RxFuse::new(fs.clone(), cfg.foreground)
+        .with_idmap(cfg.fuse.allow_other)
+        .with_uring(cfg.fuse.uring);
     let core = rx.core();
-    let session = match Session::new(rx, &cfg.mountpoint, &session_config(cfg)) {
+    let (spec, acl) = mount_spec(cfg);
+    let threads = cfg.fuse.threads.unwrap_or_else(default_threads);
+    let session = match Session::mount(&cfg.mountpoint, &spec, threads, acl) {
         Ok(s) => s,
         Err(e) => {
             return fail(
@@ -173,7 +150,7 @@ pub fn serve(
     // `run` returns when every event loop has ended (each answered the
     // requests it read) and drops the request handlers: then nothing but
     // `fs` refers to the filesystem.
-    let r = session.run();
+    let r = session.run(Arc::new(rx));
     let unmounted = fs.unmount();
     let err = unmounted.as_ref().err().map(|e| e.to_string());
     stats.finish(&fs, err.clone());
@@ -194,7 +171,7 @@ pub fn serve(
 mod tests {
     use super::*;
 
-    fn acl_of(allow_other: bool, auto_unmount: bool) -> SessionACL {
+    fn spec_of(allow_other: bool, auto_unmount: bool) -> (MountSpec, Acl) {
         let cfg = ServeConfig {
             image: "img".into(),
             mountpoint: "mnt".into(),
@@ -202,23 +179,29 @@ mod tests {
                 allow_other,
                 auto_unmount,
                 threads: Some(3),
+                flags: vec!["suid".into()],
                 ..FuseOpts::default()
             },
             foreground: true,
             read_only: false,
         };
-        let c = session_config(&cfg);
-        assert_eq!(c.n_threads, Some(3));
-        assert!(c.clone_fd);
-        c.acl
+        mount_spec(&cfg)
     }
 
     #[test]
     fn who_may_use_the_mount() {
-        assert_eq!(acl_of(false, false), SessionACL::Owner);
-        assert_eq!(acl_of(true, false), SessionACL::All);
-        assert_eq!(acl_of(true, true), SessionACL::All);
-        // fuser 0.18 refuses auto_unmount with Owner.
-        assert_eq!(acl_of(false, true), SessionACL::RootAndOwner);
+        let (s, acl) = spec_of(false, false);
+        assert_eq!(acl, Acl::Owner);
+        assert!(!s.allow_other && s.default_permissions);
+        assert_eq!(
+            (s.fsname.as_str(), s.subtype.as_deref()),
+            ("img", Some("rxfs"))
+        );
+        assert_eq!(s.options, ["suid"]);
+        assert_eq!(spec_of(true, false).1, Acl::All);
+        assert_eq!(spec_of(true, true).1, Acl::All);
+        let (s, acl) = spec_of(false, true);
+        assert_eq!(acl, Acl::RootAndOwner);
+        assert!(s.allow_other && s.auto_unmount);
     }
 }

@@ -1,0 +1,32 @@
+//! Our own FUSE transport: the kernel protocol spoken over `/dev/fuse`
+//! without a FUSE library.
+//!
+//! - [`abi`]: the message layouts and numbers of the kernel's `fuse.h`.
+//! - [`request`]: a request's header and its decoded arguments ([`Op`]).
+//! - [`reply`]: answering a request exactly once ([`Reply`] and a typed
+//!   reply per kind of answer).
+//! - [`types`]: node ids, open flags, file types and attributes.
+//! - [`mount`]: mount(2) for root, `fusermount3` for everyone else.
+//! - [`session`]: INIT, then one event loop per cloned descriptor.
+//! - [`uring`]: the event loops of FUSE over io_uring.
+//!
+//! Why our own: the protocol requests rxfs needs (FUSE_TMPFILE,
+//! FUSE_STATX) are not in the FUSE crates, and the event loops are
+//! where the per-request cost of a FUSE filesystem is decided.
+
+pub mod abi;
+pub mod mount;
+pub mod reply;
+pub mod request;
+pub mod session;
+pub mod types;
+pub mod uring;
+
+pub use mount::MountSpec;
+pub use reply::{
+    Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,
+    ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr,
+};
+pub use request::{Op, Request};
+pub use session::{Acl, Handler, InitWants, Notifier, Session};
+pub use types::{FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, TimeOrNow};
