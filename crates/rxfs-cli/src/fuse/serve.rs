@@ -122,6 +122,11 @@ pub fn serve(
         .with_idmap(cfg.fuse.allow_other)
         .with_uring(cfg.fuse.uring);
     let core = rx.core();
+    if cfg.fuse.uring == Some(true) {
+        if let Err(m) = super::wire::uring::offered() {
+            return fail(mount_err(format!("fuse_uring=on: {m}")), ready);
+        }
+    }
     let (spec, acl) = mount_spec(cfg);
     let threads = cfg.fuse.threads.unwrap_or_else(default_threads);
     let session = match Session::mount(&cfg.mountpoint, &spec, threads, acl) {
@@ -151,6 +156,10 @@ pub fn serve(
     // requests it read) and drops the request handlers: then nothing but
     // `fs` refers to the filesystem.
     let r = session.run(Arc::new(rx));
+    if r.is_err() {
+        // The session failed (INIT refused): no mount without a daemon.
+        lazy_unmount(&cfg.mountpoint);
+    }
     let unmounted = fs.unmount();
     let err = unmounted.as_ref().err().map(|e| e.to_string());
     stats.finish(&fs, err.clone());

@@ -10,7 +10,8 @@
 //! seq 17            increases with every write of the file
 //! state live        "live" while mounted, "final" once unmounted
 //! time_ms 1700...   wall clock of the snapshot (ms since 1970)
-//! trans_commits 12  then every counter of FsStats::lines(), in order
+//! trans_commits 12  then every counter of FsStats::lines(), in order,
+//!                   then the FUSE transport's (`wire::counters`)
 //! ...
 //! error MESSAGE     only in a final file whose unmount failed
 //! ```
@@ -157,6 +158,7 @@ fn snapshot(fs: &Filesystem, seq: &AtomicU64, live: bool, error: Option<String>)
             .stats()
             .lines()
             .into_iter()
+            .chain(super::wire::counters())
             .map(|(k, v)| (k.to_string(), v))
             .collect(),
         error,

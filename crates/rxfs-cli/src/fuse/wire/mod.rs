@@ -22,6 +22,21 @@ pub mod session;
 pub mod types;
 pub mod uring;
 
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Requests served through `/dev/fuse` reads, and through io_uring
+/// entries (this process serves one mount).
+static DEV_REQUESTS: AtomicU64 = AtomicU64::new(0);
+static RING_REQUESTS: AtomicU64 = AtomicU64::new(0);
+
+/// The transport's counters, as `rxfs stats` lists them.
+pub fn counters() -> [(&'static str, u64); 2] {
+    [
+        ("fuse_dev_requests", DEV_REQUESTS.load(Ordering::Relaxed)),
+        ("fuse_uring_requests", RING_REQUESTS.load(Ordering::Relaxed)),
+    ]
+}
+
 pub use mount::MountSpec;
 pub use reply::{
     Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty,

@@ -287,6 +287,7 @@ fn serve_loop(
             eprintln!("rxfs: a malformed FUSE message ({n} bytes) was dropped");
             continue;
         };
+        super::DEV_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match op {
             // No answer expected.
             Op::Forget { .. } | Op::BatchForget(_) => {

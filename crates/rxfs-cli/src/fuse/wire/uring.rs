@@ -78,6 +78,21 @@ pub struct Rings {
     threads: Vec<std::thread::JoinHandle<io::Result<()>>>,
 }
 
+/// Whether the kernel will offer FUSE over io_uring at INIT: its fuse
+/// module has the `enable_uring` parameter (kernel 6.14+) and it is on.
+pub fn offered() -> Result<(), String> {
+    const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+    match std::fs::read_to_string(PARAM) {
+        Ok(v) if v.trim() == "Y" => Ok(()),
+        Ok(_) => Err(format!(
+            "the kernel does not offer FUSE over io_uring ({PARAM} is off; as root: echo Y > {PARAM})"
+        )),
+        Err(_) => Err(format!(
+            "the kernel does not offer FUSE over io_uring (no {PARAM}: it needs kernel 6.14+)"
+        )),
+    }
+}
+
 /// How many queues the kernel made: one per possible CPU.
 pub fn possible_cpus() -> usize {
     let Ok(s) = std::fs::read_to_string("/sys/devices/system/cpu/possible") else {
@@ -319,6 +334,7 @@ impl Ring {
         let n = (ent.payload_sz as usize).min(self.payload.len());
         let parsed =
             request::parse_ring(&self.header.in_out, &self.header.op_in, &self.payload[..n]);
+        super::RING_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let unique = match parsed {
             Some((req, op)) => {
                 let reply = Reply::ring(self.slot.clone(), req.unique);

@@ -1,0 +1,239 @@
+//! FUSE over io_uring (`-o fuse_uring=on`): the same filesystem through
+//! the rings as through `/dev/fuse`.
+//!
+//! The kernel offers the rings only when the fuse module's `enable_uring`
+//! parameter is on; the test turns it on for its mounts and restores it.
+//! Through a ring-served mount: a populated tree reads back identically
+//! through rxfs and through the kernel's XFS afterwards (the manifest
+//! oracle), O_TMPFILE and statx's birth time work, parallel O_DIRECT
+//! overwrites land, and `rxfs stats` shows the requests went through the
+//! rings (and, with `fuse_uring=off`, none did). `fuse_uring=on` fails
+//! the mount when the kernel does not offer rings.
+//!
+//! Root only; fails unless RXFS_SKIP_KERNEL_TESTS=1. Needs a kernel with
+//! FUSE over io_uring (6.14+): the machine this project targets has it.
+
+mod common;
+
+use std::ffi::OsStr;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::Path;
+use std::sync::Mutex;
+
+use common::*;
+
+const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// The tests of this file change one kernel parameter: one at a time.
+static PARAM_LOCK: Mutex<()> = Mutex::new(());
+
+/// `enable_uring` set to `on` until dropped, then restored.
+struct UringParam {
+    old: String,
+    _lock: std::sync::MutexGuard<'static, ()>,
+}
+
+impl UringParam {
+    fn set(on: bool) -> UringParam {
+        let lock = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let old = std::fs::read_to_string(PARAM)
+            .unwrap_or_else(|e| panic!("{PARAM}: {e} (this kernel has no FUSE over io_uring)"));
+        std::fs::write(PARAM, if on { "Y" } else { "N" }).unwrap();
+        UringParam {
+            old: old.trim().to_string(),
+            _lock: lock,
+        }
+    }
+}
+
+impl Drop for UringParam {
+    fn drop(&mut self) {
+        let _ = std::fs::write(PARAM, &self.old);
+    }
+}
+
+/// The `fuse_*_requests` counters of a live mount.
+fn transport_counters(mnt: &Path) -> (u64, u64) {
+    let out = rxfs_ok(&[OsStr::new("stats"), mnt.as_os_str()]);
+    let text = String::from_utf8(out).unwrap();
+    let get = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse::<u64>().ok())
+            .unwrap_or_else(|| panic!("no {name} in rxfs stats:\n{text}"))
+    };
+    (get("fuse_dev_requests "), get("fuse_uring_requests "))
+}
+
+fn statx_btime(p: &Path) -> (i64, u32) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statx fills a zeroed struct statx it is given.
+    unsafe {
+        let mut sx: libc::statx = std::mem::zeroed();
+        let r = libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_BTIME, &mut sx);
+        assert_eq!(r, 0, "statx: {}", std::io::Error::last_os_error());
+        assert!(sx.stx_mask & libc::STATX_BTIME != 0, "no birth time");
+        (sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec)
+    }
+}
+
+/// O_TMPFILE: written unnamed, then linked in; one more left unnamed
+/// (freed at close).
+fn tmpfiles(mnt: &Path) {
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(mnt)
+        .unwrap();
+    f.write_all_at(b"made unnamed", 0).unwrap();
+    let src = std::ffi::CString::new(format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&f)
+    ))
+    .unwrap();
+    let dst = std::ffi::CString::new(mnt.join("named").as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: two NUL-terminated paths.
+    let r = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            src.as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    assert_eq!(r, 0, "linkat: {}", std::io::Error::last_os_error());
+    drop(f);
+    let g = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_TMPFILE)
+        .open(mnt.join("dir"))
+        .unwrap();
+    g.write_all_at(&pattern(9, 100_000), 0).unwrap();
+    drop(g);
+    assert_eq!(std::fs::read(mnt.join("named")).unwrap(), b"made unnamed");
+}
+
+/// Four threads overwrite their own 4 KiB blocks of one file with
+/// O_DIRECT at once; every block must hold its thread's last write.
+fn parallel_direct_overwrites(mnt: &Path) -> Vec<u8> {
+    let path = mnt.join("dio");
+    let len = 1 << 20;
+    std::fs::write(&path, vec![0u8; len]).unwrap();
+    std::thread::scope(|s| {
+        for t in 0..4u8 {
+            let path = &path;
+            s.spawn(move || {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_DIRECT)
+                    .open(path)
+                    .unwrap();
+                let layout = std::alloc::Layout::from_size_align(4096, 4096).unwrap();
+                // SAFETY: a 4 KiB aligned allocation, freed below.
+                let p = unsafe { std::alloc::alloc(layout) };
+                // SAFETY: p is 4096 writable bytes.
+                let buf = unsafe { std::slice::from_raw_parts_mut(p, 4096) };
+                for round in 0..50u8 {
+                    buf.fill(t * 60 + round % 60);
+                    for blk in (t as usize..256).step_by(4) {
+                        f.write_all_at(buf, (blk * 4096) as u64).unwrap();
+                    }
+                }
+                // SAFETY: allocated above with this layout.
+                unsafe { std::alloc::dealloc(p, layout) };
+            });
+        }
+    });
+    let mut want = vec![0u8; len];
+    for blk in 0..256 {
+        let t = (blk % 4) as u8;
+        want[blk * 4096..(blk + 1) * 4096].fill(t * 60 + 49);
+    }
+    assert!(std::fs::read(&path).unwrap() == want, "O_DIRECT overwrites");
+    want
+}
+
+#[test]
+fn a_tree_through_the_rings_reads_back_through_the_kernel() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let _p = UringParam::set(true);
+    let s = Scratch::new("mount_uring");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("m");
+    let guard = rxfs_mount(&img, &mnt, "rw,fuse_uring=on,suid,dev");
+    populate(&mnt);
+    tmpfiles(&mnt);
+    let dio = parallel_direct_overwrites(&mnt);
+    let born = statx_btime(&mnt.join("dir/file"));
+    assert!(born.0 > 1_600_000_000, "birth time {born:?}");
+    let through_rxfs = walk_manifest(&mnt);
+    let (dev, ring) = transport_counters(&mnt);
+    eprintln!("requests: /dev/fuse {dev}, io_uring {ring}");
+    assert!(
+        ring > 5_000,
+        "the rings served {ring} requests (/dev/fuse {dev})"
+    );
+    rxfs_umount(&mnt, guard);
+
+    run_output("xfs_repair", &["-n", img.to_str().unwrap()]);
+    let k = KernelMount::new(&img, &s.path("k"), "ro");
+    let through_kernel = walk_manifest(&k.dir);
+    let dio_k = std::fs::read(k.dir.join("dio")).unwrap();
+    k.umount();
+    assert_same_manifest(
+        "rxfs (io_uring) vs the kernel",
+        &through_kernel,
+        &through_rxfs,
+    );
+    assert!(dio_k == dio, "the kernel reads the O_DIRECT overwrites");
+}
+
+#[test]
+fn rings_only_when_asked_and_offered() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("mount_uring_off");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("m");
+    {
+        // Offered but refused: everything through /dev/fuse.
+        let _p = UringParam::set(true);
+        let guard = rxfs_mount(&img, &mnt, "rw,fuse_uring=off");
+        std::fs::write(mnt.join("f"), b"x").unwrap();
+        let (dev, ring) = transport_counters(&mnt);
+        assert_eq!(ring, 0);
+        assert!(dev > 0);
+        rxfs_umount(&mnt, guard);
+    }
+    {
+        // Asked for but not offered: the mount fails, saying why.
+        let _p = UringParam::set(false);
+        std::fs::create_dir_all(&mnt).unwrap();
+        let out = rxfs(&[
+            OsStr::new("mount"),
+            img.as_os_str(),
+            mnt.as_os_str(),
+            OsStr::new("-o"),
+            OsStr::new("fuse_uring=on"),
+        ]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "mounted without rings: {err}");
+        assert!(err.contains("io_uring"), "{err}");
+        assert!(!is_mounted(&mnt), "left a mount behind");
+        // auto, not offered: /dev/fuse.
+        let guard = rxfs_mount(&img, &mnt, "rw");
+        assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"x");
+        assert_eq!(transport_counters(&mnt).1, 0);
+        rxfs_umount(&mnt, guard);
+    }
+    run_output("xfs_repair", &["-n", img.to_str().unwrap()]);
+}
