@@ -17,6 +17,7 @@ mod common;
 
 use std::ffi::OsStr;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -233,6 +234,68 @@ fn rings_only_when_asked_and_offered() {
         let guard = rxfs_mount(&img, &mnt, "rw");
         assert_eq!(std::fs::read(mnt.join("f")).unwrap(), b"x");
         assert_eq!(transport_counters(&mnt).1, 0);
+        rxfs_umount(&mnt, guard);
+    }
+    run_output("xfs_repair", &["-n", img.to_str().unwrap()]);
+}
+
+/// Requests that arrive while the rings are being registered (the
+/// caller starts right after `rxfs mount` returns, which is before INIT):
+/// every one is answered. A completion that came in during a loop's
+/// registration was once dropped, leaving its caller waiting forever;
+/// each burst runs under `timeout`.
+#[test]
+fn requests_racing_the_rings_setup_are_all_answered() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let _p = UringParam::set(true);
+    let s = Scratch::new("mount_uring_race");
+    let img = s.path("img");
+    mkfs(&img, 512 << 20, &[]);
+    let mnt = s.path("m");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let m = mnt.to_str().unwrap();
+    for round in 0..15 {
+        // Four shells stat and list the root as fast as they can while
+        // the daemon starts.
+        let script = format!(
+            "{rxfs} mount {img} {m} -o fuse_uring=on && \
+             for j in 1 2 3 4; do \
+               (i=0; while [ $i -lt 300 ]; do stat -t {m} >/dev/null && ls {m} >/dev/null || exit 1; \
+                i=$((i+1)); done) & \
+             done; wait",
+            rxfs = RXFS,
+            img = img.display()
+        );
+        // Its own process group, so a hang kills every shell and stat.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", &script])
+            .stdout(std::process::Stdio::null())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        let status = loop {
+            if let Some(st) = child.try_wait().unwrap() {
+                break Some(st);
+            }
+            if std::time::Instant::now() > deadline {
+                // SAFETY: signals the child's own process group.
+                unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        let guard = KernelMount::adopt(&mnt);
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "round {round}: {status:?} (None: requests still unanswered after 60 s)"
+        );
+        let (_, ring) = transport_counters(&mnt);
+        assert!(ring > 0, "round {round}: nothing went through the rings");
         rxfs_umount(&mnt, guard);
     }
     run_output("xfs_repair", &["-n", img.to_str().unwrap()]);

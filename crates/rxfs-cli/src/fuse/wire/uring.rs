@@ -204,6 +204,9 @@ struct Ring {
     payload: Vec<u8>,
     iov: Box<[libc::iovec; 2]>,
     slot: Arc<RingSlot>,
+    /// A completion taken while registering (a request can arrive before
+    /// `register` returns): served first.
+    early: Option<cqueue::Entry>,
 }
 
 /// The SQE of a FUSE ring command. The crate's builder has no field for
@@ -254,6 +257,7 @@ impl Ring {
             payload,
             iov,
             slot: Arc::new(RingSlot::default()),
+            early: None,
         };
         let poll = opcode::PollAdd::new(types::Fd(stop), libc::POLLIN as u32)
             .build()
@@ -278,25 +282,32 @@ impl Ring {
             sq.push(&reg).map_err(|_| io::Error::other("ring full"))?;
         }
         r.ring.submit()?;
-        // A refused registration completes at once; a good one only when
-        // a request arrives. Look without waiting.
+        // A refused registration completes at once; a good one when a
+        // request arrives, which may be already: keep that for `serve`.
         if let Some(c) = r.ring.completion().next() {
             if c.user_data() == 0 && c.result() < 0 {
                 return Err(io::Error::from_raw_os_error(-c.result()));
             }
+            r.early = Some(c);
         }
         Ok(r)
     }
 
     fn serve(&mut self, h: &dyn Handler) -> io::Result<()> {
         loop {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-                Err(e) => return Err(e),
-            }
-            let Some(c) = self.ring.completion().next() else {
-                continue;
+            let c = match self.early.take() {
+                Some(c) => c,
+                None => {
+                    match self.ring.submit_and_wait(1) {
+                        Ok(_) => {}
+                        Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                        Err(e) => return Err(e),
+                    }
+                    let Some(c) = self.ring.completion().next() else {
+                        continue;
+                    };
+                    c
+                }
             };
             if c.user_data() == STOP {
                 return Ok(());
@@ -307,6 +318,13 @@ impl Ring {
                 // command was cancelled.
                 return match -res {
                     libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED | libc::ENODEV => Ok(()),
+                    // The kernel checks its enable_uring switch on every
+                    // command: turned off under a live mount, the request
+                    // just served can no longer be answered.
+                    libc::EOPNOTSUPP => Err(io::Error::other(
+                        "the kernel refused a FUSE io_uring command (enable_uring turned off \
+                         while mounted?); a request is left unanswered",
+                    )),
                     e => Err(io::Error::from_raw_os_error(e)),
                 };
             }
