@@ -236,6 +236,7 @@ impl Ring {
     fn register(dev: i32, stop: i32, qid: u16, payload: usize) -> io::Result<Ring> {
         let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
             .setup_single_issuer()
+            .setup_defer_taskrun()
             .build(4)?;
         let mut header = Box::new(Header::new_zeroed());
         let mut payload = vec![0u8; payload];
