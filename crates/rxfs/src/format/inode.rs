@@ -20,6 +20,8 @@ use crate::types::Ino;
 pub const DINODE_MAGIC: u16 = 0x494e; // "IN"
 pub const DINODE_V3_CORE_SIZE: usize = 176;
 pub const DINODE_CRC_OFF: usize = 100;
+/// `di_lsn`: the LSN of the last write back (v3).
+pub const DINODE_LSN_OFF: usize = 112;
 
 pub const FMT_DEV: u8 = 0;
 pub const FMT_LOCAL: u8 = 1;
@@ -217,7 +219,7 @@ pub fn decode_core(buf: &[u8], ino: Ino, meta_uuid: &Uuid, has_nrext64: bool) ->
         gen: be32(buf, 92),
         next_unlinked: be32(buf, 96),
         changecount: be64(buf, 104),
-        lsn: be64(buf, 112),
+        lsn: be64(buf, DINODE_LSN_OFF),
         cowextsize: be32(buf, 128),
         ino: be64(buf, 152),
         uuid: buf[160..176].try_into().unwrap(),

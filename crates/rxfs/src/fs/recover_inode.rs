@@ -23,6 +23,7 @@
 use super::recover::{inode_is_newer, Replay};
 use crate::error::{Error, Location, Result};
 
+use crate::format::inode::{DINODE_CRC_OFF, DINODE_LSN_OFF, DINODE_MAGIC};
 use crate::format::log_dinode::{
     log_dinode_to_disk, ILOG_ABROOT, ILOG_AFORK, ILOG_CORE, ILOG_DBROOT, ILOG_DEV, ILOG_DFORK,
 };
@@ -31,9 +32,6 @@ use crate::format::log_ops::LogItem;
 use crate::format::{be16, be64, crc, put_be16, put_be32};
 use crate::types::Lsn;
 
-const INODE_MAGIC: u16 = 0x494e;
-const CRC_OFF: usize = 100;
-const LSN_OFF: usize = 112;
 /// Bytes of the v3 inode core (where the data fork starts).
 const CORE_V3: usize = 176;
 /// Header of a v5 long-format btree block (the in-memory bmbt root).
@@ -98,7 +96,7 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &InodeFormat, item: &LogIt
         return bad(format!("log dinode of {} bytes", ld.len()));
     }
     let o = r.order;
-    if o.u16(ld, 0) != INODE_MAGIC || ld[4] < 3 {
+    if o.u16(ld, 0) != DINODE_MAGIC || ld[4] < 3 {
         return bad(format!(
             "log dinode magic {:#x} version {}",
             o.u16(ld, 0),
@@ -106,14 +104,14 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &InodeFormat, item: &LogIt
         ));
     }
     let dip = &mut buf[off..off + isize];
-    if be16(dip, 0) != INODE_MAGIC {
+    if be16(dip, 0) != DINODE_MAGIC {
         return Err(Error::corrupt(
             "inode",
             at,
             format!("bad magic {:#x} in the inode being recovered", be16(dip, 0)),
         ));
     }
-    if dip[4] >= 3 && inode_is_newer(be64(dip, LSN_OFF) as i64, lsn) {
+    if dip[4] >= 3 && inode_is_newer(be64(dip, DINODE_LSN_OFF) as i64, lsn) {
         r.stats.inode_skipped_lsn += 1;
         return Ok(());
     }
@@ -157,7 +155,7 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &InodeFormat, item: &LogIt
         let start = CORE_V3 + forkoff;
         copy_fork(f.fields & ILOG_AFORK, &src[..len], &mut dip[start..], at)?;
     }
-    crc::update(dip, CRC_OFF);
+    crc::update(dip, DINODE_CRC_OFF);
     r.stats.inode_replayed += 1;
     r.write(f.blkno, &buf)
 }
