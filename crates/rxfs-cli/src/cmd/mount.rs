@@ -34,7 +34,10 @@ use crate::{CliError, CliResult};
 /// log holds 64 of them, the kernel's 32k otherwise); ablate_delaylog (for
 /// benchmarks only: a checkpoint per transaction, as before delayed
 /// logging); rtdev=FILE, odirect, allow_other, auto_unmount, fsname=NAME,
-/// threads=N, and the kernel flags dev, nodev, suid, nosuid, exec, noexec,
+/// threads=N, fuse_uring=auto|on|off (serve requests over FUSE io_uring:
+/// auto, the default, when the kernel offers it, i.e. with
+/// /sys/module/fuse/parameters/enable_uring on), and the kernel flags dev,
+/// nodev, suid, nosuid, exec, noexec,
 /// atime, noatime, sync, dirsync; generic mount(8) options (defaults,
 /// nofail, _netdev, x-*, ...) are ignored. The mount always uses
 /// default_permissions (the kernel checks permissions). A read-write
