@@ -373,70 +373,77 @@ impl ReplyIoctl {
     }
 }
 
-/// READDIR: entries packed into at most `size` bytes.
-pub struct ReplyDirectory {
+/// Directory entries packed into at most `size` bytes (the request's
+/// buffer size), each padded to 8 bytes.
+struct DirBuf {
     reply: Reply,
     buf: Vec<u8>,
     size: usize,
 }
 
-fn pad8(buf: &mut Vec<u8>) {
-    let n = buf.len().next_multiple_of(8);
-    buf.resize(n, 0);
-}
-
-impl ReplyDirectory {
-    pub fn new(reply: Reply, size: u32) -> Self {
+impl DirBuf {
+    fn new(reply: Reply, size: u32) -> Self {
         let size = size as usize;
-        ReplyDirectory {
+        DirBuf {
             reply,
             buf: Vec::with_capacity(size.min(1 << 20)),
             size,
         }
+    }
+
+    /// Append `head` (READDIRPLUS's entry, or nothing), the dirent and
+    /// the name; true if it did not fit (nothing was added).
+    fn push(&mut self, head: &[u8], d: abi::Dirent, name: &[u8]) -> bool {
+        let len =
+            (head.len() + std::mem::size_of::<abi::Dirent>() + name.len()).next_multiple_of(8);
+        if self.buf.len() + len > self.size {
+            return true;
+        }
+        self.buf.extend_from_slice(head);
+        self.buf.extend_from_slice(d.as_bytes());
+        self.buf.extend_from_slice(name);
+        self.buf.resize(self.buf.len().next_multiple_of(8), 0);
+        false
+    }
+}
+
+fn dirent(ino: INodeNo, offset: u64, kind: FileType, name: &[u8]) -> abi::Dirent {
+    abi::Dirent {
+        ino: ino.0,
+        off: offset,
+        namelen: name.len() as u32,
+        typ: kind.dirent_type(),
+    }
+}
+
+/// READDIR: entries packed into at most `size` bytes.
+pub struct ReplyDirectory(DirBuf);
+
+impl ReplyDirectory {
+    pub fn new(reply: Reply, size: u32) -> Self {
+        ReplyDirectory(DirBuf::new(reply, size))
     }
 
     /// Add an entry; true if it did not fit (it was not added).
     pub fn add(&mut self, ino: INodeNo, offset: u64, kind: FileType, name: &[u8]) -> bool {
-        let len = (std::mem::size_of::<abi::Dirent>() + name.len()).next_multiple_of(8);
-        if self.buf.len() + len > self.size {
-            return true;
-        }
-        let d = abi::Dirent {
-            ino: ino.0,
-            off: offset,
-            namelen: name.len() as u32,
-            typ: kind.dirent_type(),
-        };
-        self.buf.extend_from_slice(d.as_bytes());
-        self.buf.extend_from_slice(name);
-        pad8(&mut self.buf);
-        false
+        self.0.push(&[], dirent(ino, offset, kind, name), name)
     }
 
     pub fn ok(self) {
-        self.reply.bytes(&[&self.buf])
+        self.0.reply.bytes(&[&self.0.buf])
     }
 
     pub fn error(self, errno: i32) {
-        self.reply.error(errno)
+        self.0.reply.error(errno)
     }
 }
 
 /// READDIRPLUS: entries with their attributes.
-pub struct ReplyDirectoryPlus {
-    reply: Reply,
-    buf: Vec<u8>,
-    size: usize,
-}
+pub struct ReplyDirectoryPlus(DirBuf);
 
 impl ReplyDirectoryPlus {
     pub fn new(reply: Reply, size: u32) -> Self {
-        let size = size as usize;
-        ReplyDirectoryPlus {
-            reply,
-            buf: Vec::with_capacity(size.min(1 << 20)),
-            size,
-        }
+        ReplyDirectoryPlus(DirBuf::new(reply, size))
     }
 
     /// Add an entry; true if it did not fit (it was not added, and the
@@ -450,33 +457,17 @@ impl ReplyDirectoryPlus {
         attr: &FileAttr,
         gen: Generation,
     ) -> bool {
-        let len = (std::mem::size_of::<abi::EntryOut>()
-            + std::mem::size_of::<abi::Dirent>()
-            + name.len())
-        .next_multiple_of(8);
-        if self.buf.len() + len > self.size {
-            return true;
-        }
         let mut e = entry_out(ttl, attr, gen);
         e.nodeid = ino.0;
-        let d = abi::Dirent {
-            ino: ino.0,
-            off: offset,
-            namelen: name.len() as u32,
-            typ: attr.kind.dirent_type(),
-        };
-        self.buf.extend_from_slice(e.as_bytes());
-        self.buf.extend_from_slice(d.as_bytes());
-        self.buf.extend_from_slice(name);
-        pad8(&mut self.buf);
-        false
+        self.0
+            .push(e.as_bytes(), dirent(ino, offset, attr.kind, name), name)
     }
 
     pub fn ok(self) {
-        self.reply.bytes(&[&self.buf])
+        self.0.reply.bytes(&[&self.0.buf])
     }
 
     pub fn error(self, errno: i32) {
-        self.reply.error(errno)
+        self.0.reply.error(errno)
     }
 }
