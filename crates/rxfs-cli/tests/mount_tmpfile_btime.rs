@@ -14,38 +14,10 @@
 
 mod common;
 
-use std::ffi::CString;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 
 use common::*;
-
-fn cpath(p: &Path) -> CString {
-    CString::new(p.as_os_str().as_encoded_bytes()).unwrap()
-}
-
-fn btime(p: &Path) -> (i64, u32) {
-    let c = cpath(p);
-    // SAFETY: statx fills the zeroed struct it is given.
-    unsafe {
-        let mut sx: libc::statx = std::mem::zeroed();
-        let r = libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_BTIME, &mut sx);
-        assert_eq!(
-            r,
-            0,
-            "statx {}: {}",
-            p.display(),
-            std::io::Error::last_os_error()
-        );
-        assert!(
-            sx.stx_mask & libc::STATX_BTIME != 0,
-            "{}: no birth time",
-            p.display()
-        );
-        (sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec)
-    }
-}
 
 fn tmpfile(dir: &Path, excl: bool) -> std::fs::File {
     std::fs::OpenOptions::new()
@@ -55,27 +27,6 @@ fn tmpfile(dir: &Path, excl: bool) -> std::fs::File {
         .custom_flags(libc::O_TMPFILE | if excl { libc::O_EXCL } else { 0 })
         .open(dir)
         .unwrap_or_else(|e| panic!("O_TMPFILE in {}: {e}", dir.display()))
-}
-
-/// Name an open unnamed file; the errno if refused.
-fn name_it(f: &std::fs::File, to: &Path) -> Result<(), i32> {
-    let src = CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
-    let dst = cpath(to);
-    // SAFETY: two NUL-terminated paths.
-    let r = unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            src.as_ptr(),
-            libc::AT_FDCWD,
-            dst.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(last_errno())
-    }
 }
 
 #[test]
@@ -106,20 +57,20 @@ fn tmpfiles_and_birth_times() {
     let f = tmpfile(&mnt, false);
     f.write_all_at(&pattern(5, 300_000), 0).unwrap();
     f.sync_all().unwrap();
-    name_it(&f, &mnt.join("named")).unwrap();
+    name_tmpfile(&f, &mnt.join("named")).unwrap();
     f.write_all_at(b"after naming", 0).unwrap();
     drop(f);
     // In a subdirectory, named twice.
     let g = tmpfile(&mnt.join("d"), false);
     g.write_all_at(b"twice", 0).unwrap();
-    name_it(&g, &mnt.join("d/one")).unwrap();
-    name_it(&g, &mnt.join("two")).unwrap();
+    name_tmpfile(&g, &mnt.join("d/one")).unwrap();
+    name_tmpfile(&g, &mnt.join("two")).unwrap();
     drop(g);
     // O_EXCL: never to be named.
     let x = tmpfile(&mnt, true);
     x.write_all_at(b"secret", 0).unwrap();
     assert!(
-        name_it(&x, &mnt.join("never")).is_err(),
+        name_tmpfile(&x, &mnt.join("never")).is_err(),
         "an O_EXCL tmpfile was named"
     );
     drop(x);

@@ -65,18 +65,6 @@ fn transport_counters(mnt: &Path) -> (u64, u64) {
     (get("fuse_dev_requests "), get("fuse_uring_requests "))
 }
 
-fn statx_btime(p: &Path) -> (i64, u32) {
-    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: statx fills a zeroed struct statx it is given.
-    unsafe {
-        let mut sx: libc::statx = std::mem::zeroed();
-        let r = libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_BTIME, &mut sx);
-        assert_eq!(r, 0, "statx: {}", std::io::Error::last_os_error());
-        assert!(sx.stx_mask & libc::STATX_BTIME != 0, "no birth time");
-        (sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec)
-    }
-}
-
 /// O_TMPFILE: written unnamed, then linked in; one more left unnamed
 /// (freed at close).
 fn tmpfiles(mnt: &Path) {
@@ -87,23 +75,7 @@ fn tmpfiles(mnt: &Path) {
         .open(mnt)
         .unwrap();
     f.write_all_at(b"made unnamed", 0).unwrap();
-    let src = std::ffi::CString::new(format!(
-        "/proc/self/fd/{}",
-        std::os::fd::AsRawFd::as_raw_fd(&f)
-    ))
-    .unwrap();
-    let dst = std::ffi::CString::new(mnt.join("named").as_os_str().as_encoded_bytes()).unwrap();
-    // SAFETY: two NUL-terminated paths.
-    let r = unsafe {
-        libc::linkat(
-            libc::AT_FDCWD,
-            src.as_ptr(),
-            libc::AT_FDCWD,
-            dst.as_ptr(),
-            libc::AT_SYMLINK_FOLLOW,
-        )
-    };
-    assert_eq!(r, 0, "linkat: {}", std::io::Error::last_os_error());
+    name_tmpfile(&f, &mnt.join("named")).unwrap();
     drop(f);
     let g = std::fs::OpenOptions::new()
         .read(true)
@@ -171,7 +143,7 @@ fn a_tree_through_the_rings_reads_back_through_the_kernel() {
     populate(&mnt);
     tmpfiles(&mnt);
     let dio = parallel_direct_overwrites(&mnt);
-    let born = statx_btime(&mnt.join("dir/file"));
+    let born = btime(&mnt.join("dir/file"));
     assert!(born.0 > 1_600_000_000, "birth time {born:?}");
     let through_rxfs = walk_manifest(&mnt);
     let (dev, ring) = transport_counters(&mnt);

@@ -327,3 +327,50 @@ pub fn assert_same_manifest(what: &str, want: &[String], got: &[String]) {
     }
     assert_eq!(want.len(), got.len(), "{what}: line counts differ");
 }
+
+/// statx's birth time of `p` (asserts the filesystem reported one).
+pub fn btime(p: &Path) -> (i64, u32) {
+    let c = std::ffi::CString::new(p.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: statx fills the zeroed struct it is given.
+    unsafe {
+        let mut sx: libc::statx = std::mem::zeroed();
+        let r = libc::statx(libc::AT_FDCWD, c.as_ptr(), 0, libc::STATX_BTIME, &mut sx);
+        assert_eq!(
+            r,
+            0,
+            "statx {}: {}",
+            p.display(),
+            std::io::Error::last_os_error()
+        );
+        assert!(
+            sx.stx_mask & libc::STATX_BTIME != 0,
+            "{}: no birth time",
+            p.display()
+        );
+        (sx.stx_btime.tv_sec, sx.stx_btime.tv_nsec)
+    }
+}
+
+/// Name an open unnamed (O_TMPFILE) file at `to` with
+/// `linkat(AT_SYMLINK_FOLLOW)` of its `/proc/self/fd` link; the errno if
+/// refused.
+pub fn name_tmpfile(f: &std::fs::File, to: &Path) -> Result<(), i32> {
+    use std::os::fd::AsRawFd;
+    let src = std::ffi::CString::new(format!("/proc/self/fd/{}", f.as_raw_fd())).unwrap();
+    let dst = std::ffi::CString::new(to.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: two NUL-terminated paths.
+    let r = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            src.as_ptr(),
+            libc::AT_FDCWD,
+            dst.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(last_errno())
+    }
+}
