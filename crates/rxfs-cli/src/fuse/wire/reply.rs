@@ -33,9 +33,25 @@ impl Channel {
         self.fd.as_raw_fd()
     }
 
+    /// Write one message: the out header (`unique` 0 and a notify code
+    /// in `error` for a notification), then `parts`.
+    pub fn message(&self, unique: u64, error: i32, parts: &[&[u8]]) -> std::io::Result<()> {
+        let len =
+            std::mem::size_of::<abi::OutHeader>() + parts.iter().map(|p| p.len()).sum::<usize>();
+        let h = abi::OutHeader {
+            len: len as u32,
+            error,
+            unique,
+        };
+        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
+        all.push(h.as_bytes());
+        all.extend_from_slice(parts);
+        self.send(&all)
+    }
+
     /// Write one message (header first). ENOENT (an interrupted request)
     /// is not an error.
-    pub fn send(&self, parts: &[&[u8]]) -> std::io::Result<()> {
+    fn send(&self, parts: &[&[u8]]) -> std::io::Result<()> {
         let iov: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
         let total: usize = parts.iter().map(|p| p.len()).sum();
         loop {
@@ -139,17 +155,7 @@ impl Reply {
                 return;
             }
         };
-        let len =
-            std::mem::size_of::<abi::OutHeader>() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let h = abi::OutHeader {
-            len: len as u32,
-            error,
-            unique: self.unique,
-        };
-        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
-        all.push(h.as_bytes());
-        all.extend_from_slice(parts);
-        if let Err(e) = ch.send(&all) {
+        if let Err(e) = ch.message(self.unique, error, parts) {
             // The connection is gone (unmount) or the reply was malformed
             // (a bug): the session loop notices the former on its next read.
             if e.raw_os_error() != Some(libc::ENODEV) {

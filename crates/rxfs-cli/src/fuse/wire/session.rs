@@ -65,19 +65,6 @@ pub struct Notifier {
 }
 
 impl Notifier {
-    fn send(&self, code: i32, parts: &[&[u8]]) -> io::Result<()> {
-        let len =
-            std::mem::size_of::<abi::OutHeader>() + parts.iter().map(|p| p.len()).sum::<usize>();
-        let h = abi::OutHeader {
-            len: len as u32,
-            error: code,
-            unique: 0,
-        };
-        let mut all = vec![h.as_bytes()];
-        all.extend_from_slice(parts);
-        self.ch.send(&all)
-    }
-
     /// Drop the kernel's cached attributes of `ino` and, for `len`
     /// bytes from `off` (`off` < 0: none), its cached pages.
     pub fn inval_inode(&self, ino: INodeNo, off: i64, len: i64) -> io::Result<()> {
@@ -86,7 +73,7 @@ impl Notifier {
             off,
             len,
         };
-        self.send(abi::NOTIFY_INVAL_INODE, &[o.as_bytes()])
+        self.ch.message(0, abi::NOTIFY_INVAL_INODE, &[o.as_bytes()])
     }
 }
 
