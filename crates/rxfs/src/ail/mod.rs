@@ -27,8 +27,14 @@
 //! 4. items whose snapshot is still the committed one are clean and leave
 //!    the AIL; the tail moves.
 //!
-//! Lock order: the AIL lock, then an item's state. Nothing waits on a
-//! transaction while holding either.
+//! The tail moves only to where everything older is written back: the
+//! oldest item's LSN, or, with the AIL empty and no checkpoint between its
+//! log write and its insertion here ([`Ail::checkpoint_begin`]), the last
+//! record on disk.
+//!
+//! Lock order: the AIL lock, then an item's state, or the log's core lock
+//! (read once by [`Ail::move_tail`]; the log calls into the AIL with none
+//! of its locks held). Nothing waits on a transaction while holding either.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -107,6 +113,9 @@ struct Inner {
     push_all: bool,
     last_activity: Option<Instant>,
     error: Option<String>,
+    /// Checkpoints being written whose items are not in the AIL yet
+    /// ([`Ail::checkpoint_begin`] .. [`Ail::checkpoint_done`]).
+    inflight: usize,
 }
 
 #[derive(Default)]
@@ -205,10 +214,27 @@ impl Ail {
         self.len() == 0
     }
 
+    /// A checkpoint is about to be written: until its items are in the
+    /// AIL ([`Ail::checkpoint_done`]) an empty AIL does not mean that
+    /// everything up to `last_sync_lsn` is written back, so the tail stays
+    /// where it is (see [`Ail::move_tail`]). Call before any of its records
+    /// can reach the log.
+    pub fn checkpoint_begin(&self) {
+        self.inner.lock().inflight += 1;
+    }
+
+    /// A checkpoint announced by [`Ail::checkpoint_begin`] was never
+    /// written (the log failed first).
+    pub fn checkpoint_abandoned(&self) {
+        let mut i = self.inner.lock();
+        i.inflight = i.inflight.saturating_sub(1);
+    }
+
     /// A checkpoint starting at `start` is stable (`ok`) or failed: unpin
     /// its items and (if stable) move them to `start`.
     pub fn checkpoint_done(&self, start: Lsn, items: Vec<AilItem>, ok: bool) {
         let mut i = self.inner.lock();
+        i.inflight = i.inflight.saturating_sub(1);
         for it in items {
             let id = it.id();
             let (old, stale) = match &it {
@@ -218,6 +244,10 @@ impl Ail {
                     let old = st.log.ail_lsn;
                     if st.stale {
                         st.log.ail_lsn = None;
+                    } else if ok && st.alloc_pending && old.is_some() {
+                        // A new inode cluster keeps its place (see
+                        // BufState::alloc_pending).
+                        continue;
                     } else if ok {
                         st.log.ail_lsn = Some(start);
                     }
@@ -516,6 +546,7 @@ impl Ail {
                         let same = Arc::ptr_eq(&st.committed, &snap) || st.stale;
                         if same && st.log.ail_lsn == Some(key.0) {
                             st.on_disk = true;
+                            st.alloc_pending = false;
                             st.log.ail_lsn = None;
                             // Every logged change is on the device now:
                             // the next checkpoint logs only new ones.
@@ -557,13 +588,31 @@ impl Ail {
         Ok(written > 0)
     }
 
-    /// Tell the grant heads where the tail is now.
+    /// Tell the grant heads where the tail is now: the oldest item's LSN;
+    /// with the AIL empty, the last record on disk, but only when no
+    /// checkpoint is between its write and its insertion here: such a
+    /// checkpoint may already be below `last_sync_lsn` (its commit record
+    /// completed) while its items are not in the AIL yet, and a tail past
+    /// its start would drop it from recovery before its items are written
+    /// back. Everything is read under the AIL lock (then the log's core
+    /// lock), so an insertion cannot slip between the two reads.
     pub fn move_tail(&self) {
         let Some(log) = self.log.get().and_then(|w| w.upgrade()) else {
             return;
         };
-        let first = self.inner.lock().map.first_key_value().map(|(k, _)| k.0);
-        let tail = first.unwrap_or_else(|| log.last_sync_lsn());
-        log.grant().move_tail(tail);
+        let tail = {
+            let i = self.inner.lock();
+            match i.map.first_key_value() {
+                Some((k, _)) => Some(k.0),
+                None if i.inflight == 0 => Some(log.last_sync_lsn()),
+                None => None,
+            }
+        };
+        if let Some(t) = tail {
+            log.grant().move_tail(t);
+        }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -29,6 +29,14 @@ pub struct BufState {
     pub stale: bool,
     /// In the current CIL context as an ordered buffer (no regions).
     pub ordered: bool,
+    /// A new inode cluster (ordered when its chunk was made) not written
+    /// back yet: only the creating checkpoint's ICREATE holds its initial
+    /// contents, so its AIL position stays at that checkpoint's even when
+    /// a later one relogs a range of it (an unlinked pointer), as the
+    /// kernel keeps an inode allocation buffer's (`XFS_BLI_INODE_ALLOC_BUF`).
+    /// Moving it would let the tail pass the ICREATE while the cluster on
+    /// disk is still whatever the blocks held before.
+    pub alloc_pending: bool,
     /// 128-byte chunks changed since the buffer was last written back
     /// (cleared by the AIL when it marks the buffer clean): what every
     /// checkpoint that logs the buffer carries.
@@ -127,6 +135,7 @@ impl BufCache {
                 on_disk: read,
                 stale: false,
                 ordered: false,
+                alloc_pending: false,
                 dirty_map: Vec::new(),
                 log: ItemLog::default(),
             }),

@@ -313,6 +313,11 @@ impl Cil {
             st.kind = tb.kind;
             st.stale = tb.stale;
             st.ordered = tb.ordered && !tb.stale;
+            if tb.stale {
+                st.alloc_pending = false;
+            } else if st.ordered {
+                st.alloc_pending = true;
+            }
             let old = st.log.lv.take();
             let (ob, on) = old.as_ref().map_or((0, 0), |v| (v.bytes(), v.nvecs()));
             let lv = if st.ordered && st.dirty_map.iter().all(|w| *w == 0) {
@@ -493,11 +498,15 @@ impl Cil {
         let mut ticket = ctx.ticket;
         let regions: Vec<Vec<&[u8]>> = lvs.iter().map(|v| v.regions()).collect();
         let bytes: usize = lvs.iter().map(|v| v.bytes()).sum();
+        // The tail must not pass this checkpoint before its items are in
+        // the AIL (its commit may complete before `on_stable` below).
+        self.ail.checkpoint_begin();
         let r = self.log.write_checkpoint_regions(&mut ticket, &regions);
         self.log.grant().ungrant(ticket);
         let lsns = match r {
             Ok(l) => l,
             Err(e) => {
+                self.ail.checkpoint_abandoned();
                 self.log.shutdown();
                 return Err(e);
             }
