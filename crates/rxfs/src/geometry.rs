@@ -199,6 +199,21 @@ impl Geometry {
         agbno.0 > 0 && agbno.0 < self.ag_size(agno)
     }
 
+    /// The inode cluster buffer holding `ino`: (daddr, BBs, byte offset
+    /// of the inode in it). Chunks are aligned to the cluster size
+    /// (checked at mount).
+    pub fn inode_cluster(&self, ino: Ino) -> (Daddr, u32, u32) {
+        let agno = self.ino_agno(ino);
+        let agino = self.ino_agino(ino);
+        let agbno = self.agino_agbno(agino).0;
+        let bpc = self.inode_cluster_blocks.max(1);
+        let cstart = agbno - agbno % bpc;
+        let daddr = self.agb_to_daddr(agno, AgBlock(cstart));
+        let (idaddr, ioff) = self.ino_location(ino);
+        let boff = (idaddr.bytes() + ioff as u64 - daddr.bytes()) as u32;
+        (daddr, bpc * self.bb_per_block(), boff)
+    }
+
     /// Disk address and byte offset of inode `ino` (unvalidated).
     pub fn ino_location(&self, ino: Ino) -> (Daddr, usize) {
         let agno = self.ino_agno(ino);
@@ -218,4 +233,27 @@ impl Geometry {
     pub fn log_bbs(&self) -> u64 {
         (self.logblocks as u64) << (self.blocklog - 9)
     }
+}
+
+/// Read and verify the primary superblock (sector 0) of `dev`: one 512-byte
+/// read, then the whole sector when the superblock says sectors are larger.
+pub fn read_primary_sb(dev: &dyn crate::bdev::BlockDevice) -> crate::error::Result<Superblock> {
+    let mut buf = vec![0u8; 512];
+    dev.read_at(&mut buf, 0)?;
+    let sectsize = crate::format::be16(&buf, 102) as usize;
+    if sectsize > 512 && sectsize <= 32768 && sectsize.is_power_of_two() {
+        buf.resize(sectsize, 0);
+        dev.read_at(&mut buf, 0)?;
+    }
+    let sb = Superblock::decode(&buf, 0)?;
+    // mkfs (or another offline tool) did not finish: the kernel refuses
+    // such a filesystem ("Offline file system operation in progress!").
+    if sb.inprogress != 0 {
+        return Err(crate::error::Error::corrupt(
+            "superblock",
+            crate::error::Location::Daddr(0),
+            "an offline operation (mkfs) did not finish: sb_inprogress is set",
+        ));
+    }
+    Ok(sb)
 }

@@ -47,6 +47,7 @@ pub mod ialloc;
 pub mod log;
 pub mod mkfs;
 pub mod populate;
+pub mod recover;
 pub mod rmap;
 pub mod types;
 pub mod xact;

@@ -28,8 +28,8 @@ use common::*;
 use rxfs::alloc::{alloc_extent, free_extent};
 use rxfs::format::btree::BtreeKind;
 use rxfs::fs::btree::BtreeRoot;
+use rxfs::recover::memtx::MemTx;
 use rxfs::types::{AgBlock, AgNumber};
-use rxfs::xact::memtx::MemTx;
 use rxfs::xact::MetaTx;
 use rxfs::{Error, Filesystem, MountOptions};
 

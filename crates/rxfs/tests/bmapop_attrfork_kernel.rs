@@ -14,8 +14,8 @@ use rxfs::bdev::{BlockDevice, FileDevice};
 use rxfs::bmapop::{self, WhichFork};
 use rxfs::format::dinode_edit as di;
 use rxfs::format::inode::FMT_EXTENTS;
+use rxfs::recover::memtx::MemTx;
 use rxfs::types::{FsBlock, Ino};
-use rxfs::xact::memtx::MemTx;
 use rxfs::xact::MetaTx;
 
 fn skip() -> bool {

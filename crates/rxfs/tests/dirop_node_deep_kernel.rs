@@ -59,7 +59,7 @@ fn node_form_deep_tree_small_fanout() {
         let top = big
             .bufs
             .values()
-            .filter(|(_, k)| *k == rxfs::xact::BufKind::DaNode)
+            .filter(|(_, k)| *k == rxfs::format::bufkind::BufKind::DaNode)
             .map(|(b, _)| u16::from_be_bytes(tx.buf(*b)[58..60].try_into().unwrap()))
             .max()
             .unwrap_or(0);

@@ -18,10 +18,11 @@ use common::*;
 use dirop_support::*;
 use rxfs::dirop;
 use rxfs::format::bmbt::Extent;
+use rxfs::format::bufkind::BufKind;
 use rxfs::format::dinode_edit as de;
 use rxfs::fs::inode::Fork;
 use rxfs::types::{FsBlock, Ino};
-use rxfs::xact::{BufKind, MetaTx};
+use rxfs::xact::MetaTx;
 
 /// A directory's bytes: (format, size, shortform fork or block).
 type DirBytes = (u8, u64, Vec<u8>);

@@ -26,7 +26,7 @@ use std::process::{Command, Stdio};
 
 use common::*;
 use recover_support::*;
-use rxfs::fs::recover::RecoveryStats;
+use rxfs::recover::RecoveryStats;
 
 const FILES: u64 = 30;
 const BIG_EXTENTS: u64 = 4000;
@@ -211,13 +211,14 @@ fn intents_and_unlinked_inodes_like_the_kernel() {
 /// other intent kinds are NotSupported, and nothing is changed.
 #[test]
 fn bad_intents_and_unlinked_lists_are_refused() {
+    use rxfs::format::bufkind::BufKind;
     use rxfs::format::log_items::{FreeExtent, ItemFormat};
-    use rxfs::fs::recover::PendingIntent;
-    use rxfs::fs::recover_finish::finish_intent;
-    use rxfs::fs::recover_iunlink::{pop_unlinked, process_iunlinks};
+    use rxfs::recover::finish::finish_intent;
+    use rxfs::recover::iunlink::{pop_unlinked, process_iunlinks};
+    use rxfs::recover::memtx::MemTx;
+    use rxfs::recover::PendingIntent;
     use rxfs::types::{AgNumber, Lsn};
-    use rxfs::xact::memtx::MemTx;
-    use rxfs::xact::{BufKind, MetaTx};
+    use rxfs::xact::MetaTx;
     use std::sync::Arc;
     if kernel_tests_disabled() {
         return;

@@ -19,7 +19,7 @@ mod recover_support;
 
 use common::*;
 use recover_support::*;
-use rxfs::fs::recover::RecoveryStats;
+use rxfs::recover::RecoveryStats;
 
 /// Run one seed's workload, crash, and recover three ways; returns the
 /// stats and the log head's cycle, or `None` when rxfs refused the log.

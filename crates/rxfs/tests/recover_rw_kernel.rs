@@ -31,7 +31,7 @@ struct Case<'a> {
 }
 
 /// Returns what the rxfs recovery replayed (for the totals).
-fn recover_seed(scr: &Scratch, seed: u64, c: &Case) -> rxfs::fs::recover::RecoveryStats {
+fn recover_seed(scr: &Scratch, seed: u64, c: &Case) -> rxfs::recover::RecoveryStats {
     let img = scr.path("img");
     if c.mkfs_opts.iter().any(|o| o.starts_with("size=")) {
         small_mkfs(&img, 200 << 20, c.mkfs_opts);

@@ -216,7 +216,7 @@ fn rmap_tiles_ags(img: &Path) {
     use rxfs::types::AgNumber;
     use rxfs::xact::MetaTx;
     let dev = Arc::new(FileDevice::open(img, false, false).unwrap());
-    let mut tx = rxfs::xact::memtx::MemTx::new(dev).unwrap();
+    let mut tx = rxfs::recover::memtx::MemTx::new(dev).unwrap();
     let agcount = tx.geo().agcount;
     for a in 0..agcount {
         let agno = AgNumber(a);
@@ -620,7 +620,7 @@ fn rmap_record_edits() {
         FSTESTS_ENV,
     );
     let dev = Arc::new(FileDevice::open(&img, false, false).unwrap());
-    let mut tx = rxfs::xact::memtx::MemTx::new(dev).unwrap();
+    let mut tx = rxfs::recover::memtx::MemTx::new(dev).unwrap();
     let ag = AgNumber(1);
     let file = |offset: u64, unwritten: bool| RmapOwner::File {
         ino: Ino(131),
@@ -629,7 +629,7 @@ fn rmap_record_edits() {
         bmbt: false,
         unwritten,
     };
-    let recs = |tx: &mut rxfs::xact::memtx::MemTx| -> Vec<(u32, u32, u64, u64)> {
+    let recs = |tx: &mut rxfs::recover::memtx::MemTx| -> Vec<(u32, u32, u64, u64)> {
         rxfs::rmap::edit::records(tx, ag, usize::MAX)
             .unwrap()
             .into_iter()

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use common::*;
 use rxfs::bdev::{BlockDevice, FileDevice};
+use rxfs::format::bufkind::BufKind;
 use rxfs::format::{be16, put_be16};
 use rxfs::types::{Daddr, Ino};
-use rxfs::xact::{BufKind, MetaTx, Resv};
+use rxfs::xact::{MetaTx, Resv};
 use rxfs::{Filesystem, MountOptions};
 
 fn enabled() -> bool {

@@ -45,19 +45,25 @@ use parking_lot::{Condvar, Mutex};
 
 use crate::bdev::BlockDevice;
 use crate::cache::{Buf, BufCache, CacheDevice, InodeItem};
-use crate::cil::Cil;
 use crate::error::{Error, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::meta_header::stamp_and_verify;
 use crate::format::{crc, put_be64, Uuid};
 use crate::geometry::Geometry;
 use crate::log::{LogWriter, TailPusher};
 use crate::types::Lsn;
-use crate::xact::BufKind;
 
 /// Items taken per pass.
 pub const BATCH: usize = 4096;
 /// An AIL untouched for this long is written back in the background.
 pub const IDLE_PUSH: Duration = Duration::from_millis(500);
+
+/// How the AIL makes pinned items writable: force everything committed
+/// so far into the log (the CIL above implements it; the AIL owns the
+/// trait so that it need not know the CIL).
+pub trait LogForce: Send + Sync {
+    fn force_committed(self: Arc<Self>) -> Result<()>;
+}
 
 /// An intent (EFI) logged by a transaction whose follow-up (the EFD) is
 /// still to come: it holds the log tail until its done item is stable.
@@ -145,7 +151,7 @@ pub struct Ail {
     geo: Geometry,
     uuid: Uuid,
     log: OnceLock<Weak<LogWriter>>,
-    cil: OnceLock<Weak<Cil>>,
+    cil: OnceLock<Weak<dyn LogForce>>,
     exit: AtomicBool,
     c: Counters,
 }
@@ -186,9 +192,10 @@ impl Ail {
     }
 
     /// Connect the log and the CIL, and start the pusher thread.
-    pub fn start(self: &Arc<Self>, log: &Arc<LogWriter>, cil: &Arc<Cil>) {
+    pub fn start<F: LogForce + 'static>(self: &Arc<Self>, log: &Arc<LogWriter>, cil: &Arc<F>) {
         let _ = self.log.set(Arc::downgrade(log));
-        let _ = self.cil.set(Arc::downgrade(cil));
+        let w: Weak<dyn LogForce> = Arc::downgrade(cil) as Weak<dyn LogForce>;
+        let _ = self.cil.set(w);
         let me = self.clone();
         std::thread::Builder::new()
             .name("rxfs-ail".into())
@@ -204,6 +211,12 @@ impl Ail {
             ios: r(&self.c.ios),
             pinned: r(&self.c.pinned),
         }
+    }
+
+    /// The AIL positions of its items, in order (tests).
+    #[cfg(test)]
+    pub(crate) fn positions(&self) -> Vec<Lsn> {
+        self.inner.lock().map.keys().map(|k| k.0).collect()
     }
 
     pub fn len(&self) -> usize {
@@ -442,7 +455,7 @@ impl Ail {
                     }
                     let snap = st.committed.clone();
                     drop(st);
-                    let (cd, _, _) = crate::cil::format::cluster_of(&self.geo, ip.ino);
+                    let (cd, _, _) = self.geo.inode_cluster(ip.ino);
                     clusters
                         .entry(cd.0)
                         .or_default()
@@ -459,7 +472,7 @@ impl Ail {
                 }
                 continue;
             }
-            let (_, clen, _) = crate::cil::format::cluster_of(&self.geo, inodes[0].1.ino);
+            let (_, clen, _) = self.geo.inode_cluster(inodes[0].1.ino);
             let cb = self.bufs.get(
                 &*self.dev,
                 &self.uuid,
@@ -488,12 +501,12 @@ impl Ail {
             }
             let mut base = (*st.committed).clone();
             for (key, ip, snap) in &inodes {
-                let (_, _, boff) = crate::cil::format::cluster_of(&self.geo, ip.ino);
+                let (_, _, boff) = self.geo.inode_cluster(ip.ino);
                 let b = boff as usize;
                 let n = snap.len();
                 base[b..b + n].copy_from_slice(snap);
                 put_be64(&mut base[b..b + n], 112, key.0 .0 as u64);
-                crc::update(&mut base[b..b + n], crate::xact::memtx::DINODE_CRC_OFF);
+                crc::update(&mut base[b..b + n], crate::format::inode::DINODE_CRC_OFF);
             }
             let snapc = Arc::new(base.clone());
             st.committed = snapc.clone();
@@ -582,7 +595,7 @@ impl Ail {
         self.move_tail();
         if need_force {
             if let Some(cil) = self.cil.get().and_then(|w| w.upgrade()) {
-                cil.force_all()?;
+                cil.force_committed()?;
             }
         }
         Ok(written > 0)
@@ -615,4 +628,4 @@ impl Ail {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -2,21 +2,20 @@
 
 use super::*;
 use crate::bdev::MemDevice;
-use crate::cil::Cil;
 use crate::format::log::{HostOrder, BBSIZE};
 use crate::format::sb::Superblock;
 use crate::log::LogConfig;
 use crate::types::Daddr;
 
 const HDR: &[u8] = include_bytes!("../format/testdata/ag2_hdr.bin");
-const LOG_BBS: u32 = 2048;
+pub(crate) const LOG_BBS: u32 = 2048;
 
 /// A device of the log (blocks `0..LOG_BBS`) and 64 more blocks.
-struct Rig {
-    dev: Arc<dyn BlockDevice>,
-    view: Arc<CacheDevice>,
-    bufs: Arc<BufCache>,
-    geo: Geometry,
+pub(crate) struct Rig {
+    pub dev: Arc<dyn BlockDevice>,
+    pub view: Arc<CacheDevice>,
+    pub bufs: Arc<BufCache>,
+    pub geo: Geometry,
 }
 
 fn setup() -> (Arc<Ail>, Arc<LogWriter>) {
@@ -24,7 +23,7 @@ fn setup() -> (Arc<Ail>, Arc<LogWriter>) {
     (ail, log)
 }
 
-fn setup_rig() -> (Arc<Ail>, Arc<LogWriter>, Rig) {
+pub(crate) fn setup_rig() -> (Arc<Ail>, Arc<LogWriter>, Rig) {
     let bytes = (LOG_BBS as usize + 64) * 512;
     let dev: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(vec![0u8; bytes]));
     let sb = Superblock::decode_unverified(&HDR[..512]).unwrap();
@@ -116,72 +115,4 @@ fn empty_ail_tail_follows_the_log_when_nothing_is_in_flight() {
     let l2 = checkpoint(&log);
     ail.move_tail();
     assert!(log.grant().tail() >= l2.commit);
-}
-
-fn ail_positions(ail: &Ail) -> Vec<Lsn> {
-    ail.inner.lock().map.keys().map(|k| k.0).collect()
-}
-
-/// A new inode cluster (an ordered buffer: its contents come from the
-/// ICREATE of its checkpoint) relogged by a later checkpoint (an unlinked
-/// pointer changed in it) keeps its AIL place at the creating checkpoint
-/// until written back: moved to the later checkpoint, it would let the
-/// tail pass the ICREATE while the cluster on disk is still the old
-/// blocks, and recovery would replay the pointer into garbage.
-#[test]
-fn relogged_new_inode_cluster_keeps_its_ail_place() {
-    let (ail, log, rig) = setup_rig();
-    let cil = Cil::new(
-        log.clone(),
-        ail.clone(),
-        rig.view.clone(),
-        rig.geo.clone(),
-        [7; 16],
-        false,
-    );
-    let len = 16384;
-    let b = rig
-        .bufs
-        .get(
-            &*rig.dev,
-            &[7; 16],
-            Daddr(LOG_BBS as u64),
-            len,
-            BufKind::Dino,
-            false,
-        )
-        .unwrap();
-    let commit = |ordered: bool, map: Vec<u32>| {
-        let mut t = log.reserve(65536, 1, false).unwrap();
-        let seq = cil
-            .commit(
-                &mut t,
-                vec![crate::cil::TxBuf {
-                    buf: b.clone(),
-                    data: vec![0x11; len],
-                    kind: BufKind::Dino,
-                    map,
-                    stale: false,
-                    ordered,
-                }],
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-            )
-            .unwrap();
-        log.grant().ungrant(t);
-        cil.force_seq(seq).unwrap();
-    };
-    commit(true, Vec::new());
-    let first = ail_positions(&ail);
-    assert_eq!(first.len(), 1, "the new cluster is in the AIL");
-    // A later checkpoint logs one 128-byte chunk of it.
-    commit(false, vec![1]);
-    assert_eq!(
-        ail_positions(&ail),
-        first,
-        "relogging moved the new cluster"
-    );
-    assert!(b.st.lock().alloc_pending);
-    cil.stop();
 }

@@ -20,9 +20,10 @@ use crate::error::{Error, Location, Result};
 use crate::format::ag::{
     agfl_size, first_usable_agbno, AGFL_HDR_SIZE, AGFL_SECTOR, AGF_SECTOR, AGI_SECTOR,
 };
+use crate::format::bufkind::BufKind;
 use crate::format::{be32, put_be32};
 use crate::types::{AgBlock, AgNumber};
-use crate::xact::{BufId, BufKind, MetaTx};
+use crate::xact::{BufId, MetaTx};
 
 // AGF field offsets (see crate::format::ag).
 pub const AGF_BNO_ROOT: usize = 16;

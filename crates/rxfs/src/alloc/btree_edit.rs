@@ -55,8 +55,9 @@ use super::btree_block::{BGeo, Blk, Ents};
 use super::btree_rebal::{fix_keys, insert_at, remove_at};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, BtreeKind, NULL_AGBLOCK};
+use crate::format::bufkind::BufKind;
 use crate::types::{AgBlock, AgNumber};
-use crate::xact::{BufId, BufKind, MetaTx};
+use crate::xact::{BufId, MetaTx};
 
 /// Which tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

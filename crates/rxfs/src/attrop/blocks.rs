@@ -32,10 +32,11 @@ use crate::error::{Error, Location, Result};
 use crate::format::attr::{self, AttrEntry, AttrValue};
 use crate::format::attr_enc::{self as enc, BlkId};
 use crate::format::attr_remote::{rmt_blocks, verify_attr_rmt_block};
+use crate::format::bufkind::BufKind;
 use crate::format::da::{self, DA_NODE_MAXDEPTH};
 use crate::format::Uuid;
 use crate::types::{Daddr, FileBlock, FsBlock, Ino};
-use crate::xact::{BufId, BufKind, InodeId, MetaTx};
+use crate::xact::{BufId, InodeId, MetaTx};
 
 /// A node block being planned: (block or `None` until allocated, level,
 /// (hash, child index in the row below) entries).

@@ -40,10 +40,11 @@ use super::fork::WhichFork;
 use crate::alloc::{alloc_extent, AllocReq};
 use crate::error::{Error, Result};
 use crate::format::bmbt::{self, Extent, EXTENT_REC_SIZE, LBLOCK_HDR_SIZE};
+use crate::format::bufkind::BufKind;
 use crate::format::{be64, put_be16, put_be64};
 use crate::rmap::{rmap_alloc, rmap_free, RmapOwner};
 use crate::types::{AgNumber, FsBlock, Ino};
-use crate::xact::{BufId, BufKind, InodeId, MetaTx};
+use crate::xact::{BufId, InodeId, MetaTx};
 
 /// Deepest bmbt accepted.
 pub(super) const MAXLEVELS: u16 = 9;

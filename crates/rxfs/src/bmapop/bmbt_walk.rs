@@ -12,9 +12,10 @@ use super::bmbt::{decode_ents, fork_bytes, Blk, Ent, Tree, MAXLEVELS, NULLFSBLOC
 use super::fork::WhichFork;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{self, Extent};
+use crate::format::bufkind::BufKind;
 use crate::format::{be16, be64};
 use crate::types::{FsBlock, Ino};
-use crate::xact::{BufKind, InodeId, MetaTx};
+use crate::xact::{InodeId, MetaTx};
 
 /// Read and check the whole bmbt of a BTREE-format fork; returns the tree
 /// and its records in file order (`nextents` of them, else corruption).

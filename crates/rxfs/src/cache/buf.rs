@@ -10,9 +10,9 @@ use parking_lot::{Mutex, RawMutex};
 use super::ItemLog;
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::Uuid;
 use crate::types::Daddr;
-use crate::xact::BufKind;
 
 /// The lock a transaction holds on a buffer until commit or cancel.
 pub type TxGuard = parking_lot::lock_api::ArcMutexGuard<RawMutex, ()>;

@@ -62,13 +62,40 @@ struct InodeLocks {
 thread_local! {
     /// Inode numbers whose ilock this thread holds (any mode).
     static HELD: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// Logged transactions open on this thread (see [`in_transaction`]).
+    static OPEN_TRANS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Whether this thread has a logged transaction open: it may hold AG
+/// header and buffer locks, so the read path must not wait for them (it
+/// reads what the transaction's own locks already make stable).
+pub fn in_transaction() -> bool {
+    OPEN_TRANS.with(|c| c.get() > 0)
+}
+
+/// Counts a transaction open on its thread for its lifetime (held by the
+/// logged transaction).
+pub struct OpenMark;
+
+impl OpenMark {
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> Self {
+        OPEN_TRANS.with(|c| c.set(c.get() + 1));
+        OpenMark
+    }
+}
+
+impl Drop for OpenMark {
+    fn drop(&mut self) {
+        OPEN_TRANS.with(|c| c.set(c.get().saturating_sub(1)));
+    }
 }
 
 /// Whether a read on this thread should take the shared ilock: not if the
 /// thread holds an ilock already or has a transaction open (see the
 /// module doc's lock order).
 pub fn reader_may_lock() -> bool {
-    HELD.with(|h| h.borrow().is_empty()) && !crate::xact::trans::in_transaction()
+    HELD.with(|h| h.borrow().is_empty()) && !in_transaction()
 }
 
 fn held_push(ino: u64) {

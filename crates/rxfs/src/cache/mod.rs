@@ -43,7 +43,7 @@ pub struct ItemLog {
     /// Insertion order within the context (relogging moves it to the end).
     pub order: u64,
     /// The item's log vector for its current context.
-    pub lv: Option<crate::cil::LogVec>,
+    pub lv: Option<crate::log::LogVec>,
     /// Checkpoints in flight holding this item.
     pub pin: u32,
     /// Position in the AIL (the start LSN of its last stable checkpoint).

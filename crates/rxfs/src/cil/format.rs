@@ -19,7 +19,6 @@
 //! pass the older ones. An item relogged in the same checkpoint is
 //! re-formatted from that union (the checkpoint carries each item once).
 
-use super::logvec::LogVec;
 use crate::format::inode as dinode;
 use crate::format::log::HostOrder;
 use crate::format::log_dinode::{
@@ -31,6 +30,7 @@ use crate::format::log_items::{
 };
 use crate::format::{be16, be32, be64};
 use crate::geometry::Geometry;
+use crate::log::LogVec;
 use crate::types::{Daddr, Ino};
 
 /// Bytes of a buf log format header with `words` bitmap words.
@@ -110,7 +110,7 @@ pub fn format_buf(
     let runs = if stale { Vec::new() } else { map_runs(map) };
     // A logged inode cluster carries `di_next_unlinked` changes only: an
     // inode buffer item (recovery replays just those fields).
-    let inode_buf = !stale && blft == crate::xact::BufKind::Dino.blft();
+    let inode_buf = !stale && blft == crate::format::bufkind::BufKind::Dino.blft();
     let flags = (blft << BLFT_SHIFT)
         | if stale { BLF_CANCEL } else { 0 }
         | if inode_buf { BLF_INODE_BUF } else { 0 };
@@ -264,7 +264,7 @@ const LOG_DINODE: usize = 176;
 pub fn format_inode(lv: &mut LogVec, o: HostOrder, geo: &Geometry, ino: Ino, d: &[u8], lsn: u64) {
     let isize = geo.inodesize as usize;
     let l = inode_layout(d, isize);
-    let (cdaddr, clen, boff) = cluster_of(geo, ino);
+    let (cdaddr, clen, boff) = geo.inode_cluster(ino);
     let n = 2 + l.dfork.is_some() as u16 + l.afork.is_some() as u16;
     lv.push_with(56, |h| {
         o.put_u16(h, 0, LI_INODE);
@@ -282,20 +282,6 @@ pub fn format_inode(lv: &mut LogVec, o: HostOrder, geo: &Geometry, ino: Ino, d: 
     for f in [l.dfork, l.afork].into_iter().flatten() {
         lv.push(&f);
     }
-}
-
-/// The inode cluster buffer holding `ino`: (daddr, BBs, byte offset).
-/// Chunks are aligned to the cluster size (checked at mount).
-pub fn cluster_of(geo: &Geometry, ino: Ino) -> (Daddr, u32, u32) {
-    let agno = geo.ino_agno(ino);
-    let agino = geo.ino_agino(ino);
-    let agbno = geo.agino_agbno(agino).0;
-    let bpc = geo.inode_cluster_blocks.max(1);
-    let cstart = agbno - agbno % bpc;
-    let daddr = geo.agb_to_daddr(agno, crate::types::AgBlock(cstart));
-    let (idaddr, ioff) = geo.ino_location(ino);
-    let boff = (idaddr.bytes() + ioff as u64 - daddr.bytes()) as u32;
-    (daddr, bpc * geo.bb_per_block(), boff)
 }
 
 #[cfg(test)]

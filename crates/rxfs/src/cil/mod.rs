@@ -47,9 +47,8 @@
 //! - Checkpoint `n`'s commit record is written after checkpoint `n-1`'s.
 
 pub mod format;
-pub mod logvec;
 
-pub use logvec::LogVec;
+use crate::log::LogVec;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
@@ -71,7 +70,7 @@ use crate::types::{AgBlock, AgNumber, Lsn};
 pub struct TxBuf {
     pub buf: Arc<Buf>,
     pub data: Vec<u8>,
-    pub kind: crate::xact::BufKind,
+    pub kind: crate::format::bufkind::BufKind,
     /// Chunks this transaction changed.
     pub map: Vec<u32>,
     pub stale: bool,
@@ -390,7 +389,7 @@ impl Cil {
                 relogged += 1;
             }
             let mut data = ti.data;
-            crc::update(&mut data, crate::xact::memtx::DINODE_CRC_OFF);
+            crc::update(&mut data, crate::format::inode::DINODE_CRC_OFF);
             let snap = Arc::new(data);
             st.committed = snap.clone();
             st.on_disk = false;
@@ -639,6 +638,12 @@ impl Cil {
     }
 }
 
+impl crate::ail::LogForce for Cil {
+    fn force_committed(self: Arc<Self>) -> Result<()> {
+        self.force_all()
+    }
+}
+
 fn background(w: std::sync::Weak<Cil>) {
     loop {
         let Some(cil) = w.upgrade() else { return };
@@ -663,3 +668,6 @@ fn background(w: std::sync::Weak<Cil>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -32,13 +32,14 @@ use crate::bmapop::fork::{self, WhichFork};
 use crate::bmapop::map::ExtentMap;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::Extent;
+use crate::format::bufkind::BufKind;
 use crate::format::da::hashname;
 use crate::format::dinode_edit as di;
 use crate::format::dir::DirGeo;
 use crate::format::dir_leaf::{hash_range, LeafEntry, NULL_DATAOFF};
 use crate::format::Uuid;
 use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
-use crate::xact::{BufId, BufKind, InodeId, MetaTx};
+use crate::xact::{BufId, InodeId, MetaTx};
 
 /// One leaf block of the hash index.
 #[derive(Debug, Clone)]

@@ -8,11 +8,12 @@ use super::block::BlockState;
 use super::data::{block_to_data, data_add, data_fits_block, data_new, data_remove, data_to_block};
 use super::index::load_big;
 use crate::error::{Error, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::da::hashname;
 use crate::format::dinode_edit as di;
 use crate::format::dir_leaf::{LeafEntry, NULL_DATAOFF};
 use crate::types::Ino;
-use crate::xact::{BufId, BufKind, InodeId, MetaTx};
+use crate::xact::{BufId, InodeId, MetaTx};
 
 /// Load `dp` (leaf or node form).
 pub fn load(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {

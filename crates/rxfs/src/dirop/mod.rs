@@ -62,12 +62,13 @@ mod tests;
 use crate::alloc::{alloc_extent, AllocReq};
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::format::bufkind::BufKind;
 use crate::format::dinode_edit as di;
 use crate::format::dir::{DirGeo, MAXNAMELEN};
 use crate::format::dir_sf::{decode_sf, encode_sf, SfDir};
 use crate::format::inode::{FMT_BTREE, FMT_EXTENTS, FMT_LOCAL};
 use crate::types::{AgBlock, AgNumber, FileBlock, FsBlock, Ino};
-use crate::xact::{BufId, BufKind, InodeId, MetaTx};
+use crate::xact::{BufId, InodeId, MetaTx};
 
 use block::BlockState;
 use sf::SfAdd;

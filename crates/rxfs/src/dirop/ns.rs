@@ -222,7 +222,7 @@ fn free_attr_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
     for e in &map.exts {
         for i in 0..e.len {
             let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start + i));
-            let b = tx.new_buf(daddr, bs, crate::xact::BufKind::AttrLeaf)?;
+            let b = tx.new_buf(daddr, bs, crate::format::bufkind::BufKind::AttrLeaf)?;
             tx.stale_buf(b);
         }
     }
@@ -246,7 +246,11 @@ fn stale_meta_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
     for e in exts {
         if fmt == di::S_IFLNK {
             let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start));
-            let b = tx.new_buf(daddr, e.len as usize * bs, crate::xact::BufKind::Symlink)?;
+            let b = tx.new_buf(
+                daddr,
+                e.len as usize * bs,
+                crate::format::bufkind::BufKind::Symlink,
+            )?;
             tx.stale_buf(b);
             continue;
         }
@@ -256,7 +260,11 @@ fn stale_meta_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
         while off + fsbs <= e.off.0 + e.len {
             let fsb = crate::types::FsBlock(e.start + (off - e.off.0));
             let daddr = tx.geo().fsb_to_daddr(fsb);
-            let b = tx.new_buf(daddr, fsbs as usize * bs, crate::xact::BufKind::DirData)?;
+            let b = tx.new_buf(
+                daddr,
+                fsbs as usize * bs,
+                crate::format::bufkind::BufKind::DirData,
+            )?;
             tx.stale_buf(b);
             off += fsbs;
         }

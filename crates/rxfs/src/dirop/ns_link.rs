@@ -21,13 +21,14 @@ use super::{check_name, dir_add_from, dir_can_add, dir_lookup};
 use crate::alloc::{alloc_extent, AllocReq};
 use crate::error::{Error, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::format::bufkind::BufKind;
 use crate::format::dinode_edit as di;
 use crate::format::inode::{Timestamp, FMT_EXTENTS, FMT_LOCAL};
 use crate::format::symlink::{SYMLINK_HDR_SIZE, SYMLINK_MAGIC, SYMLINK_MAXLEN};
 use crate::format::xflags::{flags_allow, Change};
 use crate::format::{put_be32, put_be64};
 use crate::types::{FileBlock, FileType, Ino};
-use crate::xact::{BufKind, InodeId, MetaTx};
+use crate::xact::{InodeId, MetaTx};
 
 /// Add the link `name` in `dp` to the joined non-directory inode `ip`.
 /// An inode with no links (an O_TMPFILE inode, which the caller vouches

@@ -18,6 +18,7 @@ pub mod attr_remote;
 pub mod bmbt;
 pub mod btree;
 pub mod btree_rec;
+pub mod bufkind;
 pub mod crc;
 pub mod da;
 pub mod dinode_edit;

@@ -10,8 +10,8 @@ use super::Filesystem;
 use crate::cache::buf::TxGuard;
 use crate::error::Result;
 use crate::format::btree::{BtreeKey, BtreeKind, InobtRec};
+use crate::format::bufkind::BufKind;
 use crate::types::{AgNumber, Ino};
-use crate::xact::BufKind;
 
 impl Filesystem {
     /// The inobt record of the chunk holding `ino`, if there is one.
@@ -42,7 +42,7 @@ impl Filesystem {
         let Some(rw) = self.rw() else {
             return Ok(None);
         };
-        if crate::xact::trans::in_transaction() {
+        if crate::cache::ilock::in_transaction() {
             return Ok(None);
         }
         let geo = self.geo();

@@ -25,13 +25,6 @@ pub mod overwrite;
 pub mod path;
 pub mod prealloc;
 mod read_lock;
-pub mod recover;
-mod recover_bmbt;
-mod recover_buf;
-pub mod recover_finish;
-mod recover_icreate;
-pub(crate) mod recover_inode;
-pub mod recover_iunlink;
 pub mod recover_write;
 pub mod rt;
 pub mod rw;
@@ -39,6 +32,7 @@ mod rw_recover;
 pub mod statfs;
 pub mod stats;
 pub mod symlink;
+pub mod trans;
 
 pub use dir::DirEntry;
 pub use inode::{Fork, Inode};
@@ -52,29 +46,6 @@ use crate::error::{Error, Location, Result};
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::types::Daddr;
-
-/// Read and verify the primary superblock (sector 0) of `dev`: one 512-byte
-/// read, then the whole sector when the superblock says sectors are larger.
-pub fn read_primary_sb(dev: &dyn BlockDevice) -> Result<Superblock> {
-    let mut buf = vec![0u8; 512];
-    dev.read_at(&mut buf, 0)?;
-    let sectsize = crate::format::be16(&buf, 102) as usize;
-    if sectsize > 512 && sectsize <= 32768 && sectsize.is_power_of_two() {
-        buf.resize(sectsize, 0);
-        dev.read_at(&mut buf, 0)?;
-    }
-    let sb = Superblock::decode(&buf, 0)?;
-    // mkfs (or another offline tool) did not finish: the kernel refuses
-    // such a filesystem ("Offline file system operation in progress!").
-    if sb.inprogress != 0 {
-        return Err(Error::corrupt(
-            "superblock",
-            crate::error::Location::Daddr(0),
-            "an offline operation (mkfs) did not finish: sb_inprogress is set",
-        ));
-    }
-    Ok(sb)
-}
 
 /// Options of `rxfs mount` and [`Filesystem::open`], spelled as the kernel does.
 #[derive(Debug, Clone, Default)]
@@ -120,7 +91,7 @@ pub struct Filesystem {
     /// The log state found at open (see [`crate::log::find::LogState`]).
     log_state: Option<crate::log::find::LogState>,
     /// What log recovery replayed at open (read-only mounts of a dirty log).
-    recovery: Option<recover::RecoveryStats>,
+    recovery: Option<crate::recover::RecoveryStats>,
     icache: inode::InodeCache,
     /// The write path (read-write mounts only).
     rw: Option<rw::RwCore>,
@@ -159,7 +130,7 @@ impl Filesystem {
         rtdev: Option<Arc<dyn BlockDevice>>,
         opts: MountOptions,
     ) -> Result<Arc<Self>> {
-        let sb = read_primary_sb(&*dev)?;
+        let sb = crate::geometry::read_primary_sb(&*dev)?;
         let unknown = sb.unknown_incompat();
         if unknown != 0 {
             return Err(Error::UnknownIncompat {
@@ -197,18 +168,18 @@ impl Filesystem {
             Some(st) if st.needs_recovery() && !opts.norecovery => {
                 // Read-only mount of a dirty log: replay it in memory and
                 // read through the replayed blocks.
-                let rec = recover_finish::recover_and_finish(
+                let rec = crate::recover::finish::recover_and_finish(
                     &dev,
                     &geo,
                     &sb,
                     st,
-                    recover_finish::Unfreeable::Keep,
+                    crate::recover::finish::Unfreeable::Keep,
                 )?;
                 tracing::info!("log recovered in memory: {}", rec.stats);
                 let dev: Arc<dyn BlockDevice> =
                     Arc::new(crate::bdev::OverlayDevice::new(dev, rec.overlay));
                 recovery = Some(rec.stats);
-                let sb = read_primary_sb(&*dev)?;
+                let sb = crate::geometry::read_primary_sb(&*dev)?;
                 let geo = Geometry::new(&sb);
                 (dev, sb, geo)
             }
@@ -265,7 +236,7 @@ impl Filesystem {
         self.rtdev.as_deref()
     }
     /// What log recovery replayed at open, if the log was dirty.
-    pub fn recovery_stats(&self) -> Option<&recover::RecoveryStats> {
+    pub fn recovery_stats(&self) -> Option<&crate::recover::RecoveryStats> {
         self.recovery.as_ref()
     }
     pub fn options(&self) -> &MountOptions {

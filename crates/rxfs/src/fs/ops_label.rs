@@ -11,8 +11,9 @@
 
 use super::Filesystem;
 use crate::error::{Error, Result};
+use crate::format::bufkind::BufKind;
 use crate::types::{AgBlock, AgNumber};
-use crate::xact::{BufKind, MetaTx, Resv};
+use crate::xact::{MetaTx, Resv};
 
 /// `sb_fname`'s place and size in a superblock sector.
 const FNAME_OFF: usize = 108;

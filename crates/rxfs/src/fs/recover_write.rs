@@ -1,5 +1,5 @@
 //! Recovery onto a writable device: replay the log in memory
-//! ([`super::recover::recover`]), write the replayed blocks, flush, then
+//! ([`crate::recover::recover`]), write the replayed blocks, flush, then
 //! make the log clean.
 //!
 //! The clean log is what a clean unmount leaves: one unmount record at the
@@ -37,8 +37,6 @@
 
 use std::sync::Arc;
 
-use super::recover::RecoveryStats;
-use super::recover_finish::{recover_and_finish, Unfreeable};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::format::log::{encode_unmount_body, HostOrder, BBSIZE, CLIENT_LOG, OP_UNMOUNT};
@@ -48,6 +46,8 @@ use crate::format::log_record::{LogRecord, RecordHeader};
 use crate::format::put_be32;
 use crate::geometry::Geometry;
 use crate::log::find::{Log, LogState};
+use crate::recover::finish::{recover_and_finish, Unfreeable};
+use crate::recover::RecoveryStats;
 use crate::types::Daddr;
 
 /// Log buffer size written into the unmount record's header.
@@ -65,7 +65,7 @@ pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<RecoveryStats> {
     if dev.read_only() {
         return Err(Error::ReadOnly("recovery needs a writable device".into()));
     }
-    let sb = super::read_primary_sb(dev)?;
+    let sb = crate::geometry::read_primary_sb(dev)?;
     let geo = Geometry::new(&sb);
     let log = Log::new(dev, &geo, &sb)?;
     let st = log.find_state()?;

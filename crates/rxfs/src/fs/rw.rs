@@ -1,7 +1,7 @@
 //! A read-write mount: the write path's parts and how they are wired.
 //!
 //! ```text
-//!  Trans (xact::trans) --commit--> Cil (cil) --push--> LogWriter (log) --> device
+//!  Trans (fs::trans) --commit--> Cil (cil) --push--> LogWriter (log) --> device
 //!      |                              ^ force (fsync)        | checkpoint stable
 //!      v                              |                      v
 //!  BufCache / InodeTable (cache) <--- Ail (ail): write-back, tail --> grant heads
@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 
-use super::recover_finish::Unfreeable;
 use super::{Filesystem, MountOptions};
 use crate::ail::Ail;
 use crate::bdev::BlockDevice;
@@ -35,13 +34,16 @@ use crate::cache::inode_item::{ILockExcl, ILockShared};
 use crate::cache::{BufCache, CacheDevice, InodeTable};
 use crate::cil::Cil;
 use crate::error::{Error, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::put_be64;
 use crate::format::sb::Superblock;
 use crate::fs::stats::FsStats;
+use crate::fs::trans::Trans;
 use crate::geometry::Geometry;
 use crate::log::{LogConfig, LogWriter};
+use crate::recover::finish::Unfreeable;
 use crate::types::{Daddr, Ino};
-use crate::xact::{BufKind, MetaTx, Resv, Trans};
+use crate::xact::{MetaTx, Resv};
 
 /// Buffers kept in the cache (clean ones beyond this are dropped).
 const BUF_CAPACITY: usize = 65536;
@@ -191,7 +193,7 @@ impl Filesystem {
                 "norecovery requires a read-only mount (-o ro,norecovery), as in the kernel".into(),
             ));
         }
-        let sb = super::read_primary_sb(&*dev)?;
+        let sb = crate::geometry::read_primary_sb(&*dev)?;
         let geo = Geometry::new(&sb);
         check_writable(&sb, &geo, &*dev)?;
         let need = geo.dblocks << geo.blocklog;
@@ -207,7 +209,7 @@ impl Filesystem {
         // replayed onto the device, then continued and finished through
         // logged transactions below (see rw_recover).
         let (recovery, pending) = if st.needs_recovery() {
-            let check = super::recover_finish::recover_and_finish(
+            let check = crate::recover::finish::recover_and_finish(
                 &dev,
                 &geo,
                 &sb,
@@ -219,7 +221,7 @@ impl Filesystem {
         } else {
             (None, None)
         };
-        let sb = super::read_primary_sb(&*dev)?;
+        let sb = crate::geometry::read_primary_sb(&*dev)?;
         let geo = Geometry::new(&sb);
         let sunit = log_sunit(&sb);
         let logbufs = opts.logbufs.unwrap_or(8);
@@ -325,7 +327,7 @@ impl Filesystem {
     /// log space, which needs the AIL, which never waits on inode locks).
     pub fn trans_alloc(&self, r: Resv) -> Result<Trans<'_>> {
         let rw = self.rw_live()?;
-        let unit = crate::xact::trans::reservation(&self.geo, r);
+        let unit = crate::fs::trans::reservation(&self.geo, r);
         let t = rw.log.reserve(unit, 1, false)?;
         Ok(Trans::new(self, t))
     }

@@ -32,9 +32,6 @@
 
 use std::sync::Arc;
 
-use super::recover::{recover, PendingIntent, RecoveryStats};
-use super::recover_finish::{efi_extents, free_efi_extents};
-use super::recover_iunlink::{pop_unlinked, unlinked_buckets};
 use super::recover_write::restamp_past_head;
 use super::Filesystem;
 use crate::ail::{AilItem, IntentItem};
@@ -45,6 +42,9 @@ use crate::format::log_items::encode_free_extents;
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::log::find::{Log, LogState};
+use crate::recover::finish::{efi_extents, free_efi_extents};
+use crate::recover::iunlink::{pop_unlinked, unlinked_buckets};
+use crate::recover::{recover, PendingIntent, RecoveryStats};
 use crate::types::Daddr;
 use crate::xact::Resv;
 

@@ -7,9 +7,10 @@
 //! business of [`crate::alloc::btree_edit`], which reads the same buffer.
 
 use crate::error::{Error, Location, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::{be32, put_be32};
 use crate::types::AgNumber;
-use crate::xact::{BufId, BufKind, MetaTx};
+use crate::xact::{BufId, MetaTx};
 
 pub const SEQNO: usize = 8;
 pub const LENGTH: usize = 12;

@@ -27,13 +27,14 @@ use crate::alloc::{alloc_extent, free_extent, AgExtent, AllocReq};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::BtreeKey;
 use crate::format::btree::{InobtRec, INODES_PER_CHUNK, INODES_PER_HOLEMASK_BIT};
+use crate::format::bufkind::BufKind;
 use crate::format::crc;
 use crate::format::dinode_edit::{self, NULLAGINO};
 use crate::format::inode::DINODE_CRC_OFF;
 use crate::format::{be32, put_be32};
 use crate::rmap::RmapOwner;
 use crate::types::{AgBlock, AgIno, AgNumber};
-use crate::xact::{BufId, BufKind, MetaTx, SbCounter};
+use crate::xact::{BufId, MetaTx, SbCounter};
 
 /// Blocks of one 64-inode chunk; `NotSupported` when a chunk would be
 /// smaller than a block (tiny inodes in huge blocks: several chunk records

@@ -70,10 +70,11 @@ use std::sync::atomic::Ordering;
 use crate::alloc::btree_edit::{Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::InobtRec;
+use crate::format::bufkind::BufKind;
 use crate::format::dinode_edit::{self as de, init_dinode, NULLAGINO};
 use crate::format::inode::{DINODE_MAGIC, DINODE_V3_CORE_SIZE, FMT_EXTENTS};
 use crate::types::{AgIno, AgNumber, Ino};
-use crate::xact::{BufId, BufKind, InodeId, MetaTx, SbCounter};
+use crate::xact::{BufId, InodeId, MetaTx, SbCounter};
 
 pub use crate::format::dinode_edit::NewInode;
 pub use chunk::{chunk_blocks, free_chunk_if_empty};

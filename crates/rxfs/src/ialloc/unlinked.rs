@@ -1,7 +1,7 @@
 //! The AGI unlinked lists at run time: an inode whose last link goes while
 //! it is still open (or an O_TMPFILE inode) is put on a list, so that a
 //! crash before its last close leaves it for recovery to free
-//! ([`crate::fs::recover_iunlink`]).
+//! ([`crate::recover::iunlink`]).
 //!
 //! ```text
 //!  AGI unlinked[b] ──> agino A ──di_next_unlinked──> agino B ──> NULLAGINO
@@ -34,10 +34,11 @@
 
 use super::agi;
 use crate::error::{Error, Location, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::dinode_edit as de;
 use crate::format::{be16, crc};
 use crate::types::{AgIno, AgNumber, Ino};
-use crate::xact::{BufKind, InodeId, MetaTx};
+use crate::xact::{InodeId, MetaTx};
 
 const NULLAGINO: u32 = de::NULLAGINO;
 
@@ -60,7 +61,7 @@ const INODE_MAGIC: u16 = 0x494e;
 pub fn set_next(tx: &mut dyn MetaTx, ip: InodeId, v: u32) -> Result<()> {
     de::set_next_unlinked(tx.inode_mut(ip), v);
     let ino = Ino(de::ino(tx.inode(ip)));
-    let (cdaddr, clen, boff) = crate::cil::format::cluster_of(tx.geo(), ino);
+    let (cdaddr, clen, boff) = tx.geo().inode_cluster(ino);
     let isize = tx.geo().inodesize as usize;
     let b = tx.read_buf(cdaddr, clen as usize * 512, BufKind::Dino)?;
     let (lo, hi) = (boff as usize, boff as usize + isize);
@@ -72,7 +73,7 @@ pub fn set_next(tx: &mut dyn MetaTx, ip: InodeId, v: u32) -> Result<()> {
         ));
     }
     de::set_next_unlinked(d, v);
-    crc::update(d, crate::xact::memtx::DINODE_CRC_OFF);
+    crc::update(d, crate::format::inode::DINODE_CRC_OFF);
     let f = lo + de::off::NEXT_UNLINKED;
     tx.log_buf(b, f..f + 4);
     Ok(())

@@ -119,11 +119,13 @@ mod force;
 mod gate;
 pub mod grant;
 pub mod iclog;
+pub mod logvec;
 pub mod writer;
 
 pub use gate::CommitTurn;
 pub use grant::{GrantHeads, GrantStats, NoPusher, TailPusher, Ticket};
 pub use iclog::IclogState;
+pub use logvec::LogVec;
 pub use writer::{CheckpointLsns, LogConfig, LogOp, LogWriter};
 
 use std::sync::atomic::{AtomicU64, Ordering};

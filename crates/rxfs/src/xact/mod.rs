@@ -46,15 +46,8 @@
 //!    inode lock above them);
 //! 5. the CIL's internal locks, then the log's (see [`crate::log`]).
 
-pub mod bufkind;
-pub mod memtx;
-pub mod trans;
-
-pub use trans::Trans;
-
-pub use bufkind::BufKind;
-
 use crate::error::Result;
+use crate::format::bufkind::BufKind;
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::types::{AgBlock, AgNumber, Daddr, Ino};

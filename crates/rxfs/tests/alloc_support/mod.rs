@@ -12,8 +12,8 @@ use rxfs::bdev::{BlockDevice, FileDevice};
 use rxfs::format::btree::{AllocRec, BtreeKind, SBLOCK_HDR_SIZE};
 use rxfs::format::{be16, be32};
 use rxfs::fs::btree::BtreeRoot;
+use rxfs::recover::memtx::MemTx;
 use rxfs::types::{AgBlock, AgNumber};
-use rxfs::xact::memtx::MemTx;
 use rxfs::{Filesystem, MountOptions};
 
 pub struct Rng(pub u64);

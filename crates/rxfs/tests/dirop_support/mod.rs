@@ -10,8 +10,8 @@ use crate::common::*;
 use rxfs::bdev::FileDevice;
 use rxfs::format::da::hashname;
 use rxfs::fs::inode::Fork;
+use rxfs::recover::memtx::MemTx;
 use rxfs::types::Ino;
-use rxfs::xact::memtx::MemTx;
 use rxfs::Filesystem;
 
 pub fn kernel_ok() -> bool {

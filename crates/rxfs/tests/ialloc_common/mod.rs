@@ -12,8 +12,8 @@ use rxfs::format::dinode_edit as de;
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::btree::BtreeRoot;
 use rxfs::ialloc::{ialloc, ifree, NewInode};
+use rxfs::recover::memtx::MemTx;
 use rxfs::types::{AgNumber, Ino};
-use rxfs::xact::memtx::MemTx;
 use rxfs::xact::MetaTx;
 use rxfs::Filesystem;
 

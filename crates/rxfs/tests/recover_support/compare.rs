@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use super::{diff, kernel_walk, rxfs_walk};
 use crate::common::*;
-use rxfs::fs::recover::RecoveryStats;
+use rxfs::recover::RecoveryStats;
 use rxfs::Filesystem;
 
 /// Space accounting of an image: per AG (free blocks incl. AGFL and

@@ -9,18 +9,16 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{BufId, BufKind, InodeId, MetaTx, SbCounter};
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Location, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::inode as dinode;
 use crate::format::meta_header::meta_header;
 use crate::format::sb::Superblock;
 use crate::format::{be16, be64, crc, put_be64};
 use crate::geometry::Geometry;
 use crate::types::{AgBlock, AgNumber, Daddr, Ino};
-
-/// Offset of `di_crc` in a v3 dinode.
-pub const DINODE_CRC_OFF: usize = 100;
+use crate::xact::{BufId, InodeId, MetaTx, SbCounter};
 
 struct JBuf {
     daddr: Daddr,
@@ -58,7 +56,7 @@ pub struct MemTx {
 
 impl MemTx {
     pub fn new(dev: Arc<dyn BlockDevice>) -> Result<Self> {
-        let sb = crate::fs::read_primary_sb(&*dev)?;
+        let sb = crate::geometry::read_primary_sb(&*dev)?;
         let geo = Geometry::new(&sb);
         Ok(MemTx {
             dev,
@@ -123,7 +121,7 @@ impl MemTx {
                 continue;
             }
             let mut data = ip.data.clone();
-            crc::update(&mut data, DINODE_CRC_OFF);
+            crc::update(&mut data, dinode::DINODE_CRC_OFF);
             let (daddr, off) = self.geo.ino_location(ip.ino);
             self.dev.write_at(&data, daddr.bytes() + off as u64)?;
         }
@@ -154,7 +152,7 @@ impl MetaTx for MemTx {
         use std::sync::atomic::Ordering::Relaxed;
         match &self.dir_rotor {
             Some(r) => r.fetch_add(1, Relaxed),
-            None => super::DIR_ROTOR.fetch_add(1, Relaxed),
+            None => crate::xact::DIR_ROTOR.fetch_add(1, Relaxed),
         }
     }
     fn geo(&self) -> &Geometry {
@@ -199,7 +197,7 @@ impl MetaTx for MemTx {
             return Ok(id);
         }
         let data = self.read_dinode_raw(ino)?;
-        if be16(&data, 0) != dinode::DINODE_MAGIC || !crc::verify(&data, DINODE_CRC_OFF) {
+        if be16(&data, 0) != dinode::DINODE_MAGIC || !crc::verify(&data, dinode::DINODE_CRC_OFF) {
             return Err(Error::corrupt(
                 "inode",
                 Location::Ino(ino.0),

@@ -1,7 +1,7 @@
 //! Recovery, after replay: finish the unfinished intents, then free the
 //! inodes on the AGI unlinked lists.
 //!
-//! Replay ([`super::recover::recover`]) leaves the filesystem as the last
+//! Replay ([`super::recover`]) leaves the filesystem as the last
 //! committed checkpoint had it. Two kinds of work can be half done there:
 //!
 //! - **Unfinished EFIs.** Freeing file space is deferred: a transaction
@@ -19,12 +19,12 @@
 //!   finish: tx { EFD id=X (same extents); free 9000+16; free 9100+4 }
 //!   ```
 //!
-//! - **Unlinked inodes** ([`super::recover_iunlink`]).
+//! - **Unlinked inodes** ([`super::iunlink`]).
 //!
-//! [`finish_intents`] and [`super::recover_iunlink::process_iunlinks`] are
+//! [`finish_intents`] and [`super::iunlink::process_iunlinks`] are
 //! generic over [`MetaTx`]: the read-write mount runs them in logged
 //! transactions ([`finish_intent`] and
-//! [`super::recover_iunlink::pop_unlinked`] are the one-transaction steps),
+//! [`super::iunlink::pop_unlinked`] are the one-transaction steps),
 //! and [`recover_and_finish`] runs them in one unlogged
 //! [`MemTx`] over the replayed blocks, for the read-only mount (in memory)
 //! and for `rxfs recover` (written to the device afterwards).
@@ -35,8 +35,8 @@
 
 use std::sync::Arc;
 
-use super::recover::{recover, PendingIntent, Recovered, OVERLAY_MAX_BYTES};
-use super::recover_iunlink;
+use super::iunlink;
+use super::{recover, PendingIntent, Recovered, OVERLAY_MAX_BYTES};
 use crate::bdev::{BlockDevice, OverlayDevice};
 use crate::error::{Error, Location, Result};
 use crate::format::log::HostOrder;
@@ -44,8 +44,8 @@ use crate::format::log_items::{encode_free_extents, FreeExtent, ItemFormat};
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::log::find::LogState;
+use crate::recover::memtx::MemTx;
 use crate::types::FsBlock;
-use crate::xact::memtx::MemTx;
 use crate::xact::MetaTx;
 
 /// What finishing did.
@@ -141,7 +141,7 @@ pub enum Unfreeable {
     Refuse,
     /// Leave every unlinked list as replay left it (a read-only view: the
     /// files are unreachable anyway; only the free counts differ from the
-    /// kernel's recovery). Recorded in [`super::recover::RecoveryStats`].
+    /// kernel's recovery). Recorded in [`super::RecoveryStats`].
     Keep,
 }
 
@@ -168,7 +168,7 @@ pub fn recover_and_finish(
     let fin = finish_intents(&mut tx, &rec.intents)?;
     tx.commit()?;
     let mut tx = MemTx::new(view.clone())?;
-    match recover_iunlink::process_iunlinks(&mut tx) {
+    match iunlink::process_iunlinks(&mut tx) {
         Ok(un) => {
             tx.commit()?;
             rec.stats.unlinked_inodes_freed = un.inodes;

@@ -12,13 +12,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::{BufId, BufKind, InodeId, MetaTx, Resv, SbCounter};
 use crate::ail::IntentItem;
 use crate::cache::buf::TxGuard;
 use crate::cache::{Buf, InodeItem};
 use crate::cil::format::map_set;
 use crate::cil::{RawItem, TxBuf, TxInode};
 use crate::error::{Error, Location, Result};
+use crate::format::bufkind::BufKind;
 use crate::format::log::HostOrder;
 use crate::format::log_items::{FreeExtent, LI_EFD, LI_EFI};
 use crate::format::sb::Superblock;
@@ -27,6 +27,7 @@ use crate::fs::Filesystem;
 use crate::geometry::Geometry;
 use crate::log::Ticket;
 use crate::types::{AgBlock, AgNumber, Daddr, Ino};
+use crate::xact::{BufId, InodeId, MetaTx, Resv, SbCounter};
 
 struct TBuf {
     buf: Arc<Buf>,
@@ -45,34 +46,6 @@ struct TInode {
     dirty: bool,
 }
 
-thread_local! {
-    /// Logged transactions open on this thread (see [`in_transaction`]).
-    static OPEN_TRANS: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Whether this thread has a logged transaction open: it may hold AG
-/// header and buffer locks, so the read path must not wait for them (it
-/// reads what the transaction's own locks already make stable).
-pub fn in_transaction() -> bool {
-    OPEN_TRANS.with(|c| c.get() > 0)
-}
-
-/// Counts a transaction open on its thread for its lifetime.
-struct OpenMark;
-
-impl OpenMark {
-    fn new() -> Self {
-        OPEN_TRANS.with(|c| c.set(c.get() + 1));
-        OpenMark
-    }
-}
-
-impl Drop for OpenMark {
-    fn drop(&mut self) {
-        OPEN_TRANS.with(|c| c.set(c.get().saturating_sub(1)));
-    }
-}
-
 /// A logged transaction (see the module doc and [`MetaTx`]).
 pub struct Trans<'a> {
     fs: &'a Filesystem,
@@ -89,7 +62,7 @@ pub struct Trans<'a> {
     /// The caller changes only inode timestamps (see
     /// [`Trans::timestamps_only`]).
     timestamps_only: bool,
-    _open: OpenMark,
+    _open: crate::cache::ilock::OpenMark,
 }
 
 /// An EFI (`done == false`) or EFD region: 16-byte header, then 16-byte
@@ -159,7 +132,7 @@ impl<'a> Trans<'a> {
             raw: Vec::new(),
             deferred: Vec::new(),
             timestamps_only: false,
-            _open: OpenMark::new(),
+            _open: crate::cache::ilock::OpenMark::new(),
         }
     }
 
@@ -561,7 +534,7 @@ impl MetaTx for Trans<'_> {
         let data = (*item.st.lock().committed).clone();
         if data.len() < 176
             || be16(&data, 0) != crate::format::inode::DINODE_MAGIC
-            || !crc::verify(&data, super::memtx::DINODE_CRC_OFF)
+            || !crc::verify(&data, crate::format::inode::DINODE_CRC_OFF)
         {
             return Err(Error::corrupt(
                 "inode",

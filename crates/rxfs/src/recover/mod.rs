@@ -40,22 +40,30 @@
 //!    ([`Recovered::intents`], in log order) and refuses, before replaying
 //!    anything, every other open kind (and realtime EFIs) with a
 //!    `NotSupported` naming them. The EFIs are finished afterwards by
-//!    [`super::recover_finish::finish_intents`].
+//!    [`super::finish::finish_intents`].
 //! 4. **AGI unlinked lists** (inodes unlinked while open at the crash) are
-//!    processed after the intents by [`super::recover_iunlink`].
+//!    processed after the intents by [`super::iunlink`].
 //!
 //! Steps 3 and 4 change metadata, so they run in a transaction: the
 //! read-write mount runs them in logged transactions after writing the
 //! replayed blocks; the read-only mount and `rxfs recover` run them in an
-//! unlogged [`crate::xact::memtx::MemTx`] over the replayed blocks
-//! ([`super::recover_finish::recover_and_finish`]).
+//! unlogged [`crate::recover::memtx::MemTx`] over the replayed blocks
+//! ([`super::finish::recover_and_finish`]).
 //!
 //! Bounds: the overlay is capped ([`OVERLAY_MAX_BYTES`]); every offset
 //! taken from a log item is checked against the buffer it addresses.
 
+pub mod bmbt;
+pub mod buf;
+pub mod finish;
+pub mod icreate;
+pub(crate) mod inode;
+pub mod iunlink;
+pub mod memtx;
+
 use std::collections::HashMap;
 
-use super::{recover_buf, recover_icreate, recover_inode};
+use self::{buf as recover_buf, icreate as recover_icreate, inode as recover_inode};
 use crate::bdev::{BlockDevice, Overlay};
 use crate::error::{Error, Location, Result};
 use crate::format::log::HostOrder;
@@ -111,7 +119,7 @@ pub struct RecoveryStats {
     pub inode_chunks_freed: u64,
     /// The unlinked inodes could not all be freed and were left in place
     /// (read-only in-memory recovery only; see
-    /// [`super::recover_finish::Unfreeable`]).
+    /// [`super::finish::Unfreeable`]).
     pub unlinked_kept: bool,
     /// Bytes in the overlay at the end.
     pub overlay_bytes: u64,
@@ -173,7 +181,7 @@ pub struct Recovered {
     /// The log state recovery started from.
     pub state: LogState,
     /// Unfinished EFIs in log order: still to be finished (see the module
-    /// doc, step 3). Empty once [`super::recover_finish::recover_and_finish`]
+    /// doc, step 3). Empty once [`super::finish::recover_and_finish`]
     /// has run.
     pub intents: Vec<PendingIntent>,
 }

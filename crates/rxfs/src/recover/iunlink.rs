@@ -18,7 +18,7 @@
 //! 1. free the blocks of its forks: every extent of an extents- or
 //!    btree-format data or attribute fork goes back with
 //!    [`crate::alloc::free_extent`], and so do the blocks of a btree fork's
-//!    tree ([`super::recover_bmbt`]); metadata blocks (directory, symlink,
+//!    tree ([`super::bmbt`]); metadata blocks (directory, symlink,
 //!    attribute and bmap btree blocks) are also cancelled with
 //!    [`MetaTx::stale_buf`], block by block; local and device forks hold
 //!    no blocks; realtime and reflink data are refused (`NotSupported`);
@@ -37,16 +37,17 @@
 //! slots; an inode met twice is free by then (mode 0), which is reported
 //! as corruption. Every extent is checked against the geometry.
 
-use super::recover_bmbt::{btree_fork_map, BtreeMap};
+use super::bmbt::{btree_fork_map, BtreeMap};
 use crate::bmapop::WhichFork;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+use crate::format::bufkind::BufKind;
 use crate::format::dinode_edit as de;
 use crate::format::inode::{DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
 use crate::format::{be32, put_be32};
 use crate::rmap::RmapOwner;
 use crate::types::{AgIno, AgNumber, FsBlock, Ino};
-use crate::xact::{BufKind, InodeId, MetaTx};
+use crate::xact::{InodeId, MetaTx};
 
 /// Number of unlinked buckets in an AGI.
 pub const AGI_UNLINKED_BUCKETS: u32 = 64;

@@ -1,5 +1,5 @@
 //! Recovery: the whole mapping of a btree-format fork, for freeing the
-//! fork of an unlinked inode ([`super::recover_iunlink`]).
+//! fork of an unlinked inode ([`super::iunlink`]).
 //!
 //! ```text
 //!  inode fork (bmdr root)        level L >= 1, numrecs n
@@ -21,9 +21,10 @@ use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{
     block_maxrecs, root_level, root_maxrecs, root_numrecs, Extent, EXTENT_REC_SIZE, LBLOCK_HDR_SIZE,
 };
+use crate::format::bufkind::BufKind;
 use crate::format::{be16, be64};
 use crate::types::{FsBlock, Ino};
-use crate::xact::{BufId, BufKind, MetaTx};
+use crate::xact::{BufId, MetaTx};
 
 /// Deepest bmap btree accepted (the kernel's limit for any fork is lower).
 pub const MAX_LEVELS: u16 = 10;

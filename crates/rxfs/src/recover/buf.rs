@@ -17,7 +17,7 @@
 //! those 4-byte fields are copied, and the CRC of each changed inode is
 //! recomputed. CANCEL items and cancelled buffers are skipped.
 
-use super::recover::{buf_is_newer, Replay};
+use super::{buf_is_newer, Replay};
 use crate::error::{Error, Location, Result};
 use crate::format::log_items::{BufFormat, BLF_CHUNK};
 use crate::format::log_ops::LogItem;

@@ -20,7 +20,7 @@
 //! is already newer and is skipped; an equal `di_lsn` is replayed, since
 //! checkpoints starting in the same log record share one LSN.
 
-use super::recover::{inode_is_newer, Replay};
+use super::{inode_is_newer, Replay};
 use crate::error::{Error, Location, Result};
 
 use crate::format::inode::{DINODE_CRC_OFF, DINODE_LSN_OFF, DINODE_MAGIC};

@@ -14,7 +14,7 @@
 //! later in the log), the whole item is skipped, as the kernel does.
 //! Changes logged to the new inodes afterwards replay on top of this.
 
-use super::recover::Replay;
+use super::Replay;
 use crate::error::{Error, Location, Result};
 use crate::format::log_items::IcreateFormat;
 use crate::format::{crc, put_be16, put_be32, put_be64};
