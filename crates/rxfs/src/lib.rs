@@ -29,11 +29,13 @@
 //! The read path holds at most one lock at a time; the inode cache lock is
 //! never held across I/O.
 
+pub mod ag;
 pub mod ail;
 pub mod alloc;
 pub mod attrop;
 pub mod bdev;
 pub mod bmapop;
+pub mod btree;
 pub mod cache;
 pub mod check;
 pub mod cil;
@@ -46,6 +48,7 @@ pub mod geometry;
 pub mod ialloc;
 pub mod log;
 pub mod mkfs;
+pub mod ns;
 pub mod populate;
 pub mod recover;
 pub mod rmap;

@@ -141,3 +141,19 @@ impl FileType {
         }
     }
 }
+
+/// Which fork of an inode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum WhichFork {
+    Data,
+    Attr,
+}
+
+impl WhichFork {
+    pub fn name(self) -> &'static str {
+        match self {
+            WhichFork::Data => "inode data fork",
+            WhichFork::Attr => "inode attr fork",
+        }
+    }
+}

@@ -385,11 +385,11 @@ fn busy_extents_are_not_reused() {
     check_model(&img, &init, &model);
 }
 
-/// inobt/finobt editing through btree_edit: fake chunk records inserted
+/// inobt/finobt editing through the generic btree editor: fake chunk records inserted
 /// until both trees have two levels, then deleted again.
 #[test]
 fn inobt_finobt_edit() {
-    use rxfs::alloc::btree_edit::{self as bt, Lookup, Tree};
+    use rxfs::btree::{self as bt, Lookup, Tree};
     use rxfs::format::btree::{BtreeKey, InobtRec};
     setup();
     if kernel_tests_disabled() {
@@ -593,7 +593,7 @@ fn rmapbt_alloc_and_free() {
 /// agree with the records the read path lists.
 #[test]
 fn lookups_match_read_path() {
-    use rxfs::alloc::btree_edit::{self as bt, Lookup, Tree};
+    use rxfs::btree::{self as bt, Lookup, Tree};
     use rxfs::format::btree::{AllocRec, BtreeKey};
     setup();
     if kernel_tests_disabled() {

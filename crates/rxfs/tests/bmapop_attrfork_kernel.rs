@@ -11,10 +11,11 @@ use std::sync::Arc;
 
 use common::*;
 use rxfs::bdev::{BlockDevice, FileDevice};
-use rxfs::bmapop::{self, WhichFork};
+use rxfs::bmapop;
 use rxfs::format::dinode_edit as di;
 use rxfs::format::inode::FMT_EXTENTS;
 use rxfs::recover::memtx::MemTx;
+use rxfs::types::WhichFork;
 use rxfs::types::{FsBlock, Ino};
 use rxfs::xact::MetaTx;
 

@@ -1,4 +1,4 @@
-//! Namespace operations (`rxfs::dirop::ns`: create, mkdir, unlink,
+//! Namespace operations (`rxfs::ns`: create, mkdir, unlink,
 //! rmdir) against the kernel and xfs_repair: through an unlogged `MemTx`
 //! on a kernel-made tree, and through the `Filesystem` wrappers of a
 //! read-write mount. After each round `xfs_repair -n` exits 0 and our read
@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use common::*;
 use dirop_support::*;
-use rxfs::dirop;
+use rxfs::ns;
 use rxfs::types::Ino;
 use rxfs::xact::MetaTx;
 
@@ -135,17 +135,14 @@ fn empty_tree(img: &Path, t: &mut Tree, d: u64, clock: &mut i64) {
         let dp = tx.ijoin(Ino(d)).unwrap();
         *clock += 1;
         if kind == Kind::File {
-            assert_eq!(
-                dirop::unlink(&mut tx, dp, &name, ts(*clock)).unwrap().0,
-                ino
-            );
+            assert_eq!(ns::unlink(&mut tx, dp, &name, ts(*clock)).unwrap().0, ino);
             let n = t.nlink.get_mut(&ino).unwrap();
             *n -= 1;
             if *n == 0 {
                 t.nlink.remove(&ino);
             }
         } else {
-            assert_eq!(dirop::rmdir(&mut tx, dp, &name, ts(*clock)).unwrap().0, ino);
+            assert_eq!(ns::rmdir(&mut tx, dp, &name, ts(*clock)).unwrap().0, ino);
             t.dirs.remove(&ino);
         }
         tx.commit().unwrap();
@@ -238,7 +235,7 @@ fn dirop_namespace_ops_kernel() {
                     let name = rng.name(1, max);
                     let mode = [0o100644, 0o010600, 0o140755, 0o020600][rng.below(4) as usize];
                     let dp = tx.ijoin(Ino(d)).unwrap();
-                    let args = dirop::NsCreate {
+                    let args = ns::NsCreate {
                         mode,
                         uid: 1000,
                         gid: 100,
@@ -247,7 +244,7 @@ fn dirop_namespace_ops_kernel() {
                         time: ts(clock),
                         alloc_from_ag0: false,
                     };
-                    let r = dirop::create(&mut tx, dp, &name, &args);
+                    let r = ns::create(&mut tx, dp, &name, &args);
                     if t.dirs[&d].1.contains_key(&name) {
                         assert!(matches!(r, Err(rxfs::Error::Exists)), "{r:?}");
                         errs += 1;
@@ -270,7 +267,7 @@ fn dirop_namespace_ops_kernel() {
                         continue;
                     }
                     let dp = tx.ijoin(Ino(d)).unwrap();
-                    let args = dirop::NsCreate {
+                    let args = ns::NsCreate {
                         mode: 0o040755,
                         uid: 0,
                         gid: 0,
@@ -279,7 +276,7 @@ fn dirop_namespace_ops_kernel() {
                         time: ts(clock),
                         alloc_from_ag0: false,
                     };
-                    let (ino, _) = dirop::mkdir(&mut tx, dp, &name, &args).unwrap();
+                    let (ino, _) = ns::mkdir(&mut tx, dp, &name, &args).unwrap();
                     let path = t.dirs[&d].0.join(std::ffi::OsStr::from_bytes(&name));
                     t.dirs
                         .get_mut(&d)
@@ -297,7 +294,7 @@ fn dirop_namespace_ops_kernel() {
                     }
                     let (d, name, ino) = subs[rng.below(subs.len() as u64) as usize].clone();
                     let dp = tx.ijoin(Ino(d)).unwrap();
-                    let r = dirop::rmdir(&mut tx, dp, &name, ts(clock));
+                    let r = ns::rmdir(&mut tx, dp, &name, ts(clock));
                     if !t.dirs[&ino].1.is_empty() {
                         assert!(matches!(r, Err(rxfs::Error::NotEmpty)), "{r:?}");
                         errs += 1;
@@ -327,11 +324,11 @@ fn dirop_namespace_ops_kernel() {
                         // A directory cannot be unlinked.
                         let (sd, sname, _) = subs[0].clone();
                         let sdp = tx.ijoin(Ino(sd)).unwrap();
-                        let r = dirop::unlink(&mut tx, sdp, &sname, ts(clock));
+                        let r = ns::unlink(&mut tx, sdp, &sname, ts(clock));
                         assert!(matches!(r, Err(rxfs::Error::IsDir)), "{r:?}");
                         errs += 1;
                     }
-                    let r = dirop::unlink(&mut tx, dp, &name, ts(clock)).unwrap();
+                    let r = ns::unlink(&mut tx, dp, &name, ts(clock)).unwrap();
                     assert_eq!(r.0, ino);
                     t.dirs.get_mut(&d).unwrap().1.remove(&name);
                     let n = t.nlink.get_mut(&ino).unwrap();
@@ -360,7 +357,7 @@ fn dirop_namespace_ops_kernel() {
         let mut tx = memtx(&img);
         let dp = tx.ijoin(Ino(root)).unwrap();
         assert_eq!(
-            dirop::rmdir(&mut tx, dp, name.as_bytes(), ts(clock))
+            ns::rmdir(&mut tx, dp, name.as_bytes(), ts(clock))
                 .unwrap()
                 .0,
             d
@@ -640,7 +637,7 @@ fn dirop_block_from_ag0_when_high_ags_are_full_kernel() {
         }
     }
     tx.commit().unwrap();
-    let args = |i: u64, ag0| dirop::NsCreate {
+    let args = |i: u64, ag0| ns::NsCreate {
         mode: 0o100644,
         uid: 0,
         gid: 0,
@@ -655,7 +652,7 @@ fn dirop_block_from_ag0_when_high_ags_are_full_kernel() {
         let name = format!("file-with-a-long-name-{i:04}").into_bytes();
         let mut tx = memtx(&img);
         let dp = tx.ijoin(Ino(dir)).unwrap();
-        match dirop::create(&mut tx, dp, &name, &args(i, false)) {
+        match ns::create(&mut tx, dp, &name, &args(i, false)) {
             Ok(_) => {
                 tx.commit().unwrap();
                 names.push(name);
@@ -664,7 +661,7 @@ fn dirop_block_from_ag0_when_high_ags_are_full_kernel() {
                 drop(tx);
                 let mut tx = memtx(&img);
                 let dp = tx.ijoin(Ino(dir)).unwrap();
-                dirop::create(&mut tx, dp, &name, &args(i, true)).unwrap();
+                ns::create(&mut tx, dp, &name, &args(i, true)).unwrap();
                 let d = tx.inode(dp);
                 assert_eq!(rxfs::format::dinode_edit::format(d), 2, "extents");
                 let fork = rxfs::format::dinode_edit::data_fork(d);

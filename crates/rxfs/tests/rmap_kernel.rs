@@ -211,7 +211,7 @@ fn agi_field(img: &Path, agno: u32, field: &str) -> u64 {
 /// covers exactly the AGFL plus the free-space and rmap btree blocks,
 /// OWN_INOBT exactly the inode btree blocks, OWN_REFC the refcount btree.
 fn rmap_tiles_ags(img: &Path) {
-    use rxfs::alloc::btree_edit::{records, Tree};
+    use rxfs::btree::{records, Tree};
     use rxfs::format::btree::{AllocRec, RMAP_OWN_AG, RMAP_OWN_INOBT, RMAP_OWN_REFC};
     use rxfs::types::AgNumber;
     use rxfs::xact::MetaTx;
@@ -604,9 +604,9 @@ fn rmap_crash_workload_kernel() {
 /// overlapping or mismatched requests.
 #[test]
 fn rmap_record_edits() {
-    use rxfs::bmapop::WhichFork;
     use rxfs::format::btree::RMAP_OWN_AG;
     use rxfs::rmap::{rmap_alloc, rmap_free, RmapOwner};
+    use rxfs::types::WhichFork;
     use rxfs::types::{AgBlock, AgNumber};
     if !kernel_ok() {
         return;

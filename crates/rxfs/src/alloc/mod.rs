@@ -1,6 +1,6 @@
 //! Free-space allocation: the AG free-space btrees (bnobt by block, cntbt
 //! by size), the AG free list (AGFL), and generic editing of the short-form
-//! AG btrees ([`btree_edit`], also used by inode allocation).
+//! AG btrees through the generic editor ([`crate::btree`]).
 //!
 //! ## Per AG state (all in the AGF and its trees)
 //! ```text
@@ -64,19 +64,15 @@
 //!
 //! On any error the transaction is half changed and must be cancelled.
 
-mod ag_hdr;
-mod btree_block;
-pub mod btree_edit;
-mod btree_rebal;
 mod search;
 
-pub use ag_hdr::agfl_blocks;
+pub use crate::ag::{agfl_blocks, lock_agf};
 
+use crate::ag::{self as hdr, AGF_BNO_LEVEL, AGF_CNT_LEVEL, AGF_FREEBLKS, AGF_LONGEST};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::BtreeKind;
 use crate::types::{AgBlock, AgNumber};
 use crate::xact::{BufId, MetaTx, SbCounter};
-use ag_hdr::{self as hdr, AGF_BNO_LEVEL, AGF_CNT_LEVEL, AGF_FREEBLKS, AGF_LONGEST};
 use search::Cand;
 
 /// An allocation request.
@@ -135,7 +131,7 @@ fn min_freelist_of(tx: &dyn MetaTx, agf: BufId) -> u32 {
         return free;
     }
     // The rmapbt takes its blocks from the AGFL too: room for its split.
-    let rmap_level = hdr::get(tx, agf, ag_hdr::AGF_RMAP_LEVEL);
+    let rmap_level = hdr::get(tx, agf, hdr::AGF_RMAP_LEVEL);
     free + per_tree_reserve(rmap_level, maxl(BtreeKind::Rmap))
 }
 
@@ -150,16 +146,41 @@ fn per_tree_reserve(level: u32, maxlevels: u32) -> u32 {
     2 * level.saturating_add(1).min(maxlevels).max(1) - 2
 }
 
-/// Join the AGF of `agno` (lock order: see [`crate::xact`]).
-pub fn lock_agf(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
-    hdr::agf(tx, agno).map(|_| ())
-}
+/// The allocator's services to the layers below it ([`crate::xact::AgSpace`]).
+pub struct Allocator;
 
-/// Bring the AGFL of `agno` to its minimum before a reverse-mapping edit
-/// (a refill that finds no space is not an error here: the edit then
-/// fails with `NoSpace` only if it needs a block).
-pub(crate) fn fix_freelist_for_rmap(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
-    fix_freelist(tx, agno, true, &mut false)
+/// The one [`Allocator`], handed out by every transaction.
+pub static ALLOCATOR: Allocator = Allocator;
+
+impl crate::xact::AgSpace for Allocator {
+    fn fix_freelist_for_rmap(&self, tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
+        fix_freelist(tx, agno, true, &mut false)
+    }
+
+    fn alloc_inobt_block(
+        &self,
+        tx: &mut dyn MetaTx,
+        agno: AgNumber,
+        near: AgBlock,
+    ) -> Result<AgBlock> {
+        let req = AllocReq {
+            agno,
+            near: Some(near),
+            minlen: 1,
+            maxlen: 1,
+            align: 1,
+            any_ag: false,
+            meta: true,
+        };
+        let AgExtent { agbno, .. } = alloc_extent(tx, &req)?;
+        crate::rmap::rmap_alloc(tx, agno, agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
+        Ok(agbno)
+    }
+
+    fn free_inobt_block(&self, tx: &mut dyn MetaTx, agno: AgNumber, agbno: AgBlock) -> Result<()> {
+        crate::rmap::rmap_free(tx, agno, agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
+        free_extent(tx, agno, agbno, 1)
+    }
 }
 
 /// Bring the AGFL of `agno` to its minimum length (see the module doc).

@@ -5,9 +5,9 @@
 //! start, cntbt `(start, len)` keyed by `(len, start)`. Free extents never
 //! touch (a free next to a free extent merges with it) and never overlap.
 
-use super::ag_hdr::{self as hdr, AGF_FREEBLKS, AGF_LONGEST};
-use super::btree_edit::{self as bt, Lookup, Tree};
 use super::AllocReq;
+use crate::ag::{self as hdr, AGF_FREEBLKS, AGF_LONGEST};
+use crate::btree::{self as bt, Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{AllocRec, BtreeKey};
 use crate::types::{AgBlock, AgNumber};

@@ -1,9 +1,9 @@
 //! Unit tests of the allocator's pure parts; the trees and the AG headers
 //! are tested against mkfs images in `tests/alloc_kernel.rs`.
 
-use super::btree_block::Ents;
 use super::search::{better, eval, Cand};
 use super::*;
+use crate::btree::block::Ents;
 use crate::format::btree::AllocRec;
 
 fn req(minlen: u32, maxlen: u32, align: u32) -> AllocReq {

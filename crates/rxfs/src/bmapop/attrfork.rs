@@ -11,9 +11,10 @@
 //! EXTENTS and BTREE as it grows and shrinks ([`super::fork::store`]).
 
 use super::map::{self, ExtentMap};
-use super::{load, store, TxSpace, WhichFork};
+use super::{load, store, TxSpace};
 use crate::error::Result;
 use crate::format::bmbt::Extent;
+use crate::types::WhichFork;
 use crate::types::{FileBlock, FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 

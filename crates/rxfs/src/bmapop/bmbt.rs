@@ -36,13 +36,13 @@
 //! - di_nblocks counts the bmbt blocks (the caller applies the delta we
 //!   return).
 
-use super::fork::WhichFork;
 use crate::alloc::{alloc_extent, AllocReq};
 use crate::error::{Error, Result};
 use crate::format::bmbt::{self, Extent, EXTENT_REC_SIZE, LBLOCK_HDR_SIZE};
 use crate::format::bufkind::BufKind;
 use crate::format::{be64, put_be16, put_be64};
 use crate::rmap::{rmap_alloc, rmap_free, RmapOwner};
+use crate::types::WhichFork;
 use crate::types::{AgNumber, FsBlock, Ino};
 use crate::xact::{BufId, InodeId, MetaTx};
 

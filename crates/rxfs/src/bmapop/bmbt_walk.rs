@@ -9,11 +9,11 @@
 use std::collections::HashSet;
 
 use super::bmbt::{decode_ents, fork_bytes, Blk, Ent, Tree, MAXLEVELS, NULLFSBLOCK};
-use super::fork::WhichFork;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{self, Extent};
 use crate::format::bufkind::BufKind;
 use crate::format::{be16, be64};
+use crate::types::WhichFork;
 use crate::types::{FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 

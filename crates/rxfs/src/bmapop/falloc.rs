@@ -16,9 +16,10 @@
 use super::data::{refuse_reflink, require_regular};
 use super::fork::store_with;
 use super::map::{self, ExtentMap};
-use super::{load, store, Placement, TxSpace, WhichFork};
+use super::{load, store, Placement, TxSpace};
 use crate::error::{Error, Result};
 use crate::format::bmbt::MAX_STARTOFF;
+use crate::types::WhichFork;
 use crate::types::{FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 

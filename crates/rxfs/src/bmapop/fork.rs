@@ -27,23 +27,8 @@ use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::dinode_edit as di;
 use crate::format::inode::{DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
 use crate::types::FsBlock;
+use crate::types::WhichFork;
 use crate::xact::{InodeId, MetaTx};
-
-/// Which fork of an inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum WhichFork {
-    Data,
-    Attr,
-}
-
-impl WhichFork {
-    fn name(self) -> &'static str {
-        match self {
-            WhichFork::Data => "inode data fork",
-            WhichFork::Attr => "inode attr fork",
-        }
-    }
-}
 
 /// The format byte of a fork (di_format or di_aformat).
 pub fn fork_format(d: &[u8], which: WhichFork) -> u8 {

@@ -52,6 +52,46 @@ pub mod data;
 pub mod falloc;
 pub mod fork;
 pub mod map;
+
+/// Lock order help for operations whose rmap edits come late: join, in
+/// ascending order, the AGF of every AG where the data or attr fork of one
+/// of `inodes` (EXTENTS format) has blocks, and of the AGs in `also` (where
+/// an inode chunk may be freed), so that the later edits find their AGFs
+/// already held instead of locking a lower AG after a higher one. Call it
+/// after the AGIs the operation needs and before any AGF.
+pub fn prelock_fork_agfs(
+    tx: &mut dyn MetaTx,
+    inodes: &[crate::xact::InodeId],
+    also: &[AgNumber],
+) -> Result<()> {
+    use crate::format::dinode_edit as di;
+    use crate::format::inode::FMT_EXTENTS;
+    if !tx.sb().has_rmapbt() {
+        return Ok(());
+    }
+    let mut ags: std::collections::BTreeSet<u32> = also.iter().map(|a| a.0).collect();
+    for &ip in inodes {
+        let d = tx.inode(ip);
+        let attr_mapped = di::forkoff(d) != 0 && di::aformat(d) == FMT_EXTENTS;
+        let mut forks = Vec::new();
+        if di::format(d) == FMT_EXTENTS {
+            forks.push(WhichFork::Data);
+        }
+        if attr_mapped {
+            forks.push(WhichFork::Attr);
+        }
+        for w in forks {
+            let (map, _) = load(tx, ip, w)?;
+            let geo = tx.geo();
+            ags.extend(map.exts.iter().map(|e| geo.fsb_agno(FsBlock(e.start)).0));
+        }
+    }
+    for a in ags {
+        crate::ag::lock_agf(tx, AgNumber(a))?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests;
 
@@ -63,7 +103,8 @@ use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
 use crate::types::{AgBlock, AgNumber, FileBlock, FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 
-pub use fork::{load, store, WhichFork};
+use crate::types::WhichFork;
+pub use fork::{load, store};
 pub use map::{ExtentMap, Space};
 
 /// Where new blocks go.

@@ -28,7 +28,7 @@ use std::collections::BTreeMap;
 use super::block::BlockState;
 use super::data::data_decode;
 use crate::alloc::{alloc_extent, AllocReq};
-use crate::bmapop::fork::{self, WhichFork};
+use crate::bmapop::fork;
 use crate::bmapop::map::ExtentMap;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::Extent;
@@ -38,6 +38,7 @@ use crate::format::dinode_edit as di;
 use crate::format::dir::DirGeo;
 use crate::format::dir_leaf::{hash_range, LeafEntry, NULL_DATAOFF};
 use crate::format::Uuid;
+use crate::types::WhichFork;
 use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
 use crate::xact::{BufId, InodeId, MetaTx};
 

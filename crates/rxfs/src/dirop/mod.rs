@@ -52,9 +52,6 @@ pub mod block;
 pub mod data;
 pub mod index;
 pub mod leaf;
-pub mod ns;
-pub mod ns_link;
-pub mod ns_rename;
 pub mod sf;
 #[cfg(test)]
 mod tests;
@@ -72,8 +69,6 @@ use crate::xact::{BufId, InodeId, MetaTx};
 
 use block::BlockState;
 use sf::SfAdd;
-
-pub use ns::{create, mkdir, rmdir, unlink, NsCreate};
 
 /// `sb_versionnum` bit of case-insensitive (ASCII) directory names: they
 /// hash differently.
@@ -446,7 +441,7 @@ fn sf_to_block(
 fn dir_owner(dp: Ino) -> crate::rmap::RmapOwner {
     crate::rmap::RmapOwner::File {
         ino: dp,
-        fork: crate::bmapop::WhichFork::Data,
+        fork: crate::types::WhichFork::Data,
         offset: 0,
         bmbt: false,
         unwritten: false,

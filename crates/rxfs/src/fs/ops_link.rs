@@ -26,10 +26,10 @@ use parking_lot::Mutex;
 
 use super::ops_ns::{now, CreateArgs};
 use super::{Filesystem, Inode};
-use crate::dirop::{self, ns_link};
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
 use crate::ialloc::unlinked::{self, Removed};
+use crate::ns::{self, link as ns_link};
 use crate::types::Ino;
 use crate::xact::{MetaTx, Resv};
 
@@ -128,7 +128,7 @@ impl Filesystem {
 
     /// A new hard link `name` in `parent` to the non-directory `ino`.
     pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Arc<Inode>> {
-        dirop::check_name(name)?;
+        crate::dirop::check_name(name)?;
         let rw = self.rw_live()?;
         let t = now();
         let linkable = rw.open.linkable(ino);
@@ -155,7 +155,7 @@ impl Filesystem {
         target: &[u8],
         args: &CreateArgs,
     ) -> Result<Arc<Inode>> {
-        dirop::check_name(name)?;
+        crate::dirop::check_name(name)?;
         let ino = self.retry_from_ag0(args, &mut |ns| {
             self.ns_transaction(Resv::Symlink, &[parent], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
@@ -293,7 +293,7 @@ impl Filesystem {
             if unlinked::remove(tx, ip, pp)? != Removed::Done {
                 return Ok(None);
             }
-            dirop::ns::inactivate(tx, ip, ino)?;
+            ns::inactivate(tx, ip, ino)?;
             Ok(Some(()))
         })?;
         rw.open.linkable.lock().remove(&ino.0);

@@ -1,7 +1,7 @@
 //! Namespace operations of a read-write mount: create, mkdir, unlink, rmdir.
 //!
 //! Each takes the inode locks it needs (ascending inode number), allocates
-//! a transaction, runs the algorithms of [`crate::dirop::ns`] (which use
+//! a transaction, runs the algorithms of [`crate::ns`] (which use
 //! [`crate::ialloc`] and [`crate::bmapop`]) on it and commits; on error the
 //! transaction is cancelled.
 //!
@@ -13,9 +13,9 @@
 use std::sync::Arc;
 
 use super::{Filesystem, Inode};
-use crate::dirop::{self, NsCreate};
 use crate::error::{Error, Result};
 use crate::format::inode::Timestamp;
+use crate::ns::{self, NsCreate};
 use crate::types::Ino;
 use crate::xact::{MetaTx, Resv};
 
@@ -78,11 +78,11 @@ impl CreateArgs {
 impl Filesystem {
     /// Create a regular file, device, FIFO or socket named `name` in `parent`.
     pub fn create(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
-        dirop::check_name(name)?;
+        crate::dirop::check_name(name)?;
         let ino = self.retry_from_ag0(args, &mut |ns| {
             self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
-                dirop::create(tx, dp, name, ns).map(|(ino, _)| ino)
+                ns::create(tx, dp, name, ns).map(|(ino, _)| ino)
             })
         })?;
         self.iget_known(ino)
@@ -90,11 +90,11 @@ impl Filesystem {
 
     /// Create a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
-        dirop::check_name(name)?;
+        crate::dirop::check_name(name)?;
         let ino = self.retry_from_ag0(args, &mut |ns| {
             self.ns_transaction(Resv::Mkdir, &[parent], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
-                dirop::mkdir(tx, dp, name, ns).map(|(ino, _)| ino)
+                ns::mkdir(tx, dp, name, ns).map(|(ino, _)| ino)
             })
         })?;
         self.iget_known(ino)
@@ -112,22 +112,22 @@ impl Filesystem {
     }
 
     fn remove_entry(&self, parent: Ino, name: &[u8], dir: bool) -> Result<()> {
-        dirop::check_name(name)?;
+        crate::dirop::check_name(name)?;
         for _ in 0..RELOOKUP_TRIES {
             let pdir = self.iget(parent)?;
             let child = self.lookup(&pdir, name)?;
             let t = now();
             let r = self.ns_transaction(Resv::Remove, &[parent, child], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
-                if dirop::dir_lookup(tx, dp, name)? != Some(child) {
+                if crate::dirop::dir_lookup(tx, dp, name)? != Some(child) {
                     // Changed since the unlocked lookup: try again.
                     return Ok(false);
                 }
                 let open = |i: Ino| self.is_open(i) || self.staged_free(i);
                 if dir {
-                    dirop::ns::rmdir_with(tx, dp, name, t, &open)?;
+                    ns::rmdir_with(tx, dp, name, t, &open)?;
                 } else {
-                    dirop::ns::unlink_with(tx, dp, name, t, &open)?;
+                    ns::unlink_with(tx, dp, name, t, &open)?;
                 }
                 Ok(true)
             })?;

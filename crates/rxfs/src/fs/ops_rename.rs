@@ -11,8 +11,8 @@
 //! the ancestry meanwhile.
 
 use super::Filesystem;
-use crate::dirop::ns_rename::{self, RenameInodes};
 use crate::error::{Error, Result};
+use crate::ns::rename::{self as ns_rename, RenameInodes};
 use crate::types::Ino;
 use crate::xact::Resv;
 
@@ -78,7 +78,7 @@ impl Filesystem {
         self.retry_from_ag0(&args, &mut |ns| {
             self.ns_transaction(Resv::Create, &[sp], &mut |tx| {
                 let dp = tx.ijoin(sp)?;
-                crate::dirop::ns_link::whiteout(tx, dp, ns).map(|(ino, _)| ino)
+                crate::ns::link::whiteout(tx, dp, ns).map(|(ino, _)| ino)
             })
         })
     }

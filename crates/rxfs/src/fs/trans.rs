@@ -466,6 +466,9 @@ impl Drop for Trans<'_> {
 }
 
 impl MetaTx for Trans<'_> {
+    fn ag_space(&self) -> &'static dyn crate::xact::AgSpace {
+        &crate::alloc::ALLOCATOR
+    }
     fn geo(&self) -> &Geometry {
         self.fs.geo()
     }

@@ -4,7 +4,7 @@
 //! through the transaction (verified: magic, CRC, UUID) and additionally
 //! checked here for the fields we trust: its AG number and its counters.
 //! Root, level and block-count fields of the inode btrees are the
-//! business of [`crate::alloc::btree_edit`], which reads the same buffer.
+//! business of [`crate::btree`], which reads the same buffer.
 
 use crate::error::{Error, Location, Result};
 use crate::format::bufkind::BufKind;

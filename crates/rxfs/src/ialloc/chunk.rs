@@ -22,8 +22,8 @@
 //! write-back of an unlogged buffer does not know about inode CRCs.
 
 use super::{agi, irec};
-use crate::alloc::btree_edit::{self, Lookup, Tree};
 use crate::alloc::{alloc_extent, free_extent, AgExtent, AllocReq};
+use crate::btree::{self, Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::BtreeKey;
 use crate::format::btree::{InobtRec, INODES_PER_CHUNK, INODES_PER_HOLEMASK_BIT};
@@ -282,7 +282,7 @@ pub fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> R
     let sparse = tx.sb().has_sparse_inodes();
     let key = |startino: u32| BtreeKey(startino as u64, 0, 0);
     let at = Location::Ino(geo.agino_to_ino(agno, AgIno(agino)).0);
-    let Some(found) = btree_edit::lookup(tx, Tree::Ino, agno, key(agino), Lookup::Le)? else {
+    let Some(found) = btree::lookup(tx, Tree::Ino, agno, key(agino), Lookup::Le)? else {
         return Err(Error::corrupt("inobt", at, "no record for a freed inode"));
     };
     let rec = InobtRec::decode(&found.rec, sparse);
@@ -318,9 +318,9 @@ pub fn free_chunk_if_empty(tx: &mut dyn MetaTx, agno: AgNumber, agino: u32) -> R
             ),
         ));
     }
-    btree_edit::delete(tx, Tree::Ino, agno, key(rec.startino))?;
+    btree::delete(tx, Tree::Ino, agno, key(rec.startino))?;
     if tx.sb().has_finobt() {
-        btree_edit::delete(tx, Tree::Fino, agno, key(rec.startino))?;
+        btree::delete(tx, Tree::Fino, agno, key(rec.startino))?;
     }
     let agi = agi::read(tx, agno)?;
     for off in [agi::COUNT, agi::FREECOUNT] {

@@ -1,5 +1,5 @@
 //! Inode chunk records in the inobt and finobt, through
-//! [`crate::alloc::btree_edit`].
+//! [`crate::btree`].
 //!
 //! Both trees hold the same 16-byte record ([`InobtRec`]) keyed by the
 //! chunk's first AG inode number. The inobt has one record per allocated
@@ -8,7 +8,7 @@
 //! ([`check`]) before it is used: its counts must agree with its bitmaps,
 //! so that a bad record becomes `Corrupt` instead of a wrong allocation.
 
-use crate::alloc::btree_edit::{self, Lookup, Tree};
+use crate::btree::{self, Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, InobtRec, INODES_PER_CHUNK, INODES_PER_HOLEMASK_BIT};
 use crate::geometry::Geometry;
@@ -85,7 +85,7 @@ pub fn lookup(
     agino: u32,
     dir: Lookup,
 ) -> Result<Option<InobtRec>> {
-    match btree_edit::lookup(tx, tree, agno, key(agino), dir)? {
+    match btree::lookup(tx, tree, agno, key(agino), dir)? {
         None => Ok(None),
         Some(f) => decode(tx, tree, agno, &f.rec).map(Some),
     }
@@ -104,18 +104,18 @@ pub fn covering(
 pub fn insert(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, r: &InobtRec) -> Result<()> {
     debug_assert!(rec_ok(tx.geo(), tree, agno, r), "writing bad record {r:?}");
     let b = encode(tx, r);
-    btree_edit::insert(tx, tree, agno, &b)
+    btree::insert(tx, tree, agno, &b)
 }
 
 /// Replace the record that starts at `r.startino`.
 pub fn update(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, r: &InobtRec) -> Result<()> {
     debug_assert!(rec_ok(tx.geo(), tree, agno, r), "writing bad record {r:?}");
     let b = encode(tx, r);
-    btree_edit::update(tx, tree, agno, key(r.startino), &b)
+    btree::update(tx, tree, agno, key(r.startino), &b)
 }
 
 pub fn delete(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber, startino: u32) -> Result<()> {
-    btree_edit::delete(tx, tree, agno, key(startino))
+    btree::delete(tx, tree, agno, key(startino))
 }
 
 /// The leftmost inobt record with a free inode, walking the tree record by

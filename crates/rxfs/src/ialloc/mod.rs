@@ -67,7 +67,7 @@ pub mod unlinked;
 
 use std::sync::atomic::Ordering;
 
-use crate::alloc::btree_edit::{Lookup, Tree};
+use crate::btree::{Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::InobtRec;
 use crate::format::bufkind::BufKind;

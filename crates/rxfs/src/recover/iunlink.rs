@@ -38,7 +38,6 @@
 //! as corruption. Every extent is checked against the geometry.
 
 use super::bmbt::{btree_fork_map, BtreeMap};
-use crate::bmapop::WhichFork;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::bufkind::BufKind;
@@ -46,6 +45,7 @@ use crate::format::dinode_edit as de;
 use crate::format::inode::{DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS};
 use crate::format::{be32, put_be32};
 use crate::rmap::RmapOwner;
+use crate::types::WhichFork;
 use crate::types::{AgIno, AgNumber, FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 

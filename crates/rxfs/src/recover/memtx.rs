@@ -148,6 +148,9 @@ impl MemTx {
 }
 
 impl MetaTx for MemTx {
+    fn ag_space(&self) -> &'static dyn crate::xact::AgSpace {
+        &crate::alloc::ALLOCATOR
+    }
     fn dir_rotor(&self) -> u32 {
         use std::sync::atomic::Ordering::Relaxed;
         match &self.dir_rotor {

@@ -12,7 +12,7 @@
 //! These functions do not fix up the AGFL first ([`super`] does): the
 //! AGFL refill itself calls them.
 
-use crate::alloc::btree_edit::{self as bt, Lookup, Tree};
+use crate::btree::{self as bt, Lookup, Tree};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, RmapRec};
 use crate::types::AgNumber;

@@ -30,7 +30,7 @@
 //! - Adjacent records that `xfs_repair` would merge are merged
 //!   ([`edit`]); a partial removal trims or splits a record.
 //! - Node keys hold (lowest key, highest key) of their subtree
-//!   ([`crate::alloc::btree_edit`], overlapping-key trees).
+//!   ([`crate::btree`], overlapping-key trees).
 //! - Before each public call the AGFL is topped up to the minimum that
 //!   covers an rmapbt split ([`crate::alloc::min_freelist`]).
 //! - Within one call, AGs are edited in ascending order (AGF lock order).
@@ -40,7 +40,7 @@
 //! it inside the operation's transaction, so an edit may need the AGF of
 //! an AG lower than one the transaction already holds. unlink and rmdir
 //! join the AGI and then every AGF their edits will need, ascending
-//! ([`prelock_fork_agfs`]); so does a rename over a target whose last link
+//! ([`crate::bmapop::prelock_fork_agfs`]); so does a rename over a target whose last link
 //! goes. A write that converts unwritten extents joins the AGFs of the
 //! converted blocks before it allocates (`bmapop::map_range`), and the
 //! allocator then only moves upwards from the highest AGF held. Shared
@@ -51,10 +51,10 @@
 mod delta;
 pub mod edit;
 
-use crate::bmapop::WhichFork;
 use crate::error::{Error, Result};
 use crate::format::bmbt::Extent;
 use crate::format::btree::{RmapRec, RMAP_OWN_AG, RMAP_OWN_INOBT, RMAP_OWN_INODES, RMAP_OWN_REFC};
+use crate::types::WhichFork;
 use crate::types::{AgBlock, AgNumber, FsBlock, Ino};
 use crate::xact::MetaTx;
 
@@ -137,7 +137,7 @@ pub fn rmap_alloc(
         return Ok(());
     }
     check(tx, agno, agbno, len)?;
-    crate::alloc::fix_freelist_for_rmap(tx, agno)?;
+    tx.ag_space().fix_freelist_for_rmap(tx, agno)?;
     edit::map(tx, agno, record(agbno, len, owner))
 }
 
@@ -153,7 +153,7 @@ pub fn rmap_free(
         return Ok(());
     }
     check(tx, agno, agbno, len)?;
-    crate::alloc::fix_freelist_for_rmap(tx, agno)?;
+    tx.ag_space().fix_freelist_for_rmap(tx, agno)?;
     edit::unmap(tx, agno, record(agbno, len, owner))
 }
 
@@ -172,47 +172,8 @@ pub fn rmap_free_any_owner(
         return Ok(());
     }
     check(tx, agno, agbno, len)?;
-    crate::alloc::fix_freelist_for_rmap(tx, agno)?;
+    tx.ag_space().fix_freelist_for_rmap(tx, agno)?;
     edit::unmap_any_owner(tx, agno, agbno.0, len)
-}
-
-/// Lock order help for operations whose rmap edits come late: join, in
-/// ascending order, the AGF of every AG where the data or attr fork of one
-/// of `inodes` (EXTENTS format) has blocks, and of the AGs in `also` (where
-/// an inode chunk may be freed), so that the later edits find their AGFs
-/// already held instead of locking a lower AG after a higher one. Call it
-/// after the AGIs the operation needs and before any AGF.
-pub fn prelock_fork_agfs(
-    tx: &mut dyn MetaTx,
-    inodes: &[crate::xact::InodeId],
-    also: &[AgNumber],
-) -> Result<()> {
-    use crate::format::dinode_edit as di;
-    use crate::format::inode::FMT_EXTENTS;
-    if !tx.sb().has_rmapbt() {
-        return Ok(());
-    }
-    let mut ags: std::collections::BTreeSet<u32> = also.iter().map(|a| a.0).collect();
-    for &ip in inodes {
-        let d = tx.inode(ip);
-        let attr_mapped = di::forkoff(d) != 0 && di::aformat(d) == FMT_EXTENTS;
-        let mut forks = Vec::new();
-        if di::format(d) == FMT_EXTENTS {
-            forks.push(WhichFork::Data);
-        }
-        if attr_mapped {
-            forks.push(WhichFork::Attr);
-        }
-        for w in forks {
-            let (map, _) = crate::bmapop::load(tx, ip, w)?;
-            let geo = tx.geo();
-            ags.extend(map.exts.iter().map(|e| geo.fsb_agno(FsBlock(e.start)).0));
-        }
-    }
-    for a in ags {
-        crate::alloc::lock_agf(tx, AgNumber(a))?;
-    }
-    Ok(())
 }
 
 /// Blocks taken from the free space onto the AGFL (no AGFL fix-up: the

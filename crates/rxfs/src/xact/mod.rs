@@ -107,9 +107,33 @@ pub(crate) static DIR_ROTOR: std::sync::atomic::AtomicU32 = std::sync::atomic::A
 
 /// What metadata algorithms need from a transaction. See the module doc
 /// for the rules.
+/// What the lower algorithm layers (the generic btree editor, reverse
+/// mapping) need from the allocator above them, handed out by every
+/// transaction ([`MetaTx::ag_space`]); [`crate::alloc`] implements it.
+/// (libxfs's btree ops' `alloc_block`/`free_block` and the rmap code's
+/// free list fix-up, without an upward import.)
+pub trait AgSpace: Sync {
+    /// Bring the AGFL of `agno` to its minimum before a reverse-mapping
+    /// edit (a refill that finds no space is not an error here: the edit
+    /// then fails with `NoSpace` only if it needs a block).
+    fn fix_freelist_for_rmap(&self, tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()>;
+    /// A block for an inode btree of `agno`, near `near`, recorded as
+    /// OWN_INOBT in the rmapbt.
+    fn alloc_inobt_block(
+        &self,
+        tx: &mut dyn MetaTx,
+        agno: AgNumber,
+        near: AgBlock,
+    ) -> Result<AgBlock>;
+    /// Give back an inode btree block (its rmap record goes too).
+    fn free_inobt_block(&self, tx: &mut dyn MetaTx, agno: AgNumber, agbno: AgBlock) -> Result<()>;
+}
+
 pub trait MetaTx {
     fn geo(&self) -> &Geometry;
     fn sb(&self) -> &Superblock;
+    /// The allocator's services for the layers below it (see [`AgSpace`]).
+    fn ag_space(&self) -> &'static dyn AgSpace;
 
     /// Read and verify the metadata buffer of `len` bytes at `daddr` and
     /// join it to this transaction (locked until commit or cancel). The

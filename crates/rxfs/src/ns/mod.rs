@@ -19,9 +19,12 @@
 //! when that left the chunk all free), unless
 //! the caller says it is still open ([`unlink_with`], [`rmdir_with`]): then
 //! it goes on the AGI unlinked list ([`crate::ialloc::unlinked`]) and the
-//! last close frees it. link, symlink and O_TMPFILE are in [`super::ns_link`].
+//! last close frees it. link, symlink and O_TMPFILE are in [`link`].
 
-use super::{
+pub mod link;
+pub mod rename;
+
+use crate::dirop::{
     check_name, dir_add_from, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove,
 };
 use crate::error::{Error, Location, Result};
@@ -231,7 +234,7 @@ fn free_attr_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
 }
 
 /// Cancel the buffers of the metadata blocks a symlink or directory maps
-/// (a symlink: one buffer per extent, as [`super::ns_link`] wrote them; a
+/// (a symlink: one buffer per extent, as [`link`] wrote them; a
 /// directory: one per directory block) before the blocks are freed: a
 /// cached metadata buffer must neither shadow nor overwrite what reuses
 /// them. Regular files map data only.
@@ -242,7 +245,7 @@ fn stale_meta_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
     }
     let exts = crate::bmapop::read_map(tx, ip)?;
     let bs = tx.geo().blocksize as usize;
-    let fsbs = super::dir_geo(tx).fsbs() as u64;
+    let fsbs = crate::dirop::dir_geo(tx).fsbs() as u64;
     for e in exts {
         if fmt == di::S_IFLNK {
             let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start));
@@ -333,7 +336,7 @@ pub fn unlink_with(
         } else {
             (&[dp, ip], &chunk_ag)
         };
-        crate::rmap::prelock_fork_agfs(tx, forks, also)?;
+        crate::bmapop::prelock_fork_agfs(tx, forks, also)?;
     }
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, 0);
@@ -390,7 +393,7 @@ pub fn rmdir_with(
     crate::ialloc::lock_agi(tx, ino)?;
     let chunk_ag = [tx.geo().ino_agno(ino)];
     let also: &[AgNumber] = if keep { &[] } else { &chunk_ag };
-    crate::rmap::prelock_fork_agfs(tx, &[dp], also)?;
+    crate::bmapop::prelock_fork_agfs(tx, &[dp], also)?;
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, -1);
     let d = tx.inode_mut(ip);

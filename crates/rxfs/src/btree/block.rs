@@ -11,7 +11,7 @@
 //! node: | hdr 56 | key 0 | ... | key max-1 | ptr 0 | ... | ptr max-1 |
 //! ```
 
-use super::btree_edit::Tree;
+use super::Tree;
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, SBlockHdr, NULL_AGBLOCK, SBLOCK_HDR_SIZE};
 use crate::format::{be16, be32, put_be16, put_be32};

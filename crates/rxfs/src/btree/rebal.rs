@@ -1,14 +1,13 @@
-//! Structural edits of the short-form AG btrees for [`super::btree_edit`]:
+//! Structural edits of the short-form AG btrees for [`super`]:
 //! inserting and removing entries at any level with splits, borrowing,
 //! merges, root growth and shrink, the parent key fix-ups (low keys, and
 //! the (low, high) key slots of the overlapping rmapbt) and the blocks
 //! trees take and give back. The invariants are listed in
-//! [`super::btree_edit`].
+//! [`super`].
 
-use super::ag_hdr::{self as hdr, *};
-use super::btree_block::{Blk, Ents};
-use super::btree_edit::{max_height, read_blk, Path, Tree};
-use super::{AgExtent, AllocReq};
+use super::block::{Blk, Ents};
+use super::{max_height, read_blk, Path, Tree};
+use crate::ag::{self as hdr, *};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::NULL_AGBLOCK;
 use crate::types::AgBlock;
@@ -16,7 +15,7 @@ use crate::xact::MetaTx;
 
 /// A copy of the path whose step above `level` points at entry `idx` (to
 /// fix the parent key of a sibling under the same parent).
-pub(super) fn sub_path(p: &Path, level: usize, idx: usize) -> Path {
+pub(crate) fn sub_path(p: &Path, level: usize, idx: usize) -> Path {
     let mut lv = p.lv.clone();
     lv[level + 1].idx = idx;
     Path { lv, ..*p }
@@ -27,7 +26,7 @@ pub(super) fn sub_path(p: &Path, level: usize, idx: usize) -> Path {
 /// as long as the changed block is its parent's first child, or (the
 /// overlapping rmapbt, whose node keys also hold the subtree's highest
 /// key) for as long as a parent's key slot changes.
-pub(super) fn fix_keys(tx: &mut dyn MetaTx, p: &Path, level: usize, key: &[u8]) {
+pub(crate) fn fix_keys(tx: &mut dyn MetaTx, p: &Path, level: usize, key: &[u8]) {
     let g = p.g;
     if key.len() != g.kslot() {
         return; // an empty block (only on a corrupt tree): nothing to copy
@@ -67,17 +66,7 @@ fn alloc_block(tx: &mut dyn MetaTx, p: &Path, level: u16, near: AgBlock) -> Resu
             b
         }
         Tree::Ino | Tree::Fino => {
-            let req = AllocReq {
-                agno,
-                near: Some(near),
-                minlen: 1,
-                maxlen: 1,
-                align: 1,
-                any_ag: false,
-                meta: true,
-            };
-            let AgExtent { agbno, .. } = super::alloc_extent(tx, &req)?;
-            crate::rmap::rmap_alloc(tx, agno, agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
+            let agbno = tx.ag_space().alloc_inobt_block(tx, agno, near)?;
             if let Some(off) = p.root.count_off {
                 let max = hdr::ag_len(tx, agno);
                 hdr::add(tx, p.root.hdr, off, 1, max)?;
@@ -110,8 +99,7 @@ fn free_block(tx: &mut dyn MetaTx, p: &Path, b: Blk) -> Result<()> {
             if let Some(off) = p.root.count_off {
                 hdr::add(tx, p.root.hdr, off, -1, max)?;
             }
-            crate::rmap::rmap_free(tx, agno, b.agbno, 1, &crate::rmap::RmapOwner::Inobt)?;
-            super::free_extent(tx, agno, b.agbno, 1)?;
+            tx.ag_space().free_inobt_block(tx, agno, b.agbno)?;
         }
     }
     Ok(())
@@ -125,7 +113,7 @@ fn node_entry(key: &[u8], ptr: AgBlock) -> Vec<u8> {
 
 /// Insert `entry` at index `pos` of the block at `level` of the path,
 /// splitting it (and its ancestors, and the root) when full.
-pub(super) fn insert_at(
+pub(crate) fn insert_at(
     tx: &mut dyn MetaTx,
     p: &mut Path,
     level: usize,
@@ -189,7 +177,7 @@ pub(super) fn insert_at(
 
 /// Remove entry `pos` of the block at `level` of the path; rebalance a
 /// block left short, recursively.
-pub(super) fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Result<()> {
+pub(crate) fn remove_at(tx: &mut dyn MetaTx, p: &mut Path, level: usize, pos: usize) -> Result<()> {
     let g = p.g;
     let blk = p.lv[level].blk;
     let mut e = g.load(tx, blk);

@@ -16,9 +16,9 @@
 //! As in [`super::ns`], everything that can fail is checked before the
 //! first change (names, types, link counts, room in the directory).
 
-use super::ns::{check_parent, ftype_of, new_inode, touch_parent, NsCreate, MAXLINK};
-use super::{check_name, dir_add_from, dir_can_add, dir_lookup};
+use super::{check_parent, ftype_of, new_inode, touch_parent, NsCreate, MAXLINK};
 use crate::alloc::{alloc_extent, AllocReq};
+use crate::dirop::{check_name, dir_add_from, dir_can_add, dir_lookup};
 use crate::error::{Error, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::bufkind::BufKind;
@@ -153,7 +153,7 @@ fn write_remote(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino, target: &[u8]) -> Re
             e.len,
             &crate::rmap::RmapOwner::File {
                 ino,
-                fork: crate::bmapop::WhichFork::Data,
+                fork: crate::types::WhichFork::Data,
                 offset: got as u64,
                 bmbt: false,
                 unwritten: false,

@@ -42,22 +42,25 @@
 //! - Block accounting: bnobt/cntbt/rmapbt blocks come from and go to the
 //!   AGFL (`agf_btreeblks` counts their non-root blocks, `agf_rmap_blocks`
 //!   all rmapbt blocks; a freed block is busy; they stay OWN_AG);
-//!   inobt/finobt blocks come from [`super::alloc_extent`] (one block near
+//!   inobt/finobt blocks come from [`crate::xact::AgSpace`] (one block near
 //!   the block being split, in the same AG) and go back through
-//!   [`super::free_extent`], with their OWN_INOBT reverse mapping; with
+//!   the allocator, with their OWN_INOBT reverse mapping; with
 //!   inobtcount `agi_iblocks`/`agi_fblocks` count all their blocks.
 //!
 //! Loops are bounded by the tree height, which is checked against the
 //! largest height the AG geometry allows.
 
-use super::ag_hdr::{self as hdr, *};
-use super::btree_block::{BGeo, Blk, Ents};
-use super::btree_rebal::{fix_keys, insert_at, remove_at};
+pub(crate) mod block;
+mod rebal;
+
+use crate::ag::{self as hdr, *};
 use crate::error::{Error, Location, Result};
 use crate::format::btree::{BtreeKey, BtreeKind, NULL_AGBLOCK};
 use crate::format::bufkind::BufKind;
 use crate::types::{AgBlock, AgNumber};
 use crate::xact::{BufId, MetaTx};
+use block::{BGeo, Blk, Ents};
+use rebal::{fix_keys, insert_at, remove_at};
 
 /// Which tree.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,13 +134,13 @@ pub struct Found {
 
 /// Where the root of a tree is recorded.
 #[derive(Debug, Clone, Copy)]
-pub(super) struct RootRef {
-    pub(super) hdr: BufId,
-    pub(super) root_off: usize,
-    pub(super) level_off: usize,
+pub(crate) struct RootRef {
+    pub(crate) hdr: BufId,
+    pub(crate) root_off: usize,
+    pub(crate) level_off: usize,
     /// Block counter: `agf_btreeblks` (non-root blocks, shared by bnobt,
     /// cntbt and rmapbt) or `agi_iblocks`/`agi_fblocks` (all blocks).
-    pub(super) count_off: Option<usize>,
+    pub(crate) count_off: Option<usize>,
 }
 
 fn root_ref(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber) -> Result<RootRef> {
@@ -185,7 +188,7 @@ fn root_ref(tx: &mut dyn MetaTx, tree: Tree, agno: AgNumber) -> Result<RootRef> 
 }
 
 /// The tallest tree of this kind the AG geometry allows.
-pub(super) fn max_height(tx: &dyn MetaTx, tree: Tree) -> u32 {
+pub(crate) fn max_height(tx: &dyn MetaTx, tree: Tree) -> u32 {
     let geo = tx.geo();
     tree.kind().max_levels(
         geo.blocksize as usize,
@@ -196,22 +199,22 @@ pub(super) fn max_height(tx: &dyn MetaTx, tree: Tree) -> u32 {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub(super) struct Step {
-    pub(super) blk: Blk,
+pub(crate) struct Step {
+    pub(crate) blk: Blk,
     /// Index of the entry followed (node) or of the lower bound (leaf).
-    pub(super) idx: usize,
+    pub(crate) idx: usize,
 }
 
 /// A root-to-leaf path; `lv[0]` is the leaf, `lv[height - 1]` the root.
-pub(super) struct Path {
-    pub(super) tree: Tree,
-    pub(super) agno: AgNumber,
-    pub(super) g: BGeo,
-    pub(super) root: RootRef,
-    pub(super) lv: Vec<Step>,
+pub(crate) struct Path {
+    pub(crate) tree: Tree,
+    pub(crate) agno: AgNumber,
+    pub(crate) g: BGeo,
+    pub(crate) root: RootRef,
+    pub(crate) lv: Vec<Step>,
 }
 
-pub(super) fn read_blk(
+pub(crate) fn read_blk(
     tx: &mut dyn MetaTx,
     g: &BGeo,
     agno: AgNumber,

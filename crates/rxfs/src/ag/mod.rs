@@ -217,3 +217,8 @@ pub fn agfl_blocks(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<Vec<AgBlock>> 
         })
         .collect())
 }
+
+/// Join the AGF of `agno` (lock order: see [`crate::xact`]).
+pub fn lock_agf(tx: &mut dyn MetaTx, agno: AgNumber) -> Result<()> {
+    agf(tx, agno).map(|_| ())
+}
