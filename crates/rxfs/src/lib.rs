@@ -1,19 +1,57 @@
 //! rxfs: XFS v5 in userspace.
 //!
-//! Layers, bottom up:
-//! - [`bdev`]: every byte of I/O goes through the [`bdev::BlockDevice`] trait.
-//! - [`format`]: the on-disk format, pure (no I/O): layouts, decoders, verifiers.
-//! - [`geometry`]: sizes and address-space conversions from the superblock.
-//! - [`log`]: the log writer's lower half: grant heads, log buffers, forces.
+//! ## Layers
+//! Bottom up. A module uses only modules of its own layer or below, and no
+//! two top-level modules use each other (`scripts/layers --check`, run by
+//! `scripts/test-all`, reads the table below and fails otherwise). Where a
+//! lower layer must call upward it goes through a trait it owns:
+//! [`log::TailPusher`] (the log asks the AIL to move the tail),
+//! [`ail::LogForce`] (the AIL forces the CIL), [`xact::AgSpace`] (the btree
+//! editor and the rmap code get blocks and AGFL fix-ups from the allocator).
+//!
+//! ```text
+//! layer  modules
+//!   0    types error
+//!   1    format
+//!   2    bdev geometry
+//!   3    log
+//!   4    cache ail cil
+//!   5    xact cred
+//!   6    ag btree
+//!   7    rmap
+//!   8    alloc
+//!   9    ialloc bmapop
+//!  10    dirop
+//!  11    attrop
+//!  12    ns
+//!  13    recover
+//!  14    fs
+//!  15    check mkfs populate
+//! ```
+//! - [`types`], [`error`]: newtypes per address space; the error type.
+//! - [`format`]: the on-disk format, pure (no I/O): layouts, decoders,
+//!   verifiers, in-place field editors, buffer kinds.
+//! - [`bdev`]: every byte of I/O goes through [`bdev::BlockDevice`];
+//!   [`geometry`]: sizes and address conversions from the superblock.
+//! - [`log`]: the log writer: grant heads, log buffers, forces, the
+//!   head/tail search.
+//! - [`cache`], [`ail`], [`cil`]: the buffer and inode cache with the inode
+//!   locks and the read view; write-back and tail moves; delayed logging.
 //! - [`xact`]: the transaction contract ([`xact::MetaTx`]) every metadata
-//!   algorithm is written against, and the logged transaction.
-//! - [`cache`], [`cil`], [`ail`]: the write path under transactions: the
-//!   buffer and inode cache with the read view, delayed logging, write-back.
-//! - [`alloc`] and the other algorithm modules: free space, inodes,
-//!   directories, file mappings, on top of [`xact::MetaTx`].
-//! - [`fs`]: a mounted filesystem: metadata reads through verifiers, inodes,
-//!   fork mapping, directories, attributes, symlinks, the log state; on a
-//!   read-write mount ([`fs::rw`]) the operations that change it.
+//!   algorithm is written against; [`cred`]: callers' credentials.
+//! - [`ag`], [`btree`]: the AG headers; the generic short-form AG btree
+//!   editor (bnobt, cntbt, inobt, finobt, rmapbt).
+//! - [`rmap`], [`alloc`], [`ialloc`], [`bmapop`], [`dirop`], [`attrop`]:
+//!   reverse mappings, free space, inodes, fork mappings, directories,
+//!   extended attributes, each on a [`xact::MetaTx`].
+//! - [`ns`]: namespace operations on a transaction (create, link, unlink,
+//!   rename...), combining the modules below.
+//! - [`recover`]: log replay per item type, intent finishing, unlinked
+//!   inodes.
+//! - [`fs`]: a mounted filesystem: the read path, the logged transaction,
+//!   the operations of a read-write mount, mount-time recovery.
+//! - [`check`], [`mkfs`], [`populate`]: the checker, making filesystems,
+//!   copying host trees in.
 //!
 //! Lock order of the write path (outermost first), each module documenting
 //! its own part:
