@@ -1,5 +1,6 @@
-//! AG header fields the allocator edits in place (AGF, AGI) and the AGFL,
-//! the AG free list.
+//! The AG headers as transactions edit them: fields of the AGF and AGI
+//! changed in place, and the AGFL, the AG free list (used by the btree
+//! editor, the allocator and inode allocation).
 //!
 //! The headers are joined with [`MetaTx::read_buf`] and edited field by
 //! field: each change writes 4 big-endian bytes and logs exactly them. We

@@ -1,6 +1,6 @@
-//! Directory modification on a transaction: shortform and single-block
-//! (XDB3) directories, and the namespace operations built on them
-//! ([`ns`]).
+//! Directory modification on a transaction: shortform, block (XDB3),
+//! leaf and node directories. The namespace operations built on them are
+//! in [`crate::ns`].
 //!
 //! Layers:
 //! - [`sf`] and [`block`]: pure edits of a decoded shortform directory and
@@ -10,7 +10,8 @@
 //!   convert shortform -> block when an entry no longer fits the inode,
 //!   and block -> shortform when the entries fit the inode again (as the
 //!   kernel does after a removal);
-//! - [`ns`]: create, mkdir, unlink, rmdir.
+//! - [`crate::ns`] (the layer above): create, mkdir, unlink, rmdir, link,
+//!   rename.
 //!
 //! Forms handled:
 //! ```text

@@ -1,4 +1,7 @@
-//! A mounted filesystem: the read path.
+//! A mounted filesystem: opening and mounting (with recovery of a dirty
+//! log), the read path (inodes, forks, directories, attributes, symlinks,
+//! btree walks, the realtime section), the logged transaction
+//! ([`trans`]), and the operations of a read-write mount (`ops_*`, [`rw`]).
 //!
 //! [`Filesystem`] is `Send + Sync`; every method takes `&self` and may be
 //! called from many threads at once. Metadata reaches algorithm code only

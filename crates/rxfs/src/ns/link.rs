@@ -13,7 +13,7 @@
 //! contiguous run, as [`crate::format::symlink`] describes; the blocks are
 //! new metadata buffers logged whole.
 //!
-//! As in [`super::ns`], everything that can fail is checked before the
+//! As in [`super`], everything that can fail is checked before the
 //! first change (names, types, link counts, room in the directory).
 
 use super::{check_parent, ftype_of, new_inode, touch_parent, NsCreate, MAXLINK};

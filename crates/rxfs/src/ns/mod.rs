@@ -52,7 +52,7 @@ pub struct NsCreate {
     pub umask: u32,
     pub time: Timestamp,
     /// Look for a directory block from AG 0 on (the retry after
-    /// `NoSpace`, see [`super::dir_add_from`]).
+    /// `NoSpace`, see [`crate::dirop::dir_add_from`]).
     pub alloc_from_ag0: bool,
 }
 

@@ -42,7 +42,7 @@ pub struct RenameInodes {
     /// The inode `dname` names now (`None`: no target).
     pub target: Option<InodeId>,
     /// `RENAME_WHITEOUT`: the inode that takes the source's name (see
-    /// [`super::ns_link::whiteout`]), given one link by the caller.
+    /// [`super::link::whiteout`]), given one link by the caller.
     pub whiteout: Option<InodeId>,
 }
 

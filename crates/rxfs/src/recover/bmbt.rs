@@ -1,5 +1,5 @@
 //! Recovery: the whole mapping of a btree-format fork, for freeing the
-//! fork of an unlinked inode ([`super::iunlink`]).
+//! fork of an unlinked inode ([`crate::recover::iunlink`]).
 //!
 //! ```text
 //!  inode fork (bmdr root)        level L >= 1, numrecs n

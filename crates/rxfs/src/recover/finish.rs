@@ -19,12 +19,12 @@
 //!   finish: tx { EFD id=X (same extents); free 9000+16; free 9100+4 }
 //!   ```
 //!
-//! - **Unlinked inodes** ([`super::iunlink`]).
+//! - **Unlinked inodes** ([`crate::recover::iunlink`]).
 //!
-//! [`finish_intents`] and [`super::iunlink::process_iunlinks`] are
+//! [`finish_intents`] and [`crate::recover::iunlink::process_iunlinks`] are
 //! generic over [`MetaTx`]: the read-write mount runs them in logged
 //! transactions ([`finish_intent`] and
-//! [`super::iunlink::pop_unlinked`] are the one-transaction steps),
+//! [`crate::recover::iunlink::pop_unlinked`] are the one-transaction steps),
 //! and [`recover_and_finish`] runs them in one unlogged
 //! [`MemTx`] over the replayed blocks, for the read-only mount (in memory)
 //! and for `rxfs recover` (written to the device afterwards).

@@ -3,7 +3,7 @@
 //!
 //! Recovery never writes the device itself. [`recover`] returns the blocks
 //! recovery changed (daddr -> bytes); a read-only mount serves reads through
-//! an [`crate::bdev::OverlayDevice`], and [`super::recover_write`] writes the
+//! an [`crate::bdev::OverlayDevice`], and [`crate::fs::recover_write`] writes the
 //! overlay to a writable device and then a clean log.
 //!
 //! The passes, as the kernel runs them:
@@ -40,15 +40,15 @@
 //!    ([`Recovered::intents`], in log order) and refuses, before replaying
 //!    anything, every other open kind (and realtime EFIs) with a
 //!    `NotSupported` naming them. The EFIs are finished afterwards by
-//!    [`super::finish::finish_intents`].
+//!    [`crate::recover::finish::finish_intents`].
 //! 4. **AGI unlinked lists** (inodes unlinked while open at the crash) are
-//!    processed after the intents by [`super::iunlink`].
+//!    processed after the intents by [`crate::recover::iunlink`].
 //!
 //! Steps 3 and 4 change metadata, so they run in a transaction: the
 //! read-write mount runs them in logged transactions after writing the
 //! replayed blocks; the read-only mount and `rxfs recover` run them in an
 //! unlogged [`crate::recover::memtx::MemTx`] over the replayed blocks
-//! ([`super::finish::recover_and_finish`]).
+//! ([`crate::recover::finish::recover_and_finish`]).
 //!
 //! Bounds: the overlay is capped ([`OVERLAY_MAX_BYTES`]); every offset
 //! taken from a log item is checked against the buffer it addresses.
@@ -119,7 +119,7 @@ pub struct RecoveryStats {
     pub inode_chunks_freed: u64,
     /// The unlinked inodes could not all be freed and were left in place
     /// (read-only in-memory recovery only; see
-    /// [`super::finish::Unfreeable`]).
+    /// [`crate::recover::finish::Unfreeable`]).
     pub unlinked_kept: bool,
     /// Bytes in the overlay at the end.
     pub overlay_bytes: u64,
@@ -181,7 +181,7 @@ pub struct Recovered {
     /// The log state recovery started from.
     pub state: LogState,
     /// Unfinished EFIs in log order: still to be finished (see the module
-    /// doc, step 3). Empty once [`super::finish::recover_and_finish`]
+    /// doc, step 3). Empty once [`crate::recover::finish::recover_and_finish`]
     /// has run.
     pub intents: Vec<PendingIntent>,
 }

@@ -9,10 +9,16 @@
 //! Algorithms (allocation, inode allocation, directories, bmap) are written
 //! against the [`MetaTx`] trait only, so they run unchanged on
 //! - the real, logged transaction of a mounted filesystem
-//!   ([`crate::fs::Filesystem`]), and
-//! - [`memtx::MemTx`], an *unlogged* transaction applied straight to a
-//!   device at commit: for algorithm tests only (kernel oracle: apply
-//!   changes to an mkfs image, then `xfs_repair -n`).
+//!   (`fs::trans::Trans`, above this layer), and
+//! - `recover::memtx::MemTx`, an *unlogged* transaction applied straight
+//!   to a device at commit: for recovery's finishing steps and algorithm
+//!   tests (kernel oracle: apply changes to an mkfs image, then
+//!   `xfs_repair -n`).
+//!
+//! This module is the contract only: it sits below every algorithm and
+//! above the log layer. What the algorithms below the allocator need from
+//! it (AGFL fix-ups, inode btree blocks) comes through [`AgSpace`], which
+//! every transaction hands out.
 //!
 //! ## Rules for algorithm code
 //! - Read metadata with [`MetaTx::read_buf`]: the buffer is verified (magic,
@@ -201,7 +207,7 @@ pub trait MetaTx {
     /// Free an extent as a deferred operation: the transaction logs an
     /// extent-free intent (EFI) for it, and at commit a follow-up
     /// transaction frees it and logs the done item (EFD), so a crash in
-    /// between leaves an intent recovery finishes. [`memtx::MemTx`] frees
+    /// between leaves an intent recovery finishes. `recover::memtx::MemTx` frees
     /// at once.
     fn defer_free(&mut self, agno: AgNumber, agbno: AgBlock, len: u32) -> Result<()>;
 
