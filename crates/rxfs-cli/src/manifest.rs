@@ -32,7 +32,7 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 use rxfs::types::{FileType, Ino};
 use rxfs::{Error, Filesystem, Result};
 

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use rxfs::fs::atime::AtimeMode;
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 use rxfs::{Filesystem, MountOptions};
 
 use crate::{CliError, CliResult};

@@ -4,7 +4,7 @@
 //! the three cannot disagree).
 
 use rxfs::format::inode::DIFLAG_EXTSIZE;
-use rxfs::fs::{Fork, Inode};
+use rxfs::inode::{Fork, Inode};
 use rxfs::types::FileType;
 use rxfs::Filesystem;
 

@@ -16,12 +16,12 @@
 //!   2    bdev geometry
 //!   3    log
 //!   4    cache ail cil
-//!   5    xact cred
+//!   5    xact cred inode
 //!   6    ag btree
 //!   7    rmap
 //!   8    alloc
 //!   9    ialloc bmapop
-//!  10    dirop
+//!  10    dirop symlink
 //!  11    attrop
 //!  12    ns
 //!  13    recover
@@ -38,12 +38,15 @@
 //! - [`cache`], [`ail`], [`cil`]: the buffer and inode cache with the inode
 //!   locks and the read view; write-back and tail moves; delayed logging.
 //! - [`xact`]: the transaction contract ([`xact::MetaTx`]) every metadata
-//!   algorithm is written against; [`cred`]: callers' credentials.
+//!   algorithm is written against; [`cred`]: callers' credentials;
+//!   [`inode`]: the in-core inode and the read context
+//!   ([`inode::ReadCtx`]) the per-structure read paths use.
 //! - [`ag`], [`btree`]: the AG headers; the generic short-form AG btree
 //!   editor (bnobt, cntbt, inobt, finobt, rmapbt).
 //! - [`rmap`], [`alloc`], [`ialloc`], [`bmapop`], [`dirop`], [`attrop`]:
 //!   reverse mappings, free space, inodes, fork mappings, directories,
 //!   extended attributes, each on a [`xact::MetaTx`].
+//! - [`symlink`]: reading symlink targets (inline and remote blocks).
 //! - [`ns`]: namespace operations on a transaction (create, link, unlink,
 //!   rename...), combining the modules below.
 //! - [`recover`]: log replay per item type, intent finishing, unlinked
@@ -84,12 +87,14 @@ pub mod format;
 pub mod fs;
 pub mod geometry;
 pub mod ialloc;
+pub mod inode;
 pub mod log;
 pub mod mkfs;
 pub mod ns;
 pub mod populate;
 pub mod recover;
 pub mod rmap;
+pub mod symlink;
 pub mod types;
 pub mod xact;
 

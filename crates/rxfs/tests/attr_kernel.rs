@@ -7,6 +7,7 @@
 
 mod common;
 
+use rxfs::inode::ReadCtx;
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -249,8 +250,8 @@ fn record(root: &Path) -> BTreeMap<String, Seen> {
 /// The attribute fork shape of an inode, as rxfs sees it: none, local,
 /// leaf, nodeN (DA tree of N node levels), with a btree- prefix for
 /// btree-format forks.
-fn attr_shape(fs: &Filesystem, ip: &rxfs::fs::Inode) -> String {
-    use rxfs::fs::Fork;
+fn attr_shape(fs: &Filesystem, ip: &rxfs::inode::Inode) -> String {
+    use rxfs::inode::Fork;
     match &ip.attr {
         None => "none".into(),
         Some(Fork::Local(_)) => "local".into(),
@@ -457,7 +458,7 @@ fn corrupt_structures() {
 
     let fs = open_ro(&img);
     let ip = fs.iget(node_ino).unwrap();
-    let ablock = |ip: &rxfs::fs::Inode, blk: u64| {
+    let ablock = |ip: &rxfs::inode::Inode, blk: u64| {
         fs.read_fork_blocks(ip, ForkKind::Attr, FileBlock(blk), 1)
             .unwrap()
             .unwrap()

@@ -550,7 +550,7 @@ fn bmbt_growth_survives_power_cuts() {
     let ip = fs.iget(ino).unwrap();
     assert!(matches!(
         ip.data,
-        rxfs::fs::inode::Fork::Extents { btree: true, .. }
+        rxfs::inode::Fork::Extents { btree: true, .. }
     ));
     fs.abandon();
     drop(fs);

@@ -9,6 +9,7 @@
 
 mod common;
 
+use rxfs::inode::ReadCtx;
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
@@ -16,7 +17,8 @@ use std::os::unix::fs::{DirEntryExt, FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use common::*;
-use rxfs::fs::{DirEntry, Fork, Inode};
+use rxfs::dirop::read::DirEntry;
+use rxfs::inode::{Fork, Inode};
 use rxfs::types::{FileBlock, FileType, ForkKind, Ino};
 use rxfs::{Error, Filesystem};
 

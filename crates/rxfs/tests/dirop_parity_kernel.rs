@@ -20,7 +20,7 @@ use rxfs::dirop;
 use rxfs::format::bmbt::Extent;
 use rxfs::format::bufkind::BufKind;
 use rxfs::format::dinode_edit as de;
-use rxfs::fs::inode::Fork;
+use rxfs::inode::Fork;
 use rxfs::types::{FsBlock, Ino};
 use rxfs::xact::MetaTx;
 

@@ -10,7 +10,7 @@ use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 
 use common::*;
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 use rxfs::types::Ino;
 use rxfs::{Filesystem, MountOptions};
 use sha2::{Digest, Sha256};
@@ -148,7 +148,7 @@ fn check_contents(fs: &Filesystem, expect: &Expect) {
         }
         if name == "fragmented" {
             assert!(
-                matches!(ip.data, rxfs::fs::Fork::Extents { btree: true, .. }),
+                matches!(ip.data, rxfs::inode::Fork::Extents { btree: true, .. }),
                 "fragmented file should have a btree data fork"
             );
         }

@@ -22,7 +22,7 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 use rxfs::types::{FileBlock, FileType};
 use rxfs::Filesystem;
 
@@ -221,7 +221,7 @@ impl Copier<'_> {
         let mut off = 0u64;
         while off < size {
             let fb = off >> blocklog;
-            let (ext, run) = self.fs.bmap(&ip.data, FileBlock(fb));
+            let (ext, run) = ip.data.map(FileBlock(fb));
             if run == 0 {
                 return Err(format!("empty mapping at file block {fb}"));
             }

@@ -4,7 +4,7 @@ use std::io::Write;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 use rxfs::types::FileType;
 
 use crate::opts::ImageArgs;
@@ -91,7 +91,7 @@ pub fn run(a: Args) -> CliResult<()> {
 fn long_line(ip: &Inode, line: &mut Vec<u8>) {
     let c = &ip.core;
     let size = match (&ip.data, ip.file_type()) {
-        (rxfs::fs::Fork::Dev(raw), Some(FileType::CharDev | FileType::BlockDev)) => {
+        (rxfs::inode::Fork::Dev(raw), Some(FileType::CharDev | FileType::BlockDev)) => {
             let (ma, mi) = rxfs::format::inode::decode_rdev(*raw);
             format!("{ma}, {mi}")
         }

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use rxfs::fs::{Fork, Inode};
+use rxfs::inode::{Fork, Inode};
 use rxfs::types::FileType;
 use rxfs::Filesystem;
 

@@ -15,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::wire::{FileAttr, FileType as FuseType, INodeNo};
 use rxfs::format::inode::Timestamp;
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 use rxfs::types::FileType;
 use rxfs::Filesystem;
 

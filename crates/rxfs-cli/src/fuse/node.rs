@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 
 struct Node {
     ip: Arc<Inode>,
@@ -55,7 +55,7 @@ impl NodeTable {
 pub mod tests {
     use super::*;
     use rxfs::format::inode::{InodeCore, Timestamp};
-    use rxfs::fs::Fork;
+    use rxfs::inode::Fork;
     use rxfs::types::Ino;
 
     pub fn fake_inode(ino: u64, mode: u16) -> Arc<Inode> {

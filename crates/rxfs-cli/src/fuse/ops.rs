@@ -22,7 +22,7 @@ use super::wire::{
     ReplyXattr,
 };
 use rxfs::format::xflags::{flags_allow, Change};
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 use rxfs::types::{FileBlock, FileType, Ino};
 use rxfs::{Error, Filesystem};
 
@@ -372,7 +372,7 @@ impl Core {
     }
 
     /// The entry's type, from the ftype byte or (without ftype) its inode.
-    fn entry_type(&self, e: &rxfs::fs::DirEntry) -> rxfs::Result<Option<FileType>> {
+    fn entry_type(&self, e: &rxfs::dirop::read::DirEntry) -> rxfs::Result<Option<FileType>> {
         match e.ftype {
             Some(t) => Ok(Some(t)),
             None => Ok(self.fs.iget(e.ino)?.file_type()),
@@ -577,7 +577,7 @@ pub fn seek_data_hole(fs: &Filesystem, ip: &Inode, offset: i64, whence: i32) -> 
             break;
         }
         let fb = pos >> blocklog;
-        let (ext, run) = fs.bmap(&ip.data, FileBlock(fb));
+        let (ext, run) = ip.data.map(FileBlock(fb));
         let data = matches!(ext, Some(e) if !e.unwritten);
         if data == (whence == libc::SEEK_DATA) {
             return Ok(pos.max(off) as i64);

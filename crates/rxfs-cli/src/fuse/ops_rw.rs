@@ -26,7 +26,7 @@ use super::wire::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
 use rxfs::bmapop::data::SetAttr;
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::ops_ns::CreateArgs;
-use rxfs::fs::Inode;
+use rxfs::inode::Inode;
 
 use rxfs::format::inode::{DIFLAG_IMMUTABLE, DIFLAG_SYNC};
 use rxfs::format::xflags::{flags_allow, Change};

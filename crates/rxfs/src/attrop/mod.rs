@@ -42,6 +42,7 @@
 pub mod acl;
 pub mod blocks;
 pub mod forkoff;
+pub mod read;
 pub mod sf;
 
 use blocks::Tree;

@@ -12,7 +12,9 @@
 use crate::error::Result;
 use crate::format::be16;
 use crate::format::dir_leaf::{decode_leaf, LEAF1_MAGIC, LEAFN_MAGIC};
-use crate::fs::{Filesystem, Fork, Inode};
+use crate::fs::Filesystem;
+use crate::inode::ReadCtx;
+use crate::inode::{Fork, Inode};
 use crate::types::{FileBlock, ForkKind};
 
 /// Live entries of the hash index of `dir`, or `None` when the directory

@@ -18,7 +18,7 @@
 use std::collections::HashMap;
 
 use super::{Checker, Progress};
-use crate::fs::{Fork, Inode};
+use crate::inode::{Fork, Inode};
 use crate::types::{FileType, Ino};
 
 /// Entries of one directory looked up again through the index, at most.

@@ -53,6 +53,7 @@ pub mod block;
 pub mod data;
 pub mod index;
 pub mod leaf;
+pub mod read;
 pub mod sf;
 #[cfg(test)]
 mod tests;

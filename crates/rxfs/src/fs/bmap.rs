@@ -4,10 +4,10 @@
 //! inside their device (checked when the inode was loaded), so the mapping
 //! code here only has to clip to the request.
 
-use super::inode::{Fork, Inode};
 use super::Filesystem;
-use crate::error::{Error, Location, Result};
-use crate::types::{Daddr, FileBlock, FileType, ForkKind, FsBlock, RtBlock};
+use crate::error::{Error, Result};
+use crate::inode::Inode;
+use crate::types::{FileBlock, FileType, FsBlock, RtBlock};
 
 /// Largest single device read issued for file data.
 const READ_CHUNK_BYTES: u64 = 1 << 20;
@@ -50,7 +50,7 @@ impl Filesystem {
             let pos = offset + done as u64;
             let fb = FileBlock(pos >> blocklog);
             let in_block = pos & (bs - 1);
-            let (ext, run_blocks) = self.bmap(&ip.data, fb);
+            let (ext, run_blocks) = ip.data.map(fb);
             // Bytes this mapping covers from pos, clipped to the request.
             let run_bytes = run_blocks
                 .saturating_mul(bs)
@@ -80,69 +80,5 @@ impl Filesystem {
             done += run_bytes;
         }
         Ok(want)
-    }
-
-    /// Read `count` filesystem blocks of a directory or attribute fork
-    /// starting at fork block `off` (one directory/attr block, which may
-    /// span several extents). `Ok(None)` if the whole range is a hole; a
-    /// range that is partly mapped, or mapped unwritten, is corruption.
-    /// Returns the disk address of the first block (what the block's
-    /// self-describing `blkno` must say) and the bytes.
-    pub fn read_fork_blocks(
-        &self,
-        ip: &Inode,
-        fork: ForkKind,
-        off: FileBlock,
-        count: u32,
-    ) -> Result<Option<(Daddr, Vec<u8>)>> {
-        let at = Location::Ino(ip.ino.0);
-        let f = match self.fork(ip, fork) {
-            Some(f @ Fork::Extents { .. }) => f,
-            _ => {
-                return Err(Error::corrupt(
-                    "inode fork",
-                    at,
-                    "block read from a fork that has no extents",
-                ))
-            }
-        };
-        let geo = self.geo();
-        let bs = geo.blocksize as usize;
-        let mut out = vec![0u8; count as usize * bs];
-        let mut first: Option<Daddr> = None;
-        let mut holes = 0u32;
-        let mut i = 0u32;
-        while i < count {
-            let fb = FileBlock(off.0 + i as u64);
-            let (ext, run) = self.bmap(f, fb);
-            let n = run.min((count - i) as u64) as u32;
-            match ext {
-                None => holes += n,
-                Some(e) => {
-                    if e.unwritten {
-                        return Err(Error::corrupt(
-                            "inode fork",
-                            at,
-                            "unwritten extent in a metadata fork",
-                        ));
-                    }
-                    let fsb = FsBlock(e.start + (fb.0 - e.off.0));
-                    let daddr = geo.fsb_to_daddr(fsb);
-                    first.get_or_insert(daddr);
-                    let dst = &mut out[i as usize * bs..(i + n) as usize * bs];
-                    self.dev().read_at(dst, daddr.bytes())?;
-                }
-            }
-            i += n;
-        }
-        match first {
-            None => Ok(None),
-            Some(_) if holes > 0 => Err(Error::corrupt(
-                "inode fork",
-                at,
-                format!("block {} of the fork is partly a hole", off.0),
-            )),
-            Some(d) => Ok(Some((d, out))),
-        }
     }
 }

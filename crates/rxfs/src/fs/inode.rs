@@ -1,53 +1,8 @@
-//! In-memory inodes: the decoded core plus both forks.
+//! Loading inodes: the inode cache, `iget`, decoding a dinode into an
+//! in-core [`Inode`] (its type lives in [`crate::inode`]).
 //!
 //! Btree-format forks are flattened at load time into the sorted extent list
 //! (the bmbt is walked once, every block verified), so readers see one shape.
-
-use crate::format::bmbt::Extent;
-use crate::format::inode::InodeCore;
-use crate::types::{FileType, Ino};
-
-/// A fork's contents after decoding.
-#[derive(Debug, Clone)]
-pub enum Fork {
-    /// Device number (XFS encoding, see [`crate::format::inode::decode_rdev`]).
-    Dev(u32),
-    /// Inline bytes (shortform directory, inline symlink, shortform xattrs).
-    Local(Vec<u8>),
-    /// Extents or btree format: the full extent list sorted by file offset,
-    /// non-overlapping. `btree` says which form it had on disk.
-    Extents { list: Vec<Extent>, btree: bool },
-}
-
-impl Fork {
-    pub fn extents(&self) -> &[Extent] {
-        match self {
-            Fork::Extents { list, .. } => list,
-            _ => &[],
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct Inode {
-    pub ino: Ino,
-    pub core: InodeCore,
-    pub data: Fork,
-    /// `None` when the inode has no attribute fork (forkoff 0).
-    pub attr: Option<Fork>,
-}
-
-impl Inode {
-    pub fn file_type(&self) -> Option<FileType> {
-        FileType::from_mode(self.core.mode)
-    }
-    pub fn is_dir(&self) -> bool {
-        self.file_type() == Some(FileType::Directory)
-    }
-    pub fn is_realtime(&self) -> bool {
-        self.core.flags & crate::format::inode::DIFLAG_REALTIME != 0
-    }
-}
 
 use std::sync::Arc;
 
@@ -58,7 +13,8 @@ use super::Filesystem;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt;
 use crate::format::inode::{self as dinode, FMT_BTREE, FMT_DEV, FMT_EXTENTS, FMT_LOCAL};
-use crate::types::{FileBlock, ForkKind, FsBlock};
+use crate::inode::{Fork, Inode};
+use crate::types::{ForkKind, FsBlock, Ino};
 
 /// Largest file offset in blocks an extent may reach (2^54).
 const MAX_FILEOFF: u64 = 1 << 54;
@@ -525,26 +481,5 @@ impl Filesystem {
             self.walk_bmbt_block(ino, what, FsBlock(ptr), level - 1, visited, out, nextents)?;
         }
         Ok(())
-    }
-
-    /// Map fork block `off`: the extent containing it, or the hole up to the
-    /// next extent (`None` extent, with the hole's length; u64::MAX past the
-    /// last extent).
-    pub fn bmap(&self, fork: &Fork, off: FileBlock) -> (Option<bmbt::Extent>, u64) {
-        let list = fork.extents();
-        let idx = list.partition_point(|e| e.end() <= off.0);
-        match list.get(idx) {
-            Some(e) if e.off.0 <= off.0 => (Some(*e), e.end() - off.0),
-            Some(e) => (None, e.off.0 - off.0),
-            None => (None, u64::MAX),
-        }
-    }
-
-    /// The fork of `ip` named by `kind`.
-    pub fn fork<'a>(&self, ip: &'a Inode, kind: ForkKind) -> Option<&'a Fork> {
-        match kind {
-            ForkKind::Data => Some(&ip.data),
-            ForkKind::Attr => ip.attr.as_ref(),
-        }
     }
 }

@@ -9,10 +9,8 @@
 
 pub mod ag;
 pub mod atime;
-pub mod attr;
 pub mod bmap;
 pub mod btree;
-pub mod dir;
 pub mod inobt;
 pub mod inode;
 pub mod log;
@@ -27,6 +25,7 @@ pub mod ops_rename;
 pub mod overwrite;
 pub mod path;
 pub mod prealloc;
+pub mod read;
 mod read_lock;
 pub mod recover_write;
 pub mod rt;
@@ -34,11 +33,8 @@ pub mod rw;
 mod rw_recover;
 pub mod statfs;
 pub mod stats;
-pub mod symlink;
 pub mod trans;
 
-pub use dir::DirEntry;
-pub use inode::{Fork, Inode};
 pub use statfs::StatFs;
 
 use std::path::Path;

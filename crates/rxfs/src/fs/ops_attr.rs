@@ -25,7 +25,7 @@ use crate::xact::{InodeId, MetaTx, Resv};
 
 pub use crate::attrop::XattrSet;
 
-use super::attr::XATTR_NAME_MAX;
+use crate::attrop::read::XATTR_NAME_MAX;
 
 fn now() -> Timestamp {
     crate::bmapop::data::now()

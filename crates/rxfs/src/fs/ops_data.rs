@@ -13,11 +13,12 @@
 
 use std::sync::Arc;
 
-use super::{Filesystem, Inode};
+use super::Filesystem;
 use crate::bmapop::data::SetAttr;
 use crate::bmapop::data::{self, WriteOpts};
 use crate::bmapop::Placement;
 use crate::error::{Error, Result};
+use crate::inode::Inode;
 use crate::types::Ino;
 use crate::xact::{MetaTx, Resv};
 

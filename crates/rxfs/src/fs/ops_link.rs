@@ -25,10 +25,11 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 
 use super::ops_ns::{now, CreateArgs};
-use super::{Filesystem, Inode};
+use super::Filesystem;
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
 use crate::ialloc::unlinked::{self, Removed};
+use crate::inode::Inode;
 use crate::ns::{self, link as ns_link};
 use crate::types::Ino;
 use crate::xact::{MetaTx, Resv};

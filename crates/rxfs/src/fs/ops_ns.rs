@@ -12,9 +12,10 @@
 
 use std::sync::Arc;
 
-use super::{Filesystem, Inode};
+use super::Filesystem;
 use crate::error::{Error, Result};
 use crate::format::inode::Timestamp;
+use crate::inode::Inode;
 use crate::ns::{self, NsCreate};
 use crate::types::Ino;
 use crate::xact::{MetaTx, Resv};

@@ -33,7 +33,7 @@ use crate::bmapop::data;
 use crate::bmapop::data::SetAttr;
 use crate::error::Result;
 use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
-use crate::fs::inode::Inode;
+use crate::inode::Inode;
 use crate::types::{FileBlock, FileType, FsBlock, Ino};
 use crate::xact::{MetaTx, Resv};
 
@@ -90,7 +90,7 @@ impl Filesystem {
         let mut more = Vec::new();
         let (mut fb, fb_end) = (off >> bl, (off + len) >> bl);
         while fb < fb_end {
-            let (ext, run) = self.bmap(&ip.data, FileBlock(fb));
+            let (ext, run) = ip.data.map(FileBlock(fb));
             let Some(e) = ext.filter(|e| !e.unwritten) else {
                 rw.inodes.locks.count_upgrade();
                 return Ok(None);

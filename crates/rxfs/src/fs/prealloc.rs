@@ -105,7 +105,7 @@ impl Filesystem {
             return;
         }
         let eof = size.div_ceil(bs);
-        if self.bmap(&ip.data, FileBlock(eof)).0.is_some() {
+        if ip.data.map(FileBlock(eof)).0.is_some() {
             return;
         }
         let want = match self.options().allocsize {

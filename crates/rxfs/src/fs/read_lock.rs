@@ -10,45 +10,14 @@
 //! it is on read-only mounts (nothing changes) and on threads that already
 //! hold an ilock or a transaction (operations reading what they locked).
 
-use std::ops::Deref;
-use std::sync::Arc;
-
-use super::{Filesystem, Inode};
+use super::Filesystem;
+use crate::bdev::BlockDevice;
 use crate::cache::ilock::{reader_may_lock, ILockShared, IoLockGuard};
 use crate::error::{Error, Result};
+use crate::format::sb::Superblock;
+use crate::geometry::Geometry;
+use crate::inode::{Inode, ReadCtx, Reading};
 use crate::types::Ino;
-
-enum Snap<'a> {
-    Given(&'a Inode),
-    Fresh(Arc<Inode>),
-}
-
-/// An inode read under its shared ilock (or the caller's copy where no
-/// lock is needed); derefs to the inode. The lock is held until drop.
-pub(crate) struct Reading<'a> {
-    ip: Snap<'a>,
-    _ilock: Option<ILockShared>,
-}
-
-impl Deref for Reading<'_> {
-    type Target = Inode;
-    fn deref(&self) -> &Inode {
-        match &self.ip {
-            Snap::Given(i) => i,
-            Snap::Fresh(i) => i,
-        }
-    }
-}
-
-impl Reading<'_> {
-    /// The inode read under the lock, if one was taken.
-    pub(crate) fn fresh(&self) -> Option<Arc<Inode>> {
-        match &self.ip {
-            Snap::Given(_) => None,
-            Snap::Fresh(i) => Some(i.clone()),
-        }
-    }
-}
 
 impl Filesystem {
     /// The shared ilock of `ino`, if this read must take it (read-write
@@ -69,23 +38,35 @@ impl Filesystem {
     /// read it: `NotFound` (the caller's file is gone).
     pub(crate) fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>> {
         let Some(g) = self.read_guard(ip.ino) else {
-            return Ok(Reading {
-                ip: Snap::Given(ip),
-                _ilock: None,
-            });
+            return Ok(Reading::given(ip));
         };
         let cur = self.iget(ip.ino)?;
         if cur.core.gen != ip.core.gen {
             return Err(Error::NotFound);
         }
-        Ok(Reading {
-            ip: Snap::Fresh(cur),
-            _ilock: Some(g),
-        })
+        Ok(Reading::locked(cur, g))
     }
 
     /// The I/O lock of `ino` in the mode given, on read-write mounts.
     pub(crate) fn iolock(&self, ino: Ino, exclusive: bool) -> Option<IoLockGuard> {
         Some(self.rw.as_ref()?.inodes.iolock(ino, exclusive))
+    }
+}
+
+impl ReadCtx for Filesystem {
+    fn geo(&self) -> &Geometry {
+        Filesystem::geo(self)
+    }
+    fn sb(&self) -> &Superblock {
+        Filesystem::sb(self)
+    }
+    fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>> {
+        Filesystem::read_locked(self, ip)
+    }
+    fn reads_take_locks(&self) -> bool {
+        Filesystem::reads_take_locks(self)
+    }
+    fn dev(&self) -> &dyn BlockDevice {
+        Filesystem::dev(self)
     }
 }

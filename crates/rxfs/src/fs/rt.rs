@@ -26,12 +26,12 @@
 
 use std::sync::Arc;
 
-use super::inode::{Fork, Inode};
 use super::Filesystem;
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::format::rt::{self as fmt, FreeRunScanner, RangeState, RtExtentNo, RtLayout, RtSummary};
 use crate::format::sb::Superblock;
+use crate::inode::{Fork, Inode};
 use crate::types::{FileType, Ino};
 
 /// Largest summary file [`Filesystem::rt_summary`] loads into memory

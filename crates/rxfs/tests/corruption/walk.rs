@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use rxfs::fs::DirEntry;
+use rxfs::dirop::read::DirEntry;
 use rxfs::types::{FileType, Ino};
 use rxfs::{Error, Filesystem};
 
@@ -150,7 +150,7 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn xattrs(&mut self, ip: &rxfs::fs::Inode, path: &str) {
+    fn xattrs(&mut self, ip: &rxfs::inode::Inode, path: &str) {
         let names = match self.fs.listxattr(ip) {
             Ok(n) => n,
             Err(e) => return self.report.err(|| format!("listxattr {path}"), e),
@@ -171,7 +171,7 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn dir(&mut self, ip: &rxfs::fs::Inode, depth: usize, path: &str) {
+    fn dir(&mut self, ip: &rxfs::inode::Inode, depth: usize, path: &str) {
         let mut entries: Vec<DirEntry> = Vec::new();
         let mut cookie = 0u64;
         loop {
@@ -228,7 +228,7 @@ impl<'a> Walker<'a> {
         }
     }
 
-    fn data(&mut self, ip: &rxfs::fs::Inode, path: &str) {
+    fn data(&mut self, ip: &rxfs::inode::Inode, path: &str) {
         // Read the start, and one window at each extent (bounded).
         let mut offs: Vec<u64> = vec![0];
         let bs = self.fs.geo().blocksize as u64;

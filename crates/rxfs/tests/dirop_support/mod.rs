@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::common::*;
 use rxfs::bdev::FileDevice;
 use rxfs::format::da::hashname;
-use rxfs::fs::inode::Fork;
+use rxfs::inode::Fork;
 use rxfs::recover::memtx::MemTx;
 use rxfs::types::Ino;
 use rxfs::Filesystem;

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 use super::*;
-use rxfs::fs::{Fork, Inode};
+use rxfs::inode::{Fork, Inode};
 use rxfs::types::Ino;
 use rxfs::{Error, Filesystem};
 

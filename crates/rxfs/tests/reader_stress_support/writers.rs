@@ -11,7 +11,7 @@ use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_falloc::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::ops_rename::RenameFlags;
-use rxfs::fs::Fork;
+use rxfs::inode::Fork;
 use rxfs::types::Ino;
 use rxfs::{Error, Filesystem};
 
@@ -112,7 +112,7 @@ pub struct Ctx<'a> {
 impl Ctx<'_> {
     /// The inode as a writer sees it between its transactions; `None`
     /// (a failure) when the read failed.
-    fn probe(&self, ino: Ino) -> Option<std::sync::Arc<rxfs::fs::Inode>> {
+    fn probe(&self, ino: Ino) -> Option<std::sync::Arc<rxfs::inode::Inode>> {
         self.tally.op(Op::Writer);
         match self.fs.iget(ino) {
             Ok(ip) => Some(ip),

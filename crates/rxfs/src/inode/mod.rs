@@ -1,0 +1,214 @@
+//! The in-core inode: its decoded core and both forks ([`Inode`],
+//! [`Fork`]), and what the per-structure read paths (directories,
+//! attributes, symlinks) read through ([`ReadCtx`], which a mounted
+//! filesystem implements).
+//!
+//! Btree-format forks are flattened at load time into the sorted extent
+//! list (the bmbt is walked once, every block verified), so readers see
+//! one shape.
+//!
+//! Invariant: extents in a [`Fork`] are sorted, non-overlapping and point
+//! inside their device (checked when the inode was loaded).
+
+use std::ops::Deref;
+use std::sync::Arc;
+
+use crate::bdev::BlockDevice;
+use crate::cache::ilock::ILockShared;
+use crate::error::{Error, Location, Result};
+use crate::format::bmbt::Extent;
+use crate::format::inode::InodeCore;
+use crate::format::sb::Superblock;
+use crate::geometry::Geometry;
+use crate::types::{Daddr, FsBlock};
+use crate::types::{FileBlock, FileType, ForkKind, Ino};
+
+/// A fork's contents after decoding.
+#[derive(Debug, Clone)]
+pub enum Fork {
+    /// Device number (XFS encoding, see [`crate::format::inode::decode_rdev`]).
+    Dev(u32),
+    /// Inline bytes (shortform directory, inline symlink, shortform xattrs).
+    Local(Vec<u8>),
+    /// Extents or btree format: the full extent list sorted by file offset,
+    /// non-overlapping. `btree` says which form it had on disk.
+    Extents { list: Vec<Extent>, btree: bool },
+}
+
+impl Fork {
+    pub fn extents(&self) -> &[Extent] {
+        match self {
+            Fork::Extents { list, .. } => list,
+            _ => &[],
+        }
+    }
+
+    /// Map fork block `off`: the extent containing it, or the hole up to
+    /// the next extent (`None` extent, with the hole's length; u64::MAX
+    /// past the last extent).
+    pub fn map(&self, off: FileBlock) -> (Option<Extent>, u64) {
+        let list = self.extents();
+        let idx = list.partition_point(|e| e.end() <= off.0);
+        match list.get(idx) {
+            Some(e) if e.off.0 <= off.0 => (Some(*e), e.end() - off.0),
+            Some(e) => (None, e.off.0 - off.0),
+            None => (None, u64::MAX),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Inode {
+    pub ino: Ino,
+    pub core: InodeCore,
+    pub data: Fork,
+    /// `None` when the inode has no attribute fork (forkoff 0).
+    pub attr: Option<Fork>,
+}
+
+impl Inode {
+    pub fn file_type(&self) -> Option<FileType> {
+        FileType::from_mode(self.core.mode)
+    }
+    pub fn is_dir(&self) -> bool {
+        self.file_type() == Some(FileType::Directory)
+    }
+    pub fn is_realtime(&self) -> bool {
+        self.core.flags & crate::format::inode::DIFLAG_REALTIME != 0
+    }
+
+    /// The fork named by `kind`.
+    pub fn fork(&self, kind: ForkKind) -> Option<&Fork> {
+        match kind {
+            ForkKind::Data => Some(&self.data),
+            ForkKind::Attr => self.attr.as_ref(),
+        }
+    }
+}
+
+/// What the read path of a structure needs from a mounted filesystem.
+pub trait ReadCtx {
+    fn geo(&self) -> &Geometry;
+    fn sb(&self) -> &Superblock;
+    /// `ip` as of now, with its shared ilock held where reads must take it
+    /// (see `fs::read_lock`): a caller's older copy may name blocks a
+    /// transaction has since freed or rewritten.
+    fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>>;
+    /// Whether reads on this thread take shared ilocks.
+    fn reads_take_locks(&self) -> bool;
+    /// The data device.
+    fn dev(&self) -> &dyn BlockDevice;
+
+    /// Read `count` filesystem blocks of a directory or attribute fork
+    /// starting at fork block `off` (one directory/attr block, which may
+    /// span several extents). `Ok(None)` if the whole range is a hole; a
+    /// range that is partly mapped, or mapped unwritten, is corruption.
+    /// Returns the disk address of the first block (what the block's
+    /// self-describing `blkno` must say) and the bytes.
+    fn read_fork_blocks(
+        &self,
+        ip: &Inode,
+        fork: ForkKind,
+        off: FileBlock,
+        count: u32,
+    ) -> Result<Option<(Daddr, Vec<u8>)>> {
+        let at = Location::Ino(ip.ino.0);
+        let f = match ip.fork(fork) {
+            Some(f @ Fork::Extents { .. }) => f,
+            _ => {
+                return Err(Error::corrupt(
+                    "inode fork",
+                    at,
+                    "block read from a fork that has no extents",
+                ))
+            }
+        };
+        let geo = self.geo();
+        let bs = geo.blocksize as usize;
+        let mut out = vec![0u8; count as usize * bs];
+        let mut first: Option<Daddr> = None;
+        let mut holes = 0u32;
+        let mut i = 0u32;
+        while i < count {
+            let fb = FileBlock(off.0 + i as u64);
+            let (ext, run) = f.map(fb);
+            let n = run.min((count - i) as u64) as u32;
+            match ext {
+                None => holes += n,
+                Some(e) => {
+                    if e.unwritten {
+                        return Err(Error::corrupt(
+                            "inode fork",
+                            at,
+                            "unwritten extent in a metadata fork",
+                        ));
+                    }
+                    let fsb = FsBlock(e.start + (fb.0 - e.off.0));
+                    let daddr = geo.fsb_to_daddr(fsb);
+                    first.get_or_insert(daddr);
+                    let dst = &mut out[i as usize * bs..(i + n) as usize * bs];
+                    self.dev().read_at(dst, daddr.bytes())?;
+                }
+            }
+            i += n;
+        }
+        match first {
+            None => Ok(None),
+            Some(_) if holes > 0 => Err(Error::corrupt(
+                "inode fork",
+                at,
+                format!("block {} of the fork is partly a hole", off.0),
+            )),
+            Some(d) => Ok(Some((d, out))),
+        }
+    }
+}
+
+enum Snap<'a> {
+    Given(&'a Inode),
+    Fresh(Arc<Inode>),
+}
+
+/// An inode read under its shared ilock (or the caller's copy where no
+/// lock is needed); derefs to the inode. The lock is held until drop.
+/// Made by [`ReadCtx::read_locked`].
+pub struct Reading<'a> {
+    ip: Snap<'a>,
+    _ilock: Option<ILockShared>,
+}
+
+impl Deref for Reading<'_> {
+    type Target = Inode;
+    fn deref(&self) -> &Inode {
+        match &self.ip {
+            Snap::Given(i) => i,
+            Snap::Fresh(i) => i,
+        }
+    }
+}
+
+impl<'a> Reading<'a> {
+    /// The caller's copy, no lock taken.
+    pub fn given(ip: &'a Inode) -> Self {
+        Reading {
+            ip: Snap::Given(ip),
+            _ilock: None,
+        }
+    }
+
+    /// A copy read under `lock`, held until drop.
+    pub fn locked(ip: Arc<Inode>, lock: ILockShared) -> Self {
+        Reading {
+            ip: Snap::Fresh(ip),
+            _ilock: Some(lock),
+        }
+    }
+
+    /// The inode read under the lock, if one was taken.
+    pub fn fresh(&self) -> Option<Arc<Inode>> {
+        match &self.ip {
+            Snap::Given(_) => None,
+            Snap::Fresh(i) => Some(i.clone()),
+        }
+    }
+}
