@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use rxfs::bdev::MemDevice;
 use rxfs::format::{be16, be32, crc, put_be16, put_be32, put_be64};
-use rxfs::dirop::read::DirEntry;
+use rxfs::dir::read::DirEntry;
 use rxfs::types::{FileType, Ino};
 use rxfs::{Filesystem, MountOptions};
 

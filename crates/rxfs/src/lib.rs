@@ -20,9 +20,9 @@
 //!   6    ag btree
 //!   7    rmap
 //!   8    alloc
-//!   9    ialloc bmapop
-//!  10    dirop symlink
-//!  11    attrop
+//!   9    ialloc bmap
+//!  10    dir symlink
+//!  11    attr
 //!  12    ns
 //!  13    recover
 //!  14    fs
@@ -43,9 +43,10 @@
 //!   ([`inode::ReadCtx`]) the per-structure read paths use.
 //! - [`ag`], [`btree`]: the AG headers; the generic short-form AG btree
 //!   editor (bnobt, cntbt, inobt, finobt, rmapbt).
-//! - [`rmap`], [`alloc`], [`ialloc`], [`bmapop`], [`dirop`], [`attrop`]:
+//! - [`rmap`], [`alloc`], [`ialloc`], [`bmap`], [`dir`], [`attr`]:
 //!   reverse mappings, free space, inodes, fork mappings, directories,
-//!   extended attributes, each on a [`xact::MetaTx`].
+//!   extended attributes: each structure's changes on a [`xact::MetaTx`]
+//!   and (directories, attributes) its reads over [`inode::ReadCtx`].
 //! - [`symlink`]: reading symlink targets (inline and remote blocks).
 //! - [`ns`]: namespace operations on a transaction (create, link, unlink,
 //!   rename...), combining the modules below.
@@ -73,15 +74,15 @@
 pub mod ag;
 pub mod ail;
 pub mod alloc;
-pub mod attrop;
+pub mod attr;
 pub mod bdev;
-pub mod bmapop;
+pub mod bmap;
 pub mod btree;
 pub mod cache;
 pub mod check;
 pub mod cil;
 pub mod cred;
-pub mod dirop;
+pub mod dir;
 pub mod error;
 pub mod format;
 pub mod fs;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use common::*;
 use ns_support::*;
-use rxfs::attrop::blocks::Tree;
+use rxfs::attr::blocks::Tree;
 use rxfs::format::dinode_edit as di;
 use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_ns::CreateArgs;
@@ -708,7 +708,7 @@ fn acl_set_inherit_chmod() {
     );
     assert_eq!(sub.core.mode & 0o777, 0o770);
     // chmod: the mask follows the group bits.
-    let set = rxfs::bmapop::data::SetAttr {
+    let set = rxfs::bmap::data::SetAttr {
         mode: Some(0o600),
         ..Default::default()
     };

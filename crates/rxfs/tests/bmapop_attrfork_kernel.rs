@@ -1,6 +1,6 @@
-//! Attr fork mappings against the kernel oracle: `bmapop::load/store`
+//! Attr fork mappings against the kernel oracle: `bmap::load/store`
 //! with `WhichFork::Attr` on kernel-made EXTENTS and BTREE attr forks, and
-//! `bmapop::attrfork` mapping/unmapping blocks. After each change:
+//! `bmap::attrfork` mapping/unmapping blocks. After each change:
 //! `xfs_repair -n` exit 0 and the kernel's xattrs intact.
 
 mod common;
@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::*;
 use rxfs::bdev::{BlockDevice, FileDevice};
-use rxfs::bmapop;
+use rxfs::bmap;
 use rxfs::format::dinode_edit as di;
 use rxfs::format::inode::FMT_EXTENTS;
 use rxfs::recover::memtx::MemTx;
@@ -137,7 +137,7 @@ fn attr_fork_check(
     let mut tx = MemTx::new(dev.clone()).unwrap();
     let ip = tx.ijoin(ino).unwrap();
     assert_eq!(di::aformat(tx.inode(ip)), format);
-    let (map, max) = bmapop::load(&mut tx, ip, WhichFork::Attr).unwrap();
+    let (map, max) = bmap::load(&mut tx, ip, WhichFork::Attr).unwrap();
     assert!(max >= map.exts.len());
     let geo = tx.geo().clone();
     let sec = geo.blocksize as u64 / 512;
@@ -173,7 +173,7 @@ fn attr_fork_check(
     assert_eq!(got, kmap, "attr fork map vs the kernel's bmap -a");
     // Store unchanged: the same inode bytes.
     let before = tx.inode(ip).to_vec();
-    bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &map, 0).unwrap();
+    bmap::store(&mut tx, ip, WhichFork::Attr, &map, &map, 0).unwrap();
     assert_eq!(tx.inode(ip), &before[..]);
     tx.commit().unwrap();
     repair_ok(img);
@@ -181,8 +181,8 @@ fn attr_fork_check(
     // Remove the whole attr fork: free its blocks, empty map, no fork.
     let mut tx = MemTx::new(dev.clone()).unwrap();
     let ip = tx.ijoin(ino).unwrap();
-    let (map, _) = bmapop::load(&mut tx, ip, WhichFork::Attr).unwrap();
-    let empty = bmapop::ExtentMap::new(Vec::new(), map.agblklog);
+    let (map, _) = bmap::load(&mut tx, ip, WhichFork::Attr).unwrap();
+    let empty = bmap::ExtentMap::new(Vec::new(), map.agblklog);
     let blocks = map.blocks();
     for e in &map.exts {
         let f = FsBlock(e.start);
@@ -190,7 +190,7 @@ fn attr_fork_check(
         tx.defer_free(agno, agbno, e.len as u32).unwrap();
     }
     let nb0 = di::nblocks(tx.inode(ip));
-    bmapop::store(&mut tx, ip, WhichFork::Attr, &map, &empty, -(blocks as i64)).unwrap();
+    bmap::store(&mut tx, ip, WhichFork::Attr, &map, &empty, -(blocks as i64)).unwrap();
     assert_eq!(di::anextents(tx.inode(ip)), 0);
     let nb1 = di::nblocks(tx.inode(ip));
     if format == FMT_EXTENTS {
@@ -215,13 +215,13 @@ fn attr_fork_check(
     m.umount();
 }
 
-/// `bmapop::attrfork`: blocks mapped into and unmapped from a kernel-made
+/// `bmap::attrfork`: blocks mapped into and unmapped from a kernel-made
 /// attr fork (EXTENTS), one at a time at scattered offsets, so that the
 /// fork becomes a bmbt and back; the kernel's xattrs are intact and the
 /// image passes repair at each stage.
 #[test]
 fn attrfork_alloc_free_grows_and_shrinks() {
-    use rxfs::bmapop::attrfork::{attr_alloc, attr_free, attr_map};
+    use rxfs::bmap::attrfork::{attr_alloc, attr_free, attr_map};
     use rxfs::format::inode::FMT_BTREE;
     use rxfs::types::FileBlock;
     if skip() {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use common::*;
 use rxfs::bdev::{BlockDevice, FileDevice};
-use rxfs::bmapop;
+use rxfs::bmap;
 use rxfs::format::dinode_edit as di;
 use rxfs::format::inode::FMT_EXTENTS;
 use rxfs::recover::memtx::MemTx;
@@ -51,7 +51,7 @@ fn repair_ok(img: &Path) {
 // ---------------------------------------------------------------------
 // BTREE-format data forks through the Filesystem API.
 use rand::{Rng, SeedableRng};
-use rxfs::bmapop::data::SetAttr;
+use rxfs::bmap::data::SetAttr;
 use rxfs::Filesystem;
 
 fn open_rw(img: &Path) -> Arc<Filesystem> {
@@ -341,7 +341,7 @@ fn bmbt_kernel_file_random_falloc() {
 }
 
 /// Damaged bmbt blocks (CRC recomputed, so only the structure checks can
-/// catch them) make `bmapop::load` return a corruption error, never a
+/// catch them) make `bmap::load` return a corruption error, never a
 /// panic or a wrong map; the undamaged image loads.
 #[test]
 fn bmbt_corruption_detected() {
@@ -368,7 +368,7 @@ fn bmbt_corruption_detected() {
     let load = |img: &Path| {
         let mut tx = MemTx::new(open_dev(img)).unwrap();
         let ip = tx.ijoin(ino).unwrap();
-        bmapop::load(&mut tx, ip, WhichFork::Data).map(|(m, _)| m.exts.len())
+        bmap::load(&mut tx, ip, WhichFork::Data).map(|(m, _)| m.exts.len())
     };
     let n0 = load(&img).unwrap();
     assert!(n0 >= 400, "{n0} extents");
@@ -438,7 +438,7 @@ fn bmbt_corruption_detected() {
 /// uses the attr fork and reads the data.
 #[test]
 fn set_forkoff_relayouts_the_bmbt_root() {
-    use rxfs::bmapop::fork::set_forkoff;
+    use rxfs::bmap::fork::set_forkoff;
     use rxfs::format::inode::{FMT_BTREE, FMT_LOCAL};
     if skip() {
         return;

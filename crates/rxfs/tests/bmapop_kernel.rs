@@ -1,4 +1,4 @@
-//! Data fork editing (`rxfs::bmapop`) against the kernel oracle: files the
+//! Data fork editing (`rxfs::bmap`) against the kernel oracle: files the
 //! kernel wrote are extended, overwritten, converted from unwritten and
 //! truncated through unlogged transactions ([`MemTx`]); then `xfs_repair
 //! -n` must find nothing, and both the kernel and rxfs's read path must
@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use common::*;
 use rxfs::bdev::{BlockDevice, FileDevice};
-use rxfs::bmapop::data::SetAttr;
-use rxfs::bmapop::{self, data};
+use rxfs::bmap::data::SetAttr;
+use rxfs::bmap::{self, data};
 use rxfs::format::dinode_edit as di;
 use rxfs::recover::memtx::MemTx;
 use rxfs::types::{FileBlock, FsBlock, Ino};
@@ -246,14 +246,14 @@ fn extend_and_punch_tail() {
     let d = pattern(35, 10 * bs as usize);
     let base = 1 << 20;
     in_tx(&dev, ino, |tx, ip| {
-        let new = bmapop::alloc_range(tx, ip, ino, FileBlock(base / bs), 10)?;
+        let new = bmap::alloc_range(tx, ip, ino, FileBlock(base / bs), 10)?;
         assert_eq!(new.iter().map(|e| e.len).sum::<u64>(), 10);
         for e in &new {
             let at = tx.geo().fsb_to_daddr(FsBlock(e.start)).bytes();
             let s = ((e.off.0 - base / bs) * bs) as usize;
             dev.write_at(&d[s..s + (e.len * bs) as usize], at)?;
         }
-        bmapop::set_size(tx, ip, base + d.len() as u64 - 100);
+        bmap::set_size(tx, ip, base + d.len() as u64 - 100);
         Ok(())
     })
     .unwrap();

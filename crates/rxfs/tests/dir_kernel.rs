@@ -17,7 +17,7 @@ use std::os::unix::fs::{DirEntryExt, FileTypeExt, MetadataExt};
 use std::path::Path;
 
 use common::*;
-use rxfs::dirop::read::DirEntry;
+use rxfs::dir::read::DirEntry;
 use rxfs::inode::{Fork, Inode};
 use rxfs::types::{FileBlock, FileType, ForkKind, Ino};
 use rxfs::{Error, Filesystem};

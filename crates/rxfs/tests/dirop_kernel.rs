@@ -1,4 +1,4 @@
-//! Directory edits (`rxfs::dirop`) against the kernel and xfs_repair.
+//! Directory edits (`rxfs::dir`) against the kernel and xfs_repair.
 //!
 //! The kernel builds an image with regular files and directories; through
 //! an unlogged `MemTx` we then add entries (hard links to those files,
@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use common::*;
 use dirop_support::*;
-use rxfs::dirop;
+use rxfs::dir;
 use rxfs::format::dinode_edit as de;
 use rxfs::types::Ino;
 use rxfs::xact::MetaTx;
@@ -206,14 +206,14 @@ fn edit_round(im: &mut Image, d: &str, r: Round) -> Did {
             };
             if names.contains_key(&name) {
                 assert!(matches!(
-                    dirop::dir_add(&mut tx, dp, &name, Ino(im.files[0]), 1),
+                    dir::dir_add(&mut tx, dp, &name, Ino(im.files[0]), 1),
                     Err(rxfs::Error::Exists)
                 ));
                 continue;
             }
             let target = im.files[rng.below(im.files.len() as u64) as usize];
             let before = tx.inode(dp).to_vec();
-            match dirop::dir_add(&mut tx, dp, &name, Ino(target), 1) {
+            match dir::dir_add(&mut tx, dp, &name, Ino(target), 1) {
                 Ok(()) => {}
                 // The kernel would convert to the leaf form here (e.g. a
                 // directory back from block form whose entries keep offsets
@@ -242,10 +242,10 @@ fn edit_round(im: &mut Image, d: &str, r: Round) -> Did {
                 continue;
             }
             let name = &cands[rng.below(cands.len() as u64) as usize];
-            let ino = dirop::dir_remove(&mut tx, dp, name).unwrap();
+            let ino = dir::dir_remove(&mut tx, dp, name).unwrap();
             assert_eq!(ino.0, names[name]);
             assert!(matches!(
-                dirop::dir_remove(&mut tx, dp, name),
+                dir::dir_remove(&mut tx, dp, name),
                 Err(rxfs::Error::NotFound)
             ));
             let ip = tx.ijoin(ino).unwrap();

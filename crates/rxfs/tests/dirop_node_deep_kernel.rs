@@ -1,5 +1,5 @@
 //! Node directories several DA levels deep, kept in their own test binary:
-//! the fan-out knob (`rxfs::dirop::index::TEST_FANOUT`) is process-wide.
+//! the fan-out knob (`rxfs::dir::index::TEST_FANOUT`) is process-wide.
 //! Leafn blocks and DA nodes hold at most 8 entries (the kernel and
 //! `xfs_repair` accept less-than-full blocks), so a few thousand entries
 //! build a tree four levels high; then most are removed (leaves and nodes
@@ -26,7 +26,7 @@ fn node_form_deep_tree_small_fanout() {
     if kernel_tests_disabled() {
         return;
     }
-    rxfs::dirop::index::TEST_FANOUT.store(8, Ordering::Relaxed);
+    rxfs::dir::index::TEST_FANOUT.store(8, Ordering::Relaxed);
     let (s, img) = setup("dnode_deep", &["-b", "size=1024"]);
     let fs = rw(&img);
     let root = fs.root_ino();
@@ -55,7 +55,7 @@ fn node_form_deep_tree_small_fanout() {
     let levels = |fs: &rxfs::Filesystem| {
         let mut tx = fs.trans_alloc(rxfs::xact::Resv::Create).unwrap();
         let dp = tx.ijoin(d).unwrap();
-        let big = rxfs::dirop::index::load_big(&mut tx, dp).unwrap();
+        let big = rxfs::dir::index::load_big(&mut tx, dp).unwrap();
         let top = big
             .bufs
             .values()
@@ -79,7 +79,7 @@ fn node_form_deep_tree_small_fanout() {
     assert!(levels(&fs) < top, "the tree did not shrink");
     fs.unmount().unwrap();
     drop(fs);
-    rxfs::dirop::index::TEST_FANOUT.store(0, Ordering::Relaxed);
+    rxfs::dir::index::TEST_FANOUT.store(0, Ordering::Relaxed);
     if let Err(e) = repair(&img) {
         panic!("{e}");
     }

@@ -1,6 +1,6 @@
 //! Byte parity with the kernel's directory code: the kernel adds or
 //! removes one entry (touch / rm on a loop mount), and we make the same
-//! change with `rxfs::dirop` on a mirror image that went through the same
+//! change with `rxfs::dir` on a mirror image that went through the same
 //! directory operations;
 //! the directory must then be byte for byte what the kernel made: the
 //! shortform fork (entry offsets, inode-number width) or the block (entry
@@ -16,7 +16,7 @@ use std::path::Path;
 
 use common::*;
 use dirop_support::*;
-use rxfs::dirop;
+use rxfs::dir;
 use rxfs::format::bmbt::Extent;
 use rxfs::format::bufkind::BufKind;
 use rxfs::format::dinode_edit as de;
@@ -164,7 +164,7 @@ fn parity(tag: &str, mkfs_opts: &[&str]) {
                 // Would it need the leaf form? Then neither side adds it.
                 let mut tx = memtx(&mirror);
                 let dp = tx.ijoin(Ino(dir)).unwrap();
-                match dirop::dir_add_needs_leaf(&mut tx, dp, &name, Ino(dir)) {
+                match dir::dir_add_needs_leaf(&mut tx, dp, &name, Ino(dir)) {
                     Ok(false) => {}
                     Ok(true) => {
                         full += 1;
@@ -200,10 +200,10 @@ fn parity(tag: &str, mkfs_opts: &[&str]) {
             let mut tx = memtx(&mirror);
             let dp = tx.ijoin(Ino(dir)).unwrap();
             if add {
-                dirop::dir_add(&mut tx, dp, &name, Ino(ino), 1).unwrap();
+                dir::dir_add(&mut tx, dp, &name, Ino(ino), 1).unwrap();
                 names.push(name.clone());
             } else {
-                dirop::dir_remove(&mut tx, dp, &name).unwrap();
+                dir::dir_remove(&mut tx, dp, &name).unwrap();
             }
             let got = tx_bytes(&mut tx, dp);
             if got.0 == 2 {

@@ -18,7 +18,7 @@ use std::sync::Arc;
 
 use common::*;
 use rxfs::bdev::{BlockDevice, FileDevice};
-use rxfs::bmapop::data::SetAttr;
+use rxfs::bmap::data::SetAttr;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::types::Ino;
 use rxfs::{Filesystem, MountOptions};

@@ -82,7 +82,7 @@ fn mkdir(fs: &Filesystem, a: &Args) -> CliResult<()> {
         .map_err(|e| CliError::fs(&a.path, &e))?;
     // Exactly the mode asked for (a default ACL or a setgid parent may
     // have changed it at creation).
-    let set = rxfs::bmapop::data::SetAttr {
+    let set = rxfs::bmap::data::SetAttr {
         mode: Some(a.mode),
         ..Default::default()
     };

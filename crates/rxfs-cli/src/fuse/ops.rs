@@ -372,7 +372,7 @@ impl Core {
     }
 
     /// The entry's type, from the ftype byte or (without ftype) its inode.
-    fn entry_type(&self, e: &rxfs::dirop::read::DirEntry) -> rxfs::Result<Option<FileType>> {
+    fn entry_type(&self, e: &rxfs::dir::read::DirEntry) -> rxfs::Result<Option<FileType>> {
         match e.ftype {
             Some(t) => Ok(Some(t)),
             None => Ok(self.fs.iget(e.ino)?.file_type()),

@@ -23,7 +23,7 @@
 use std::time::SystemTime;
 
 use super::wire::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
-use rxfs::bmapop::data::SetAttr;
+use rxfs::bmap::data::SetAttr;
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::inode::Inode;

@@ -361,7 +361,7 @@ pub const S_IXGRP: u32 = 0o0010;
 ///   DEV (empty) for fifos and sockets; EXTENTS (no extents) for regular
 ///   files, directories and symlinks, as the kernel starts them: the
 ///   directory code then turns a new directory into an empty shortform
-///   one (format LOCAL, size set: `dirop::dir_init`), the symlink code
+///   one (format LOCAL, size set: `dir::dir_init`), the symlink code
 ///   stores its target locally or in blocks;
 /// - flags 0, flags2 BIGTIME / NREXT64 as the superblock has them;
 /// - gen, next_unlinked NULLAGINO, changecount 1, di_ino, di_uuid = the

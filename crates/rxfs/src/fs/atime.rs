@@ -8,7 +8,7 @@
 //! - never on a read-only mount, with `noatime`, on an inode with the
 //!   `noatime` flag (`chattr +A`), or on a directory with `nodiratime`;
 //! - `strictatime`: whenever the clock (the coarse timestamp clock of
-//!   [`crate::bmapop::data::now`]) shows another time than atime;
+//!   [`crate::bmap::data::now`]) shows another time than atime;
 //! - `relatime`: only if atime is not after mtime, not after ctime, or a
 //!   day or more old: "was it read since it last changed?" stays
 //!   answerable while a file read all day costs one update a day.
@@ -25,7 +25,7 @@
 //! an open that must update atime reaches [`Filesystem::touch_atime`].
 
 use super::Filesystem;
-use crate::bmapop::data;
+use crate::bmap::data;
 use crate::error::Result;
 use crate::format::inode::{InodeCore, Timestamp, DIFLAG_NOATIME};
 use crate::types::Ino;
@@ -102,7 +102,7 @@ impl Filesystem {
         let now = data::now();
         let mut tx = self.trans_alloc(Resv::SetAttr)?;
         let r = tx.ijoin(ino).map(|id| {
-            crate::bmapop::set_times(&mut tx, id, Some(now), None, None);
+            crate::bmap::set_times(&mut tx, id, Some(now), None, None);
         });
         match r {
             Ok(()) => {

@@ -1,6 +1,6 @@
 //! File reads and fork block reads on top of the decoded extent lists.
 //!
-//! Invariant: extents in a [`Fork`] are sorted, non-overlapping and point
+//! Invariant: extents in a [`crate::inode::Fork`] are sorted, non-overlapping and point
 //! inside their device (checked when the inode was loaded), so the mapping
 //! code here only has to clip to the request.
 

@@ -1,6 +1,6 @@
 //! Extended attribute changes on a read-write mount: setxattr (with
 //! XATTR_CREATE / XATTR_REPLACE) and removexattr. The names are the full
-//! Linux names `getxattr` takes; the algorithms are in [`crate::attrop`]
+//! Linux names `getxattr` takes; the algorithms are in [`crate::attr`]
 //! (one transaction per call, under the inode lock).
 //!
 //! Errors as Linux gives them: a full name of more than 255 bytes or none
@@ -12,8 +12,8 @@
 //! create/replace flags, as Linux does.
 
 use super::Filesystem;
-use crate::attrop::acl::{self, AclKind};
-use crate::attrop::{self};
+use crate::attr as xattr_tx;
+use crate::attr::acl::{self, AclKind};
 use crate::cred::Cred;
 use crate::error::{Error, Result};
 use crate::format::attr::{self, Namespace, XATTR_SIZE_MAX};
@@ -23,12 +23,12 @@ use crate::format::xflags::{flags_allow, Change};
 use crate::types::Ino;
 use crate::xact::{InodeId, MetaTx, Resv};
 
-pub use crate::attrop::XattrSet;
+pub use crate::attr::XattrSet;
 
-use crate::attrop::read::XATTR_NAME_MAX;
+use crate::attr::read::XATTR_NAME_MAX;
 
 fn now() -> Timestamp {
-    crate::bmapop::data::now()
+    crate::bmap::data::now()
 }
 
 /// What a full xattr name addresses.
@@ -94,7 +94,7 @@ impl Filesystem {
             Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, Some(value), t, who),
             Target::Attr(ns, short) => {
                 check_user_ns(tx, ip, ns)?;
-                attrop::attr_set(tx, ip, ns, short, value, how, t)
+                xattr_tx::attr_set(tx, ip, ns, short, value, how, t)
             }
         })
     }
@@ -107,7 +107,7 @@ impl Filesystem {
             Target::Acl(k) => acl::set_acl_xattr(tx, ip, k, None, t, &Cred::root()),
             Target::Attr(ns, short) => {
                 check_user_ns(tx, ip, ns)?;
-                attrop::attr_remove(tx, ip, ns, short, t)
+                xattr_tx::attr_remove(tx, ip, ns, short, t)
             }
         })
     }

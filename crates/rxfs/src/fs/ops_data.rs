@@ -2,10 +2,10 @@
 //! (including truncate), fsync.
 //!
 //! Each takes the inode lock (exclusive), allocates a transaction, runs the
-//! generic algorithm of [`crate::bmapop::data`] on it and commits; on error
+//! generic algorithm of [`crate::bmap::data`] on it and commits; on error
 //! the transaction is cancelled (its changes were private copies). A write
 //! is split into transactions of at most
-//! [`crate::bmapop::data::WRITE_TX_BLOCKS`] new blocks each, all under one
+//! [`crate::bmap::data::WRITE_TX_BLOCKS`] new blocks each, all under one
 //! hold of the inode lock; its data reaches the device (through
 //! [`Filesystem::dev`], so the read path sees it) before each transaction
 //! commits. A write that fails after some transactions committed returns
@@ -14,9 +14,9 @@
 use std::sync::Arc;
 
 use super::Filesystem;
-use crate::bmapop::data::SetAttr;
-use crate::bmapop::data::{self, WriteOpts};
-use crate::bmapop::Placement;
+use crate::bmap::data::SetAttr;
+use crate::bmap::data::{self, WriteOpts};
+use crate::bmap::Placement;
 use crate::error::{Error, Result};
 use crate::inode::Inode;
 use crate::types::Ino;
@@ -95,7 +95,7 @@ impl Filesystem {
             let r = tx.ijoin(ino).and_then(|ip| {
                 data::setattr(&mut tx, self.dev(), ip, attr, now)?;
                 if attr.mode.is_some() {
-                    crate::attrop::acl::chmod(&mut tx, ip, now)?;
+                    crate::attr::acl::chmod(&mut tx, ip, now)?;
                 }
                 Ok(())
             });

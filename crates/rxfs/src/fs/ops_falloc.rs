@@ -1,7 +1,7 @@
 //! fallocate(2) modes, SEEK_DATA/SEEK_HOLE and the write-back of delayed
 //! (buffered) writes on a read-write mount.
 //!
-//! Each mode is a loop of bounded steps ([`crate::bmapop::falloc`]), one
+//! Each mode is a loop of bounded steps ([`crate::bmap::falloc`]), one
 //! transaction ([`Resv::Fallocate`]) each, under the inode lock:
 //! - 0 / KEEP_SIZE: holes in the block range become unwritten extents
 //!   (read as zeros; a write converts them); without KEEP_SIZE the size
@@ -21,9 +21,9 @@
 //! no dirty pages cover them.
 
 use super::Filesystem;
-use crate::bmapop::data::{self, zero_written};
-use crate::bmapop::falloc::{prealloc_step, shift_left_step, shift_right_step, unmap_step};
-use crate::bmapop::{ExtentMap, Placement};
+use crate::bmap::data::{self, zero_written};
+use crate::bmap::falloc::{prealloc_step, shift_left_step, shift_right_step, unmap_step};
+use crate::bmap::{ExtentMap, Placement};
 use crate::cred::Cred;
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
@@ -253,7 +253,7 @@ impl Filesystem {
         let (fb0, fb1) = (off.div_ceil(bs), end / bs);
         let dev = self.dev();
         self.falloc_tx(ino, |tx, ip| {
-            let map = crate::bmapop::falloc::data_map(tx, ip)?;
+            let map = crate::bmap::falloc::data_map(tx, ip)?;
             if fb0 > fb1 {
                 // Inside one block.
                 zero_written(&*tx, ip, dev, &map, off, end)?;
@@ -290,7 +290,7 @@ impl Filesystem {
                 }
             }
             let now = data::now();
-            crate::bmapop::set_times(tx, ip, None, Some(now), Some(now));
+            crate::bmap::set_times(tx, ip, None, Some(now), Some(now));
             di::bump_changecount(tx.inode_mut(ip), 1);
             Ok(())
         })

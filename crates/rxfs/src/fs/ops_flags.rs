@@ -178,7 +178,7 @@ impl Filesystem {
                     di::set_mode(d, (mode & !(di::S_ISUID | di::S_ISGID)) as u16);
                 }
             }
-            di::set_ctime(d, crate::bmapop::data::now());
+            di::set_ctime(d, crate::bmap::data::now());
             di::bump_changecount(d, 1);
             Ok(())
         });

@@ -129,7 +129,7 @@ impl Filesystem {
 
     /// A new hard link `name` in `parent` to the non-directory `ino`.
     pub fn link(&self, ino: Ino, parent: Ino, name: &[u8]) -> Result<Arc<Inode>> {
-        crate::dirop::check_name(name)?;
+        crate::dir::check_name(name)?;
         let rw = self.rw_live()?;
         let t = now();
         let linkable = rw.open.linkable(ino);
@@ -156,7 +156,7 @@ impl Filesystem {
         target: &[u8],
         args: &CreateArgs,
     ) -> Result<Arc<Inode>> {
-        crate::dirop::check_name(name)?;
+        crate::dir::check_name(name)?;
         let ino = self.retry_from_ag0(args, &mut |ns| {
             self.ns_transaction(Resv::Symlink, &[parent], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
@@ -260,12 +260,12 @@ impl Filesystem {
                 {
                     return Ok(false);
                 }
-                let map = crate::bmapop::read_map(tx, ip)?;
+                let map = crate::bmap::read_map(tx, ip)?;
                 if map.len() <= FREE_STEP_EXTENTS {
                     return Ok(false);
                 }
                 let from = map[map.len() - FREE_STEP_EXTENTS].off;
-                crate::bmapop::free_range(tx, ip, from)?;
+                crate::bmap::free_range(tx, ip, from)?;
                 Ok(true)
             })?;
             if !more {

@@ -2,7 +2,7 @@
 //!
 //! Each takes the inode locks it needs (ascending inode number), allocates
 //! a transaction, runs the algorithms of [`crate::ns`] (which use
-//! [`crate::ialloc`] and [`crate::bmapop`]) on it and commits; on error the
+//! [`crate::ialloc`] and [`crate::bmap`]) on it and commits; on error the
 //! transaction is cancelled.
 //!
 //! unlink/rmdir find the child with the read path first (to know which
@@ -51,7 +51,7 @@ impl CreateArgs {
 const RELOOKUP_TRIES: usize = 8;
 
 pub(super) fn now() -> Timestamp {
-    crate::bmapop::data::now()
+    crate::bmap::data::now()
 }
 
 /// Linux `dev_t` (as `stat` gives it) to the on-disk XFS encoding
@@ -79,7 +79,7 @@ impl CreateArgs {
 impl Filesystem {
     /// Create a regular file, device, FIFO or socket named `name` in `parent`.
     pub fn create(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
-        crate::dirop::check_name(name)?;
+        crate::dir::check_name(name)?;
         let ino = self.retry_from_ag0(args, &mut |ns| {
             self.ns_transaction(Resv::Create, &[parent], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
@@ -91,7 +91,7 @@ impl Filesystem {
 
     /// Create a directory.
     pub fn mkdir(&self, parent: Ino, name: &[u8], args: &CreateArgs) -> Result<Arc<Inode>> {
-        crate::dirop::check_name(name)?;
+        crate::dir::check_name(name)?;
         let ino = self.retry_from_ag0(args, &mut |ns| {
             self.ns_transaction(Resv::Mkdir, &[parent], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
@@ -113,14 +113,14 @@ impl Filesystem {
     }
 
     fn remove_entry(&self, parent: Ino, name: &[u8], dir: bool) -> Result<()> {
-        crate::dirop::check_name(name)?;
+        crate::dir::check_name(name)?;
         for _ in 0..RELOOKUP_TRIES {
             let pdir = self.iget(parent)?;
             let child = self.lookup(&pdir, name)?;
             let t = now();
             let r = self.ns_transaction(Resv::Remove, &[parent, child], &mut |tx| {
                 let dp = tx.ijoin(parent)?;
-                if crate::dirop::dir_lookup(tx, dp, name)? != Some(child) {
+                if crate::dir::dir_lookup(tx, dp, name)? != Some(child) {
                     // Changed since the unlocked lookup: try again.
                     return Ok(false);
                 }

@@ -44,8 +44,8 @@ impl Filesystem {
         dname: &[u8],
         flags: RenameFlags,
     ) -> Result<()> {
-        crate::dirop::check_name(sname)?;
-        crate::dirop::check_name(dname)?;
+        crate::dir::check_name(sname)?;
+        crate::dir::check_name(dname)?;
         if flags.exchange && (flags.noreplace || flags.whiteout.is_some()) {
             return Err(Error::Invalid(
                 "RENAME_EXCHANGE with RENAME_NOREPLACE or RENAME_WHITEOUT".into(),

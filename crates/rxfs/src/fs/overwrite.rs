@@ -5,7 +5,7 @@
 //!
 //! The one metadata change left is the time stamp. As in the kernel, file
 //! times move in clock ticks ([`TIMESTAMP_TICK_NS`], see
-//! [`crate::bmapop::data::now`]): the write logs a
+//! [`crate::bmap::data::now`]): the write logs a
 //! transaction that sets mtime and ctime only when the tick changed since
 //! the inode's last stamp, so a stream of overwrites commits at most one
 //! transaction per tick per inode. That transaction is marked
@@ -29,15 +29,15 @@
 use std::sync::atomic::Ordering;
 
 use super::Filesystem;
-use crate::bmapop::data;
-use crate::bmapop::data::SetAttr;
+use crate::bmap::data;
+use crate::bmap::data::SetAttr;
 use crate::error::Result;
 use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
 use crate::inode::Inode;
 use crate::types::{FileBlock, FileType, FsBlock, Ino};
 use crate::xact::{MetaTx, Resv};
 
-pub use crate::bmapop::data::TIMESTAMP_TICK_NS;
+pub use crate::bmap::data::TIMESTAMP_TICK_NS;
 
 impl Filesystem {
     /// Write `data` at `off` if it is a pure overwrite (see the module

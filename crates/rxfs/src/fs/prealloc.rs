@@ -151,7 +151,7 @@ impl Filesystem {
                 if di::mode(d) as u32 & di::S_IFMT != di::S_IFREG {
                     return Ok(false);
                 }
-                crate::bmapop::data::trim_eof_step(&mut tx, ip, false)
+                crate::bmap::data::trim_eof_step(&mut tx, ip, false)
             });
             match r {
                 Ok(more) => {

@@ -18,7 +18,7 @@
 
 use super::{check_parent, ftype_of, new_inode, touch_parent, NsCreate, MAXLINK};
 use crate::alloc::{alloc_extent, AllocReq};
-use crate::dirop::{check_name, dir_add_from, dir_can_add, dir_lookup};
+use crate::dir::{check_name, dir_add_from, dir_can_add, dir_lookup};
 use crate::error::{Error, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::bufkind::BufKind;
@@ -242,7 +242,7 @@ fn unnamed_inode(
     };
     let (ino, ip) = crate::ialloc::ialloc_from(tx, parent, &init, args.alloc_from_ag0)?;
     if acl {
-        crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
+        crate::attr::acl::inherit(tx, dp, ip, args.umask, args.time)?;
     }
     crate::ialloc::unlinked::add(tx, ip)?;
     Ok((ino, ip))

@@ -15,7 +15,7 @@
 //! The caller holds the inode locks of the parent and (for unlink/rmdir)
 //! the child, and has joined the parent. An inode whose link count drops
 //! to 0 is freed in the same transaction (its data blocks through
-//! [`crate::bmapop::free_range`], then [`crate::ialloc::ifree`], and its chunk
+//! [`crate::bmap::free_range`], then [`crate::ialloc::ifree`], and its chunk
 //! when that left the chunk all free), unless
 //! the caller says it is still open ([`unlink_with`], [`rmdir_with`]): then
 //! it goes on the AGI unlinked list ([`crate::ialloc::unlinked`]) and the
@@ -24,7 +24,7 @@
 pub mod link;
 pub mod rename;
 
-use crate::dirop::{
+use crate::dir::{
     check_name, dir_add_from, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove,
 };
 use crate::error::{Error, Location, Result};
@@ -52,7 +52,7 @@ pub struct NsCreate {
     pub umask: u32,
     pub time: Timestamp,
     /// Look for a directory block from AG 0 on (the retry after
-    /// `NoSpace`, see [`crate::dirop::dir_add_from`]).
+    /// `NoSpace`, see [`crate::dir::dir_add_from`]).
     pub alloc_from_ag0: bool,
 }
 
@@ -142,7 +142,7 @@ pub fn create(
         return Err(Error::Invalid(format!("create of a {ft:?}")));
     }
     let (ino, ip) = new_inode(tx, dp, name, args, 1)?;
-    crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
+    crate::attr::acl::inherit(tx, dp, ip, args.umask, args.time)?;
     dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 0);
     Ok((ino, ip))
@@ -165,7 +165,7 @@ pub fn mkdir(
     let parent = Ino(di::ino(tx.inode(dp)));
     let (ino, ip) = new_inode(tx, dp, name, args, 2)?;
     dir_init(tx, ip, parent)?;
-    crate::attrop::acl::inherit(tx, dp, ip, args.umask, args.time)?;
+    crate::attr::acl::inherit(tx, dp, ip, args.umask, args.time)?;
     dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 1);
     Ok((ino, ip))
@@ -192,7 +192,7 @@ pub fn inactivate(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<()> {
     check_can_free(tx, ip)?;
     if matches!(di::format(tx.inode(ip)), FMT_EXTENTS | FMT_BTREE) {
         stale_meta_blocks(tx, ip)?;
-        crate::bmapop::free_range(tx, ip, FileBlock(0))?;
+        crate::bmap::free_range(tx, ip, FileBlock(0))?;
     }
     free_attr_blocks(tx, ip)?;
     let d = tx.inode_mut(ip);
@@ -220,7 +220,7 @@ fn free_attr_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
     if di::forkoff(d) == 0 || di::aformat(d) == FMT_LOCAL {
         return Ok(());
     }
-    let map = crate::bmapop::attrfork::attr_map(tx, ip)?;
+    let map = crate::bmap::attrfork::attr_map(tx, ip)?;
     let bs = tx.geo().blocksize as usize;
     for e in &map.exts {
         for i in 0..e.len {
@@ -230,7 +230,7 @@ fn free_attr_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
         }
     }
     let end = map.exts.last().map_or(0, |e| e.end());
-    crate::bmapop::attrfork::attr_free(tx, ip, FileBlock(0), end)
+    crate::bmap::attrfork::attr_free(tx, ip, FileBlock(0), end)
 }
 
 /// Cancel the buffers of the metadata blocks a symlink or directory maps
@@ -243,9 +243,9 @@ fn stale_meta_blocks(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
     if fmt != di::S_IFLNK && fmt != di::S_IFDIR {
         return Ok(());
     }
-    let exts = crate::bmapop::read_map(tx, ip)?;
+    let exts = crate::bmap::read_map(tx, ip)?;
     let bs = tx.geo().blocksize as usize;
-    let fsbs = crate::dirop::dir_geo(tx).fsbs() as u64;
+    let fsbs = crate::dir::dir_geo(tx).fsbs() as u64;
     for e in exts {
         if fmt == di::S_IFLNK {
             let daddr = tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start));
@@ -336,7 +336,7 @@ pub fn unlink_with(
         } else {
             (&[dp, ip], &chunk_ag)
         };
-        crate::bmapop::prelock_fork_agfs(tx, forks, also)?;
+        crate::bmap::prelock_fork_agfs(tx, forks, also)?;
     }
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, 0);
@@ -393,7 +393,7 @@ pub fn rmdir_with(
     crate::ialloc::lock_agi(tx, ino)?;
     let chunk_ag = [tx.geo().ino_agno(ino)];
     let also: &[AgNumber] = if keep { &[] } else { &chunk_ag };
-    crate::bmapop::prelock_fork_agfs(tx, &[dp], also)?;
+    crate::bmap::prelock_fork_agfs(tx, &[dp], also)?;
     dir_remove(tx, dp, name)?;
     touch_parent(tx, dp, now, -1);
     let d = tx.inode_mut(ip);

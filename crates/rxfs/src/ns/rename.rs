@@ -24,8 +24,8 @@
 //! last (an error there cancels the transaction, which is always safe).
 
 use super::{check_can_free, check_parent, ftype_of, inactivate, touch_parent, MAXLINK};
-use crate::dirop::dir_replace;
-use crate::dirop::{check_name, dir_add_from, dir_can_add, dir_is_empty, dir_lookup, dir_remove};
+use crate::dir::dir_replace;
+use crate::dir::{check_name, dir_add_from, dir_can_add, dir_is_empty, dir_lookup, dir_remove};
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
 use crate::format::inode::Timestamp;
@@ -183,7 +183,7 @@ pub fn rename(
         } else {
             (&[ri.sdp, ri.ddp, t], &chunk_ag)
         };
-        crate::bmapop::prelock_fork_agfs(tx, forks, also)?;
+        crate::bmap::prelock_fork_agfs(tx, forks, also)?;
     }
     let ft = ftype(tx, ri.src)?;
     dir_replace(tx, ri.ddp, dname, s_ino, ft)?;

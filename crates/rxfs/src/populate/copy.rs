@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use super::scan::{Node, Tree};
 use super::{source, Cause, Dest, Options, PopulateError, Progress, Summary};
-use crate::bmapop::data::SetAttr;
+use crate::bmap::data::SetAttr;
 use crate::format::inode::Timestamp;
 use crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
 use crate::fs::ops_ns::CreateArgs;
@@ -300,7 +300,7 @@ impl Copier<'_> {
         let list = source::xattrs(&n.path).map_err(source_err(&n.path, "read xattrs"))?;
         for (name, value) in list {
             self.fs
-                .setxattr(ino, &name, &value, crate::attrop::XattrSet::Any)
+                .setxattr(ino, &name, &value, crate::attr::XattrSet::Any)
                 .map_err(image_err(&n.path, "setxattr"))?;
         }
         Ok(())

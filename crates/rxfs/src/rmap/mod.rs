@@ -17,7 +17,7 @@
 //!   the transaction that maps or unmaps the space. A deferred free
 //!   (`defer_free`) removes the record in the first transaction (the
 //!   mapping is gone there); the follow-up transaction only frees space.
-//! - File forks: [`crate::bmapop::store`] calls [`rmap_map_delta`] with
+//! - File forks: [`crate::bmap::store`] calls [`rmap_map_delta`] with
 //!   the map before and after, which removes the records of mappings that
 //!   went away or changed state and adds the new ones.
 //! - Log recovery finishing an extent-free intent (ours or the kernel's)
@@ -40,13 +40,13 @@
 //! it inside the operation's transaction, so an edit may need the AGF of
 //! an AG lower than one the transaction already holds. unlink and rmdir
 //! join the AGI and then every AGF their edits will need, ascending
-//! ([`crate::bmapop::prelock_fork_agfs`]); so does a rename over a target whose last link
+//! ([`crate::bmap::prelock_fork_agfs`]); so does a rename over a target whose last link
 //! goes. A write that converts unwritten extents joins the AGFs of the
-//! converted blocks before it allocates (`bmapop::map_range`), and the
+//! converted blocks before it allocates (`bmap::map_range`), and the
 //! allocator then only moves upwards from the highest AGF held. Shared
 //! extents (reflink) are never made, so
 //! the refcount btree is left as mkfs made it; freeing blocks of an inode
-//! flagged REFLINK stays refused in [`crate::bmapop`].
+//! flagged REFLINK stays refused in [`crate::bmap`].
 
 mod delta;
 pub mod edit;
@@ -206,7 +206,7 @@ pub(crate) fn unmap_ag_blocks(
 /// A fork's mappings changed from `old` to `new` (both sorted by file
 /// offset): update the rmap records of every mapping that appeared,
 /// disappeared or changed state (unwritten <-> written). Called by
-/// [`crate::bmapop::store`].
+/// [`crate::bmap::store`].
 pub fn rmap_map_delta(
     tx: &mut dyn MetaTx,
     ino: Ino,

@@ -5,7 +5,7 @@
 
 use std::collections::HashSet;
 
-use rxfs::dirop::read::DirEntry;
+use rxfs::dir::read::DirEntry;
 use rxfs::types::{FileType, Ino};
 use rxfs::{Error, Filesystem};
 

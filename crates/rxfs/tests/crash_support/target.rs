@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use rxfs::bdev::CrashDevice;
-use rxfs::bmapop::data::SetAttr;
+use rxfs::bmap::data::SetAttr;
 use rxfs::format::inode::Timestamp;
 use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_ns::CreateArgs;

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::model::{Ent, Errno, Kind, Op, XHow};
-use rxfs::bmapop::data::SetAttr;
+use rxfs::bmap::data::SetAttr;
 use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::ops_rename::RenameFlags;

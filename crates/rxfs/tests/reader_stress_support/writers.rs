@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
 use super::*;
-use rxfs::bmapop::data::SetAttr;
+use rxfs::bmap::data::SetAttr;
 use rxfs::format::dir::{FREE_OFFSET_BYTES, LEAF_OFFSET_BYTES};
 use rxfs::fs::ops_attr::XattrSet;
 use rxfs::fs::ops_falloc::{FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE};

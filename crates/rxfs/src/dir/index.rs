@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use super::big::{corrupt, write_buf, BigDir, LeafBlk};
-use crate::bmapop::fork;
+use crate::bmap::fork;
 use crate::error::{Error, Result};
 use crate::format::bufkind::BufKind;
 use crate::format::da::{decode_node, DA3_NODE_HDR_SIZE, DA3_NODE_MAGIC, DA_NODE_MAXDEPTH};

@@ -146,7 +146,7 @@ pub fn from_block(
     let geo = super::dir_geo(tx);
     let owner = Ino(di::ino(tx.inode(dp)));
     let uuid = tx.sb().metadata_uuid();
-    let (map, _) = crate::bmapop::fork::load(tx, dp, crate::types::WhichFork::Data)?;
+    let (map, _) = crate::bmap::fork::load(tx, dp, crate::types::WhichFork::Data)?;
     let daddr = crate::types::Daddr(crate::format::be64(tx.buf(buf), 8));
     let mut bytes = tx.buf(buf).to_vec();
     let mut st = st.clone();

@@ -198,7 +198,7 @@ pub fn store_with(
             let (tree, recs) = bmbt::walk(tx, ip, which, n)?;
             if recs != old.exts {
                 return Err(Error::Invalid(
-                    "bmapop::store: the old map is not the fork's".into(),
+                    "bmap::store: the old map is not the fork's".into(),
                 ));
             }
             let mut ed = Editor {

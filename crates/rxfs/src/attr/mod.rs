@@ -24,7 +24,7 @@
 //! A shortform list that no longer fits the inode (or an entry too long
 //! for it) moves to a leaf block; a removal that leaves one leaf whose
 //! entries fit inline moves back, as the kernel does. Adding an attr fork
-//! moves the data fork's end ([`crate::bmapop::fork::set_forkoff`]:
+//! moves the data fork's end ([`crate::bmap::fork::set_forkoff`]:
 //! extent lists become a bmbt when they no longer fit); only an inline
 //! (local) data fork that would not fit is `NotSupported`.
 //!
@@ -339,7 +339,7 @@ fn prelock_attr_agfs(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
     if !tx.sb().has_rmapbt() {
         return Ok(());
     }
-    let map = crate::bmapop::attrfork::attr_map(tx, ip)?;
+    let map = crate::bmap::attrfork::attr_map(tx, ip)?;
     let geo = tx.geo();
     let ags: std::collections::BTreeSet<u32> = map
         .exts
@@ -354,7 +354,7 @@ fn prelock_attr_agfs(tx: &mut dyn MetaTx, ip: InodeId) -> Result<()> {
 
 /// Put the data/attr fork boundary at `fo`, keeping the data fork valid
 /// (extent lists that no longer fit become a bmbt, bmbt roots are laid out
-/// again; see [`crate::bmapop::fork::set_forkoff`]).
+/// again; see [`crate::bmap::fork::set_forkoff`]).
 fn place_fork(tx: &mut dyn MetaTx, ip: InodeId, fo: u8) -> Result<()> {
     let d = tx.inode(ip);
     if di::forkoff(d) == fo {
@@ -364,11 +364,11 @@ fn place_fork(tx: &mut dyn MetaTx, ip: InodeId, fo: u8) -> Result<()> {
     if di::format(d) == FMT_LOCAL && is_dir && forkoff::data_bytes(d) > fo as usize * 8 {
         // The shortform directory no longer fits: it becomes a block
         // directory (as the kernel does when it adds an attr fork).
-        crate::dirop::dir_sf_to_block(tx, ip)?;
+        crate::dir::dir_sf_to_block(tx, ip)?;
     }
     let d = tx.inode(ip);
     match di::format(d) {
-        FMT_EXTENTS | FMT_BTREE => crate::bmapop::fork::set_forkoff(tx, ip, fo),
+        FMT_EXTENTS | FMT_BTREE => crate::bmap::fork::set_forkoff(tx, ip, fo),
         _ => {
             check_data_fits(d, fo)?;
             di::set_forkoff(tx.inode_mut(ip), fo);

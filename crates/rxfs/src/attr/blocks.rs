@@ -27,7 +27,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::bmapop::attrfork::{attr_alloc, attr_free, attr_map};
+use crate::bmap::attrfork::{attr_alloc, attr_free, attr_map};
 use crate::error::{Error, Location, Result};
 use crate::format::attr::{self, AttrEntry, AttrValue};
 use crate::format::attr_enc::{self as enc, BlkId};
@@ -479,7 +479,7 @@ impl Tree {
                 let (crc, lsn) = (cur[12..16].to_vec(), cur[24..32].to_vec());
                 bytes[12..16].copy_from_slice(&crc);
                 bytes[24..32].copy_from_slice(&lsn);
-                crate::dirop::store_block(tx, b, &bytes);
+                crate::dir::store_block(tx, b, &bytes);
             }
             _ => {
                 let b = tx.new_buf(daddr, bytes.len(), kind)?;

@@ -36,7 +36,7 @@ use crate::inode::{Fork, Inode, ReadCtx};
 use crate::types::{Daddr, FileBlock, FileType, ForkKind, Ino};
 
 /// Entries read per hold of the directory's shared ilock (see
-/// [`Filesystem::readdir`]).
+/// [`readdir`]).
 pub const READDIR_BATCH: usize = 256;
 
 /// One directory entry as readdir returns it.
@@ -67,7 +67,7 @@ pub fn dir_geo(fs: &(impl ReadCtx + ?Sized)) -> DirGeo {
 }
 
 /// Look `name` up in directory `dir`. `Err(NotFound)` when absent.
-/// Under the directory's shared ilock (see [`super::read_lock`]).
+/// Under the directory's shared ilock (see `fs::read_lock`).
 pub fn lookup(fs: &(impl ReadCtx + ?Sized), dir: &Inode, name: &[u8]) -> Result<Ino> {
     let dir = fs.read_locked(dir)?;
     lookup_in(fs, &dir, name)
