@@ -10,8 +10,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use common::*;
+use rxfs::btree::walk::BtreeRoot;
 use rxfs::format::btree::{AllocRec, BtreeKind, InobtRec, RefcountRec, RmapRec};
-use rxfs::fs::btree::BtreeRoot;
 use rxfs::types::{AgNumber, Ino};
 use rxfs::{Filesystem, MountOptions};
 

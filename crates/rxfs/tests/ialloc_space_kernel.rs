@@ -9,9 +9,9 @@ use std::path::Path;
 
 use common::*;
 use ialloc_common::*;
+use rxfs::btree::walk::BtreeRoot;
 use rxfs::format::btree::{BtreeKind, InobtRec};
 use rxfs::format::dinode_edit as de;
-use rxfs::fs::btree::BtreeRoot;
 use rxfs::ialloc::{ialloc, NewInode};
 use rxfs::types::{AgNumber, Ino};
 use rxfs::xact::MetaTx;

@@ -17,6 +17,8 @@
 //!             ^first      ^last          (flcount = 3)
 //! ```
 
+pub mod read;
+
 use crate::error::{Error, Location, Result};
 use crate::format::ag::{
     agfl_size, first_usable_agbno, AGFL_HDR_SIZE, AGFL_SECTOR, AGF_SECTOR, AGI_SECTOR,

@@ -52,6 +52,7 @@
 
 pub(crate) mod block;
 mod rebal;
+pub mod walk;
 
 use crate::ag::{self as hdr, *};
 use crate::error::{Error, Location, Result};

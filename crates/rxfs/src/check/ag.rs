@@ -1,7 +1,7 @@
 //! Per-AG free-space side: the AGF, the AGFL and the AGF-rooted btrees
 //! (bnobt, cntbt, rmapbt, refcountbt).
 //!
-//! The tree walker ([`crate::fs::btree`]) verifies every block and the tree
+//! The tree walker ([`crate::btree::walk`]) verifies every block and the tree
 //! shape; here: records strictly ordered across leaves and free extents not
 //! overlapping, the bnobt and cntbt holding the same extents, the AGF's
 //! freeblks/longest/btreeblks/rmap_blocks/refcount_blocks equal to what the
@@ -10,10 +10,10 @@
 
 use super::space::Owner;
 use super::Checker;
+use crate::btree::walk::BtreeRoot;
 use crate::format::ag::Agf;
 use crate::format::btree::BtreeKind;
 use crate::format::btree_rec::{AllocRec, BtreeRecord, RefcountRec, RmapRec};
-use crate::fs::btree::BtreeRoot;
 use crate::types::AgNumber;
 
 /// Finding code for an unreadable tree of `kind`.

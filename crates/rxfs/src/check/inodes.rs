@@ -15,12 +15,12 @@
 use super::ag::walk_tree;
 use super::space::Owner;
 use super::{bmbt, Checker, InodeInfo};
+use crate::btree::walk::BtreeRoot;
 use crate::format::ag::{Agi, NULL_AGINO};
 use crate::format::bmbt as bmbt_fmt;
 use crate::format::btree::BtreeKind;
 use crate::format::btree_rec::InobtRec;
 use crate::format::inode::{self as dinode, InodeCore, FMT_BTREE, FMT_EXTENTS};
-use crate::fs::btree::BtreeRoot;
 use crate::types::{AgIno, AgNumber, FileType, Ino};
 
 pub(crate) fn check_ag_inodes(c: &mut Checker, agno: u32) {

@@ -39,7 +39,7 @@
 //!
 //! [`SBlock::verify`] checks a block against all of this; the tree-level
 //! invariants (levels, sibling chains, parent keys bounding children) are
-//! checked by the walker in [`crate::fs::btree`].
+//! checked by the walker in [`crate::btree::walk`].
 
 use std::cmp::Ordering;
 

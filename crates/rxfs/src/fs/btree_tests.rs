@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::*;
 use crate::bdev::MemDevice;
-use crate::format::btree::{AllocRec, SBlockHdr, BNOBT_MAGIC, SBLOCK_CRC_OFF, SBLOCK_HDR_SIZE};
+use crate::format::btree::{
+    AllocRec, BtreeKind, SBlockHdr, BNOBT_MAGIC, NULL_AGBLOCK, SBLOCK_CRC_OFF, SBLOCK_HDR_SIZE,
+};
 use crate::format::sb::Superblock;
 use crate::format::{crc, put_be32};
 use crate::fs::MountOptions;

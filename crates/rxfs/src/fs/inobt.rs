@@ -5,8 +5,8 @@
 //! chunk has a record, the inode is not in a sparse hole (each holemask bit
 //! covers 4 inodes) and its free bit is clear.
 
-use super::btree::BtreeRoot;
 use super::Filesystem;
+use crate::btree::walk::BtreeRoot;
 use crate::cache::buf::TxGuard;
 use crate::error::Result;
 use crate::format::btree::{BtreeKey, BtreeKind, InobtRec};

@@ -7,10 +7,8 @@
 //! called from many threads at once. Metadata reaches algorithm code only
 //! after its verifier has passed.
 
-pub mod ag;
 pub mod atime;
 pub mod bmap;
-pub mod btree;
 pub mod inobt;
 pub mod inode;
 pub mod log;

@@ -96,8 +96,22 @@ pub trait ReadCtx {
     fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>>;
     /// Whether reads on this thread take shared ilocks.
     fn reads_take_locks(&self) -> bool;
-    /// The data device.
+    /// The data device (on a read-write mount, its committed view).
     fn dev(&self) -> &dyn BlockDevice;
+
+    /// Read a metadata buffer and run its verifier; the buffer is returned
+    /// only if the verifier passes.
+    fn read_meta(
+        &self,
+        daddr: Daddr,
+        len: usize,
+        verify: impl FnOnce(&[u8], Daddr) -> Result<()>,
+    ) -> Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.dev().read_at(&mut buf, daddr.bytes())?;
+        verify(&buf, daddr)?;
+        Ok(buf)
+    }
 
     /// Read `count` filesystem blocks of a directory or attribute fork
     /// starting at fork block `off` (one directory/attr block, which may

@@ -2,8 +2,8 @@
 //! refcount btrees) that the library offers; the corruption walk calls each
 //! one so every block they read is discovered and then damaged.
 
+use rxfs::btree::walk::BtreeRoot;
 use rxfs::format::btree::{BtreeKey, BtreeKind, InobtRec};
-use rxfs::fs::btree::BtreeRoot;
 use rxfs::types::{AgNumber, Ino};
 use rxfs::Filesystem;
 

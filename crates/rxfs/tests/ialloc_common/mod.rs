@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use crate::common::*;
 use rxfs::bdev::FileDevice;
+use rxfs::btree::walk::BtreeRoot;
 use rxfs::format::btree::{BtreeKind, InobtRec};
 use rxfs::format::dinode_edit as de;
 use rxfs::format::inode::Timestamp;
-use rxfs::fs::btree::BtreeRoot;
 use rxfs::ialloc::{ialloc, ifree, NewInode};
 use rxfs::recover::memtx::MemTx;
 use rxfs::types::{AgNumber, Ino};

@@ -1,15 +1,15 @@
 //! A read-only walker for the short-format (per-AG) btrees.
 //!
-//! Two operations: visit every record in key order ([`Filesystem::btree_walk`])
+//! Two operations: visit every record in key order ([`btree_walk`])
 //! and find the last record whose key is `<=` a search key
-//! ([`Filesystem::btree_lookup_le`]). Every block passes
+//! ([`btree_lookup_le`]). Every block passes
 //! [`SBlock::verify`] (magic, CRC, blkno, owner AG, UUID, in-block order)
 //! and then these tree invariants:
 //!
 //! - the root is at level `levels - 1` and has no siblings; each child is
 //!   exactly one level below its parent;
 //! - a child's keys lie inside its parent's key range: first key `>=` the
-//!   parent's key for it (`==` for checkers, [`Filesystem::btree_walk_blocks`]), last key below the parent's next key; for the
+//!   parent's key for it (`==` for checkers, [`btree_walk_blocks`]), last key below the parent's next key; for the
 //!   rmapbt the parent's high key equals the child's largest high key;
 //! - (full walks) at each level the blocks met left to right form one
 //!   sibling chain: the first has no left sibling, each block's right
@@ -21,10 +21,10 @@
 //! verifier; a walk reads at most as many blocks as the AG has; memory is
 //! one decoded node per level.
 
-use super::Filesystem;
 use crate::error::{Error, Location, Result};
 use crate::format::ag::{Agf, Agi};
 use crate::format::btree::{BlockCheck, BtreeKey, BtreeKind, BtreeRecord, SBlock, NULL_AGBLOCK};
+use crate::inode::ReadCtx;
 use crate::types::{AgBlock, AgNumber, Daddr};
 
 /// One btree of one AG, as its AG header describes it.
@@ -96,8 +96,8 @@ struct LevelCursor {
     last: Option<(u32, u32)>, // (agbno, its rightsib)
 }
 
-struct Walker<'a> {
-    fs: &'a Filesystem,
+struct Walker<'a, C: ReadCtx + ?Sized> {
+    fs: &'a C,
     root: BtreeRoot,
     check: BlockCheck,
     blocks_read: u64,
@@ -108,9 +108,9 @@ struct Walker<'a> {
     strict_keys: bool,
 }
 
-impl<'a> Walker<'a> {
-    fn new(fs: &'a Filesystem, root: &BtreeRoot) -> Result<Self> {
-        let c = fs.ag_check(root.agno)?;
+impl<'a, C: ReadCtx + ?Sized> Walker<'a, C> {
+    fn new(fs: &'a C, root: &BtreeRoot) -> Result<Self> {
+        let c = crate::ag::read::ag_check(fs, root.agno)?;
         let bs = fs.geo().blocksize as usize;
         let max = root
             .kind
@@ -130,7 +130,7 @@ impl<'a> Walker<'a> {
                 format!("root block {:#x} outside the AG", root.root.0),
             ));
         }
-        let check = fs.block_check(&c, root.levels);
+        let check = crate::ag::read::block_check(fs, &c, root.levels);
         Ok(Walker {
             fs,
             root: *root,
@@ -367,80 +367,77 @@ impl<'a> Walker<'a> {
     }
 }
 
-impl Filesystem {
-    /// Visit every record of a btree in key order, verifying every block
-    /// and the tree shape. `f` gets the raw record bytes and returns
-    /// whether to continue.
-    pub fn btree_walk_raw(
-        &self,
-        root: &BtreeRoot,
-        f: &mut dyn FnMut(&[u8]) -> Result<bool>,
-    ) -> Result<WalkStats> {
-        Walker::new(self, root)?.walk(f)
-    }
-
-    /// Like [`Filesystem::btree_walk_raw`], and also return the AG block
-    /// numbers of every block the walk read (also when it failed part way:
-    /// then the blocks read before the failure), in reading order. For
-    /// checkers: a child's first key must also equal its parent's key.
-    pub fn btree_walk_blocks(
-        &self,
-        root: &BtreeRoot,
-        f: &mut dyn FnMut(&[u8]) -> Result<bool>,
-    ) -> (Result<WalkStats>, Vec<u32>) {
-        let mut w = match Walker::new(self, root) {
-            Ok(w) => w,
-            Err(e) => return (Err(e), Vec::new()),
-        };
-        w.visited = Some(Vec::new());
-        w.strict_keys = true;
-        let r = w.walk(f);
-        (r, w.visited.take().unwrap_or_default())
-    }
-
-    /// Visit every record of a btree in key order as typed records.
-    pub fn btree_walk<R: BtreeRecord>(
-        &self,
-        root: &BtreeRoot,
-        mut f: impl FnMut(R) -> Result<bool>,
-    ) -> Result<WalkStats> {
-        assert!(
-            R::KINDS.contains(&root.kind),
-            "record type does not match the tree"
-        );
-        let sparse = self.sb().has_sparse_inodes();
-        self.btree_walk_raw(root, &mut |b| f(R::from_disk(b, sparse)))
-    }
-
-    /// Collect every record of a btree (bounded by the AG size).
-    pub fn btree_records<R: BtreeRecord>(&self, root: &BtreeRoot) -> Result<Vec<R>> {
-        let mut out = Vec::new();
-        self.btree_walk(root, |r: R| {
-            out.push(r);
-            Ok(true)
-        })?;
-        Ok(out)
-    }
-
-    /// The last record whose (low) key is `<= key`, or `None` when every
-    /// record's key is larger. For the bnobt this finds the free extent
-    /// starting at or before a block; for the inobt the chunk starting at or
-    /// before an inode.
-    pub fn btree_lookup_le<R: BtreeRecord>(
-        &self,
-        root: &BtreeRoot,
-        key: BtreeKey,
-    ) -> Result<Option<R>> {
-        assert!(
-            R::KINDS.contains(&root.kind),
-            "record type does not match the tree"
-        );
-        let sparse = self.sb().has_sparse_inodes();
-        let rec = Walker::new(self, root)?.lookup_le(key)?;
-        Ok(rec.map(|b| R::from_disk(&b, sparse)))
-    }
+/// Visit every record of a btree in key order, verifying every block
+/// and the tree shape. `f` gets the raw record bytes and returns
+/// whether to continue.
+pub fn btree_walk_raw(
+    fs: &(impl ReadCtx + ?Sized),
+    root: &BtreeRoot,
+    f: &mut dyn FnMut(&[u8]) -> Result<bool>,
+) -> Result<WalkStats> {
+    Walker::new(fs, root)?.walk(f)
 }
 
-#[cfg(test)]
-#[path = "btree_tests.rs"]
-mod tests;
+/// Like [`btree_walk_raw`], and also return the AG block
+/// numbers of every block the walk read (also when it failed part way:
+/// then the blocks read before the failure), in reading order. For
+/// checkers: a child's first key must also equal its parent's key.
+pub fn btree_walk_blocks(
+    fs: &(impl ReadCtx + ?Sized),
+    root: &BtreeRoot,
+    f: &mut dyn FnMut(&[u8]) -> Result<bool>,
+) -> (Result<WalkStats>, Vec<u32>) {
+    let mut w = match Walker::new(fs, root) {
+        Ok(w) => w,
+        Err(e) => return (Err(e), Vec::new()),
+    };
+    w.visited = Some(Vec::new());
+    w.strict_keys = true;
+    let r = w.walk(f);
+    (r, w.visited.take().unwrap_or_default())
+}
+
+/// Visit every record of a btree in key order as typed records.
+pub fn btree_walk<R: BtreeRecord>(
+    fs: &(impl ReadCtx + ?Sized),
+    root: &BtreeRoot,
+    mut f: impl FnMut(R) -> Result<bool>,
+) -> Result<WalkStats> {
+    assert!(
+        R::KINDS.contains(&root.kind),
+        "record type does not match the tree"
+    );
+    let sparse = fs.sb().has_sparse_inodes();
+    btree_walk_raw(fs, root, &mut |b| f(R::from_disk(b, sparse)))
+}
+
+/// Collect every record of a btree (bounded by the AG size).
+pub fn btree_records<R: BtreeRecord>(
+    fs: &(impl ReadCtx + ?Sized),
+    root: &BtreeRoot,
+) -> Result<Vec<R>> {
+    let mut out = Vec::new();
+    btree_walk(fs, root, |r: R| {
+        out.push(r);
+        Ok(true)
+    })?;
+    Ok(out)
+}
+
+/// The last record whose (low) key is `<= key`, or `None` when every
+/// record's key is larger. For the bnobt this finds the free extent
+/// starting at or before a block; for the inobt the chunk starting at or
+/// before an inode.
+pub fn btree_lookup_le<R: BtreeRecord>(
+    fs: &(impl ReadCtx + ?Sized),
+    root: &BtreeRoot,
+    key: BtreeKey,
+) -> Result<Option<R>> {
+    assert!(
+        R::KINDS.contains(&root.kind),
+        "record type does not match the tree"
+    );
+    let sparse = fs.sb().has_sparse_inodes();
+    let rec = Walker::new(fs, root)?.lookup_le(key)?;
+    Ok(rec.map(|b| R::from_disk(&b, sparse)))
+}
