@@ -41,8 +41,9 @@
 //!   algorithm is written against; [`cred`]: callers' credentials;
 //!   [`inode`]: the in-core inode and the read context
 //!   ([`inode::ReadCtx`]) the per-structure read paths use.
-//! - [`ag`], [`btree`]: the AG headers; the generic short-form AG btree
-//!   editor (bnobt, cntbt, inobt, finobt, rmapbt).
+//! - [`ag`], [`btree`]: the AG headers (verified reads, in-place edits);
+//!   the short-form AG btrees (bnobt, cntbt, inobt, finobt, rmapbt): the
+//!   verifying walker and the generic editor.
 //! - [`rmap`], [`alloc`], [`ialloc`], [`bmap`], [`dir`], [`attr`]:
 //!   reverse mappings, free space, inodes, fork mappings, directories,
 //!   extended attributes: each structure's changes on a [`xact::MetaTx`]

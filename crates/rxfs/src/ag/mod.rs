@@ -1,5 +1,7 @@
-//! The AG headers as transactions edit them: fields of the AGF and AGI
-//! changed in place, and the AGFL, the AG free list (used by the btree
+//! The AG headers. [`read`]: the AGF, AGI and AGFL read through their
+//! verifiers, and the bounds every AG block is checked against. This
+//! module: the headers as transactions edit them, fields of the AGF and
+//! AGI changed in place, and the AGFL, the AG free list (used by the btree
 //! editor, the allocator and inode allocation).
 //!
 //! The headers are joined with [`MetaTx::read_buf`] and edited field by

@@ -1,6 +1,9 @@
-//! Generic editing of the short-form AG btrees: bnobt and cntbt (free
-//! space, rooted in the AGF), inobt and finobt (inode chunks, rooted in
-//! the AGI) and the rmapbt (reverse mappings, rooted in the AGF).
+//! The short-form AG btrees: bnobt and cntbt (free space, rooted in the
+//! AGF), inobt and finobt (inode chunks, rooted in the AGI) and the rmapbt
+//! (reverse mappings, rooted in the AGF). [`walk`] reads them (every block
+//! verified, the tree shape checked); this module edits them on a
+//! transaction (the generic editor, libxfs's `xfs_btree.c` idea: one
+//! editor, per-tree record types and block sources).
 //!
 //! ## API
 //! Every operation is keyed and walks from the root to a leaf, so there is
