@@ -143,17 +143,16 @@ impl Session {
         // With rings, /dev/fuse carries FORGET and INTERRUPT (and what
         // came before the rings were ready): two loops.
         let dev_loops = if rings.is_some() { 2 } else { self.threads };
-        let idle = Arc::new(Readers::default());
         let mut workers = Vec::new();
         for i in 1..dev_loops {
             let ch = Arc::new(Channel::new(clone_fd(&self.ch)?));
-            let (h, acl, owner, idle) = (h.clone(), self.acl, self.owner, idle.clone());
+            let (h, acl, owner) = (h.clone(), self.acl, self.owner);
             let t = std::thread::Builder::new()
                 .name(format!("rxfs-fuse-{i}"))
-                .spawn(move || serve_loop(&ch, &*h, acl, owner, &idle, vec![0u8; size]))?;
+                .spawn(move || serve_loop(&ch, &*h, acl, owner, vec![0u8; size]))?;
             workers.push(t);
         }
-        let r = serve_loop(&self.ch, &*h, self.acl, self.owner, &idle, buf);
+        let r = serve_loop(&self.ch, &*h, self.acl, self.owner, buf);
         if let Some(rings) = rings {
             rings.finish();
         }
@@ -263,77 +262,14 @@ fn read_request(ch: &Channel, buf: &mut [u8]) -> io::Result<Option<usize>> {
     }
 }
 
-/// Event loops waiting in read(2) at most; the others park until a reader
-/// takes a request and leaves none behind (libfuse's `max_idle_threads`).
-/// The kernel wakes the waiting readers of a connection in turn, so with
-/// every loop in read(2) one request at a time would go round all of them,
-/// each time to a cold thread; with two waiting, the same two serve a
-/// single stream of requests, while requests that block (fsync waiting
-/// for the log) still get every loop.
-const MAX_WAITING_READERS: usize = 2;
-
-/// The loops of one session: how many wait in read(2), how many are parked.
-#[derive(Default)]
-struct Readers {
-    st: parking_lot::Mutex<ReadersState>,
-    cv: parking_lot::Condvar,
-}
-
-#[derive(Default)]
-struct ReadersState {
-    reading: usize,
-    parked: usize,
-    /// The connection ended (ENODEV): parked loops exit.
-    done: bool,
-}
-
-impl Readers {
-    /// Wait for a turn to read; false when the session is over.
-    fn enter(&self) -> bool {
-        let mut s = self.st.lock();
-        while s.reading >= MAX_WAITING_READERS && !s.done {
-            s.parked += 1;
-            self.cv.wait(&mut s);
-            s.parked -= 1;
-        }
-        if s.done {
-            return false;
-        }
-        s.reading += 1;
-        true
-    }
-
-    /// Back from read(2) with `r`: wake a parked loop if no reader is
-    /// left; end the session for everyone on ENODEV.
-    fn leave(&self, r: &io::Result<Option<usize>>) {
-        let mut s = self.st.lock();
-        s.reading -= 1;
-        if matches!(r, Ok(None)) {
-            s.done = true;
-            self.cv.notify_all();
-        } else if s.reading == 0 && s.parked > 0 {
-            self.cv.notify_one();
-        }
-    }
-}
-
 fn serve_loop(
     ch: &Arc<Channel>,
     h: &dyn Handler,
     acl: Acl,
     owner: u32,
-    readers: &Readers,
     mut buf: Vec<u8>,
 ) -> io::Result<()> {
-    loop {
-        if !readers.enter() {
-            return Ok(());
-        }
-        let r = read_request(ch, &mut buf);
-        readers.leave(&r);
-        let Some(n) = r? else {
-            return Ok(());
-        };
+    while let Some(n) = read_request(ch, &mut buf)? {
         let Some((req, op)) = request::parse(&buf[..n]) else {
             eprintln!("rxfs: a malformed FUSE message ({n} bytes) was dropped");
             continue;
@@ -366,4 +302,5 @@ fn serve_loop(
             op => h.dispatch(&req, op, reply),
         }
     }
+    Ok(())
 }
