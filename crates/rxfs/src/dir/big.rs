@@ -36,7 +36,7 @@ use crate::format::bufkind::BufKind;
 use crate::format::da::hashname;
 use crate::format::dinode_edit as di;
 use crate::format::dir::DirGeo;
-use crate::format::dir_leaf::{hash_range, LeafEntry, NULL_DATAOFF};
+use crate::format::dir_leaf::{decode_leaf, hash_range, LeafEntry, LEAFN_MAGIC, NULL_DATAOFF};
 use crate::format::Uuid;
 use crate::types::WhichFork;
 use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
@@ -47,8 +47,46 @@ use crate::xact::{BufId, InodeId, MetaTx};
 pub struct LeafBlk {
     /// Fork block; `u64::MAX` for a block not placed yet.
     pub dablk: u64,
-    /// Live entries, sorted by hash.
-    pub ents: Vec<LeafEntry>,
+    /// Upper bound of the block's hashes: its parent node's entry (the
+    /// exact last hash) as loaded, raised when an entry past it is
+    /// inserted into the last block. The block's entries lie between the
+    /// previous block's bound and this one.
+    pub hash: u32,
+    /// Live entries, sorted by hash; `None` while the block is not read
+    /// in this operation (see [`BigDir::load_leaf`]).
+    pub ents: Option<Vec<LeafEntry>>,
+    /// Sibling pointers (back, forw) as on disk; `None` for a block not
+    /// on disk yet.
+    pub chain: Option<(u64, u64)>,
+}
+
+impl LeafBlk {
+    /// A leaf block read in full.
+    pub fn loaded(dablk: u64, ents: Vec<LeafEntry>) -> LeafBlk {
+        LeafBlk {
+            dablk,
+            hash: ents.last().map_or(0, |e| e.hashval),
+            ents: Some(ents),
+            chain: None,
+        }
+    }
+
+    /// The last hash now: `None` for a block emptied in this operation.
+    pub fn last_hash(&self) -> Option<u32> {
+        match &self.ents {
+            Some(e) => e.last().map(|x| x.hashval),
+            None => Some(self.hash),
+        }
+    }
+
+    /// The entries of a block read in this operation.
+    pub fn ents(&self) -> &[LeafEntry] {
+        self.ents.as_deref().expect("leaf block read")
+    }
+
+    pub fn ents_mut(&mut self) -> &mut Vec<LeafEntry> {
+        self.ents.as_mut().expect("leaf block read")
+    }
 }
 
 /// A data block read (and maybe edited) in this operation.
@@ -151,14 +189,57 @@ impl BigDir {
         Ok(self.data.get_mut(&db).unwrap())
     }
 
+    /// Read leaf block `li` of the node form if this operation has not.
+    /// Its hashes must lie within its bounds (see [`LeafBlk::hash`]).
+    pub fn load_leaf(&mut self, tx: &mut dyn MetaTx, li: usize) -> Result<()> {
+        if self.leaves[li].ents.is_some() {
+            return Ok(());
+        }
+        let dablk = self.leaves[li].dablk;
+        let daddr = self.daddr(tx, dablk)?;
+        let (owner, uuid) = (self.owner, self.uuid);
+        let b = tx.read_buf(daddr, self.geo.blksize as usize, BufKind::DirLeafN)?;
+        let leaf = super::index::decode_stamped(tx, b, |c| {
+            decode_leaf(c, LEAFN_MAGIC, daddr, owner, &uuid)
+        })?;
+        let lo = if li > 0 { self.leaves[li - 1].hash } else { 0 };
+        let hi = self.leaves[li].hash;
+        let ents: Vec<LeafEntry> = leaf.entries.into_iter().filter(|e| !e.is_stale()).collect();
+        if ents.first().is_some_and(|e| e.hashval < lo)
+            || ents.last().is_some_and(|e| e.hashval > hi)
+        {
+            return Err(corrupt(
+                owner,
+                format!("leaf block {dablk:#x}: hashes outside its node entry's range"),
+            ));
+        }
+        self.bufs.insert(dablk, (b, BufKind::DirLeafN));
+        self.leaves[li].ents = Some(ents);
+        Ok(())
+    }
+
+    /// Read every leaf block (small directories: conversions, counts).
+    pub fn load_all_leaves(&mut self, tx: &mut dyn MetaTx) -> Result<()> {
+        for li in 0..self.leaves.len() {
+            self.load_leaf(tx, li)?;
+        }
+        Ok(())
+    }
+
     /// Find `name`: (leaf block, entry index, data block, offset, inode).
+    /// Reads only the leaf blocks whose hash range holds the name's hash.
     pub fn find(&mut self, tx: &mut dyn MetaTx, name: &[u8]) -> Result<Option<Found>> {
         let hash = hashname(name);
         let mut cands = Vec::new();
-        for (li, l) in self.leaves.iter().enumerate() {
-            for ei in hash_range(&l.ents, hash) {
-                cands.push((li, ei, l.ents[ei].address));
+        let mut next = self.leaves.iter().position(|l| l.hash >= hash);
+        while let Some(li) = next {
+            self.load_leaf(tx, li)?;
+            let l = &self.leaves[li];
+            for ei in hash_range(l.ents(), hash) {
+                cands.push((li, ei, l.ents()[ei].address));
             }
+            // A run of equal hashes may go on in the next block.
+            next = (l.hash == hash && li + 1 < self.leaves.len()).then_some(li + 1);
         }
         for (li, ei, addr) in cands {
             let (db, off) = self.geo.dataptr_split(addr as u64);
@@ -182,21 +263,29 @@ impl BigDir {
         Ok(None)
     }
 
-    /// Entries in the hash index ("." and ".." included).
-    pub fn count(&self) -> usize {
-        self.leaves.iter().map(|l| l.ents.len()).sum()
+    /// Entries in the hash index ("." and ".." included); reads every
+    /// leaf block.
+    pub fn count_all(&mut self, tx: &mut dyn MetaTx) -> Result<usize> {
+        self.load_all_leaves(tx)?;
+        Ok(self.leaves.iter().map(|l| l.ents().len()).sum())
     }
 
-    /// Insert a leaf entry in hash order.
-    pub fn insert_leaf(&mut self, e: LeafEntry) {
-        let li = self
-            .leaves
-            .iter()
-            .position(|l| l.ents.last().is_some_and(|x| x.hashval >= e.hashval))
-            .unwrap_or(self.leaves.len() - 1);
-        let ents = &mut self.leaves[li].ents;
+    /// Insert a leaf entry in hash order: into the first block whose bound
+    /// is at or past its hash, else the last block (raising its bound).
+    pub fn insert_leaf(&mut self, tx: &mut dyn MetaTx, e: LeafEntry) -> Result<()> {
+        let li = match self.leaves.iter().position(|l| l.hash >= e.hashval) {
+            Some(li) => li,
+            None => {
+                let li = self.leaves.len() - 1;
+                self.leaves[li].hash = e.hashval;
+                li
+            }
+        };
+        self.load_leaf(tx, li)?;
+        let ents = self.leaves[li].ents_mut();
         let at = ents.partition_point(|x| x.hashval <= e.hashval);
         ents.insert(at, e);
+        Ok(())
     }
 
     /// Allocate one directory block for fork block `dablk` and map it.

@@ -419,6 +419,28 @@ pub(super) fn put_entry(
     buf[off + size - 2..off + size].copy_from_slice(&(off as u16).to_be_bytes());
 }
 
+/// Whether [`block_add`] of a name of `name_len` bytes would succeed on
+/// the block decoded as `st` (the same decision, without making it).
+pub fn block_can_add(geo: &DirGeo, st: &BlockState, name_len: usize) -> bool {
+    let len = geo.data_entsize(name_len);
+    let bf = st.bf;
+    if st.stale == 0 {
+        let Some(end) = st.end_free() else {
+            return false;
+        };
+        if bf[0] == end {
+            end.1 >= len + LEAF_ENTRY_SIZE || bf[1].1 >= len
+        } else {
+            bf[0].1 >= len
+        }
+    } else if bf[0].1 >= len {
+        true
+    } else {
+        // All stale entries but one squeezed out, next to the end slot.
+        st.end_free().map_or(0, |e| e.1) + (st.stale - 1) * LEAF_ENTRY_SIZE >= len
+    }
+}
+
 /// Plan and make the addition of `name -> ino` to the block in `buf`
 /// (decoded as `st`). On `Err` nothing was changed.
 pub fn block_add(

@@ -11,11 +11,25 @@
 //!    of data blocks j*maxbests .. (nvalid = last valid + 1, nused = count;
 //!    a block with nothing valid is not kept).
 //! ```
-//! Rebuild rules at commit: leafn blocks over capacity are split in two,
-//! empty ones dropped, neighbours that fit half a block together merged;
-//! leaf form is kept while the entries and bests fit the leaf1 block, node
-//! form goes back to leaf form when they fit in three quarters of one.
-//! DA node levels are rebuilt from the leaf list, filled evenly, reusing the
+//! Loading reads the DA nodes and free index blocks, not the leafn blocks
+//! under the nodes: an operation reads the leaf blocks whose hash range
+//! holds the names it looks for or adds ([`BigDir::load_leaf`]), so its
+//! cost does not grow with the directory (the DA node and free index
+//! blocks are 1/250th of the leaf blocks). A leaf block's range is known
+//! from the node entries: its entries lie between the previous block's
+//! node hash and its own ([`LeafBlk::hash`]). Blocks not read are kept as
+//! they are, unless their siblings change (then they are read and their
+//! pointers rewritten).
+//!
+//! Rebuild rules at commit, on the leaf blocks read: leafn blocks over
+//! capacity are split in two, empty ones dropped, neighbours that fit in
+//! three quarters of a block together merged (the neighbours of a block
+//! less than 3/8 full are read for that, the kernel's thresholds); leaf
+//! form is kept while the entries and bests fit the leaf1 block, node form
+//! goes back to leaf form when they fit in three quarters of one (decided
+//! when every leaf block was read: all of them are when at most two are
+//! left). DA node levels are rebuilt from the leaf list (the hash of a
+//! block not read is its node entry's), filled evenly, reusing the
 //! node blocks the tree had. Blocks keep their fork offsets where they can,
 //! so an unchanged block is not rewritten, and a block whose kind changes
 //! at the same address (leaf1 -> leafn -> node root) is re-joined as the
@@ -85,13 +99,38 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         let b = tx.read_buf(root, n, BufKind::DirLeaf1)?;
         let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAF1_MAGIC, root, owner, &uuid))?;
         d.bufs.insert(leaf_dablk, (b, BufKind::DirLeaf1));
-        d.leaves.push(LeafBlk {
-            dablk: leaf_dablk,
-            ents: leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
-        });
+        let mut l = LeafBlk::loaded(
+            leaf_dablk,
+            leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
+        );
+        l.chain = Some((0, 0));
+        d.leaves.push(l);
         d.bests = leaf.bests;
     } else {
         walk_tree(tx, &mut d, leaf_dablk, DA_NODE_MAXDEPTH + 1, true)?;
+        if d.leaves.windows(2).any(|w| w[0].hash > w[1].hash) {
+            return Err(corrupt(owner, "leafn blocks out of hash order"));
+        }
+        // Blocks read (nodes, a leaf root) are in `bufs`, the others not.
+        let mut seen: Vec<u64> = d
+            .leaves
+            .iter()
+            .filter(|l| l.ents.is_none())
+            .map(|l| l.dablk)
+            .collect();
+        seen.extend(d.bufs.keys());
+        seen.sort_unstable();
+        if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
+            return Err(corrupt(
+                owner,
+                format!("index block {:#x} reached twice", w[0]),
+            ));
+        }
+        let dablks: Vec<u64> = d.leaves.iter().map(|l| l.dablk).collect();
+        for (i, l) in d.leaves.iter_mut().enumerate() {
+            let back = if i > 0 { dablks[i - 1] } else { 0 };
+            l.chain = Some((back, dablks.get(i + 1).copied().unwrap_or(0)));
+        }
         // Free index blocks.
         let maxb = free_max_bests(n);
         let fsbs = geo.fsbs() as u64;
@@ -139,7 +178,7 @@ fn di_ino(tx: &dyn MetaTx, dp: InodeId) -> u64 {
 
 /// Decode a joined buffer on a CRC-stamped copy (a block changed earlier
 /// in this transaction is stamped only at write-back).
-fn decode_stamped<T>(
+pub(super) fn decode_stamped<T>(
     tx: &dyn MetaTx,
     b: crate::xact::BufId,
     f: impl FnOnce(&[u8]) -> Result<T>,
@@ -154,7 +193,9 @@ fn decode_stamped<T>(
     f(&copy)
 }
 
-/// Descend the node tree from `dablk`, collecting the leafn blocks in order.
+/// Descend the node tree from `dablk`, collecting the leafn blocks in
+/// order. Leaf blocks under a node are not read here (only the root, when
+/// it is a leaf): [`BigDir::load_leaf`] reads those an operation needs.
 fn walk_tree(
     tx: &mut dyn MetaTx,
     d: &mut BigDir,
@@ -196,7 +237,17 @@ fn walk_tree(
             if child < d.geo.leaf_dablk() || child >= d.geo.free_dablk() {
                 return Err(corrupt(owner, format!("node child {child:#x}")));
             }
-            walk_tree(tx, d, child, node.level, false)?;
+            if node.level == 1 {
+                // Reached twice: told after the walk (load_big).
+                d.leaves.push(LeafBlk {
+                    dablk: child,
+                    hash: e.hashval,
+                    ents: None,
+                    chain: None,
+                });
+            } else {
+                walk_tree(tx, d, child, node.level, false)?;
+            }
         }
         return Ok(());
     }
@@ -212,19 +263,11 @@ fn walk_tree(
         None => tx.read_buf(daddr, n, BufKind::DirLeafN)?,
     };
     let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAFN_MAGIC, daddr, owner, &uuid))?;
-    if let (Some(prev), Some(first)) = (
-        d.leaves.last().and_then(|l| l.ents.last()),
-        leaf.entries.first(),
-    ) {
-        if prev.hashval > first.hashval {
-            return Err(corrupt(owner, "leafn blocks out of hash order"));
-        }
-    }
     d.bufs.insert(dablk, (b, BufKind::DirLeafN));
-    d.leaves.push(LeafBlk {
+    d.leaves.push(LeafBlk::loaded(
         dablk,
-        ents: leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
-    });
+        leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
+    ));
     Ok(())
 }
 
@@ -243,25 +286,57 @@ impl BigDir {
         fanout((self.geo.blksize as usize - LEAF_HDR_SIZE) / LEAF_ENTRY_SIZE)
     }
 
-    fn leaf1_bytes_needed(&self) -> usize {
-        LEAF_HDR_SIZE + self.count() * LEAF_ENTRY_SIZE + self.bests.len() * 2 + 4
+    /// Read the leaf blocks [`Self::reshape`] may need besides those this
+    /// operation read: all of them when there are at most two (the form
+    /// may change), and the neighbours of a block less than 3/8 full (so
+    /// that it can be merged, the kernel's threshold).
+    fn load_for_reshape(&mut self, tx: &mut dyn MetaTx) -> Result<()> {
+        if self.leaves.len() <= 2 {
+            return self.load_all_leaves(tx);
+        }
+        let cap = self.leafn_cap();
+        let thin: Vec<usize> = (0..self.leaves.len())
+            .filter(|&i| {
+                self.leaves[i]
+                    .ents
+                    .as_ref()
+                    .is_some_and(|e| e.len() < cap * 3 / 8)
+            })
+            .collect();
+        for i in thin {
+            if i > 0 {
+                self.load_leaf(tx, i - 1)?;
+            }
+            if i + 1 < self.leaves.len() {
+                self.load_leaf(tx, i + 1)?;
+            }
+        }
+        Ok(())
     }
 
-    /// Reshape the leaves and choose the form (see the module doc).
+    /// Reshape the leaves read in this operation and choose the form (see
+    /// the module doc). The leaf form is chosen only when every leaf block
+    /// was read (the count is known).
     fn reshape(&mut self) {
         let n = self.geo.blksize as usize;
-        let need = self.leaf1_bytes_needed();
-        let to_leaf = if self.leaf_form {
-            need <= n
-        } else {
-            need <= n * 3 / 4
+        let all_read = self.leaves.iter().all(|l| l.ents.is_some());
+        let to_leaf = all_read && {
+            let count: usize = self.leaves.iter().map(|l| l.ents().len()).sum();
+            let need = LEAF_HDR_SIZE + count * LEAF_ENTRY_SIZE + self.bests.len() * 2 + 4;
+            if self.leaf_form {
+                need <= n
+            } else {
+                need <= n * 3 / 4
+            }
         };
         if to_leaf {
-            let ents: Vec<LeafEntry> = self.leaves.drain(..).flat_map(|l| l.ents).collect();
-            self.leaves.push(LeafBlk {
-                dablk: self.geo.leaf_dablk(),
-                ents,
-            });
+            let ents: Vec<LeafEntry> = self
+                .leaves
+                .drain(..)
+                .flat_map(|l| l.ents.unwrap_or_default())
+                .collect();
+            self.leaves
+                .push(LeafBlk::loaded(self.geo.leaf_dablk(), ents));
             self.leaf_form = true;
             return;
         }
@@ -269,31 +344,36 @@ impl BigDir {
         let cap = self.leafn_cap();
         let mut out: Vec<LeafBlk> = Vec::new();
         for l in self.leaves.drain(..) {
-            if l.ents.is_empty() {
+            if l.ents.as_ref().is_some_and(|e| e.is_empty()) {
                 continue;
             }
-            if let Some(p) = out.last_mut() {
-                if p.ents.len() + l.ents.len() <= cap / 2 {
-                    p.ents.extend(l.ents);
-                    continue;
+            if let (Some(p), Some(le)) = (out.last_mut(), l.ents.as_ref()) {
+                if let Some(pe) = p.ents.as_mut() {
+                    if pe.len() + le.len() <= cap * 3 / 4 {
+                        pe.extend_from_slice(le);
+                        p.hash = l.hash;
+                        continue;
+                    }
                 }
             }
             out.push(l);
         }
         let mut i = 0;
         while i < out.len() {
-            if out[i].ents.len() > cap {
-                let half = out[i].ents.len() / 2;
-                let rest = out[i].ents.split_off(half);
-                out.insert(
-                    i + 1,
-                    LeafBlk {
-                        dablk: u64::MAX,
-                        ents: rest,
-                    },
-                );
+            let len = out[i].ents.as_ref().map_or(0, |e| e.len());
+            if len > cap {
+                let rest = out[i].ents_mut().split_off(len / 2);
+                let mut new = LeafBlk::loaded(u64::MAX, rest);
+                new.hash = out[i].hash;
+                out.insert(i + 1, new);
             } else {
                 i += 1;
+            }
+        }
+        // Bounds become exact for the blocks read.
+        for l in &mut out {
+            if let Some(h) = l.ents.as_ref().and_then(|e| e.last()) {
+                l.hash = h.hashval;
             }
         }
         self.leaves = out;
@@ -301,6 +381,7 @@ impl BigDir {
 
     /// Write the index back (and then the data blocks and the fork).
     pub fn commit(&mut self, tx: &mut dyn MetaTx) -> Result<()> {
+        self.load_for_reshape(tx)?;
         self.reshape();
         let geo = self.geo;
         let n = geo.blksize as usize;
@@ -331,6 +412,18 @@ impl BigDir {
                 l.dablk = fresh();
             }
         }
+        // A block not read whose siblings change is read now (its
+        // pointers are rewritten).
+        for i in 0..self.leaves.len() {
+            if self.leaves[i].ents.is_some() {
+                continue;
+            }
+            let back = if i > 0 { self.leaves[i - 1].dablk } else { 0 };
+            let forw = self.leaves.get(i + 1).map_or(0, |l| l.dablk);
+            if self.leaves[i].chain != Some((back, forw)) {
+                self.load_leaf(tx, i)?;
+            }
+        }
         // DA node levels: (dablk, level, entries) rows, root last.
         let mut rows: Vec<Vec<NodeRow>> = Vec::new();
         if !single {
@@ -339,7 +432,7 @@ impl BigDir {
             let mut items: Vec<(u32, u64)> = self
                 .leaves
                 .iter()
-                .map(|l| (l.ents.last().unwrap().hashval, l.dablk))
+                .map(|l| (l.last_hash().unwrap_or(l.hash), l.dablk))
                 .collect();
             let mut level = 1u16;
             loop {
@@ -403,6 +496,10 @@ impl BigDir {
         let mut outs = Vec::new();
         let nl = self.leaves.len();
         for (i, l) in self.leaves.iter().enumerate() {
+            let Some(ents) = l.ents.as_ref() else {
+                // Not read: unchanged, siblings included.
+                continue;
+            };
             let mut b = vec![0u8; n];
             let magic = if self.leaf_form {
                 LEAF1_MAGIC
@@ -422,8 +519,8 @@ impl BigDir {
                 )
             };
             self.blkinfo(&mut b, forw, back, magic, daddrs[&l.dablk].0);
-            b[56..58].copy_from_slice(&(l.ents.len() as u16).to_be_bytes());
-            for (k, e) in l.ents.iter().enumerate() {
+            b[56..58].copy_from_slice(&(ents.len() as u16).to_be_bytes());
+            for (k, e) in ents.iter().enumerate() {
                 let p = LEAF_HDR_SIZE + k * LEAF_ENTRY_SIZE;
                 put_be32(&mut b, p, e.hashval);
                 put_be32(&mut b, p + 4, e.address);
@@ -509,6 +606,11 @@ impl BigDir {
                 o.bytes[lsn..lsn + 8].copy_from_slice(&l0);
             }
             write_buf(tx, same, false, daddrs[&o.dablk], o.kind, &o.bytes)?;
+        }
+        let dablks: Vec<u64> = self.leaves.iter().map(|l| l.dablk).collect();
+        for (i, l) in self.leaves.iter_mut().enumerate() {
+            let back = if i > 0 { dablks[i - 1] } else { 0 };
+            l.chain = Some((back, dablks.get(i + 1).copied().unwrap_or(0)));
         }
         self.commit_data_and_fork(tx)
     }

@@ -70,10 +70,13 @@ pub fn add(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8], ino: Ino, ftype: u8
     blk.dirty = true;
     let best = blk.st.bf[0].1 as u16;
     d.bests[db as usize] = best;
-    d.insert_leaf(LeafEntry {
-        hashval: hashname(name),
-        address: geo.dataptr(db, off) as u32,
-    });
+    d.insert_leaf(
+        tx,
+        LeafEntry {
+            hashval: hashname(name),
+            address: geo.dataptr(db, off) as u32,
+        },
+    )?;
     d.commit(tx)
 }
 
@@ -101,10 +104,10 @@ pub fn remove(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8]) -> Result<Ino> {
     } else {
         d.bests[db as usize] = best;
     }
-    d.leaves[li].ents.remove(ei);
+    d.leaves[li].ents_mut().remove(ei);
     // Back to a single block?
     if d.bests.len() == 1 {
-        let count = d.count();
+        let count = d.count_all(tx)?;
         let blk0 = d.data_block(tx, 0)?;
         if data_fits_block(&blk0.st, count) {
             to_block(tx, d)?;
@@ -118,7 +121,12 @@ pub fn remove(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8]) -> Result<Ino> {
 /// Leaf/node -> block: data block 0 takes the hash index; every index
 /// block is freed.
 fn to_block(tx: &mut dyn MetaTx, d: &mut BigDir) -> Result<()> {
-    let mut leaf: Vec<LeafEntry> = d.leaves.drain(..).flat_map(|l| l.ents).collect();
+    d.load_all_leaves(tx)?;
+    let mut leaf: Vec<LeafEntry> = d
+        .leaves
+        .drain(..)
+        .flat_map(|l| l.ents.unwrap_or_default())
+        .collect();
     leaf.sort_by_key(|e| e.hashval);
     d.drop_index(tx)?;
     let blk0 = d.data.get_mut(&0).unwrap();
@@ -173,10 +181,7 @@ pub fn from_block(
         old_map: map.clone(),
         map,
         leaf_form: true,
-        leaves: vec![LeafBlk {
-            dablk: geo.leaf_dablk(),
-            ents,
-        }],
+        leaves: vec![LeafBlk::loaded(geo.leaf_dablk(), ents)],
         bests: vec![best],
         bufs: Default::default(),
         node_dablks: Vec::new(),

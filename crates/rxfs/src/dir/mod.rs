@@ -231,7 +231,7 @@ pub fn dir_is_empty(tx: &mut dyn MetaTx, dp: InodeId) -> Result<bool> {
     Ok(match load(tx, dp)? {
         Dir::Short(s) => s.entries.is_empty(),
         Dir::Block(b) => b.st.user_entries().next().is_none(),
-        Dir::Big(d) => d.count() <= 2,
+        Dir::Big(mut d) => d.count_all(tx)? <= 2,
     })
 }
 
@@ -286,12 +286,10 @@ fn plan_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino, ftype: u8) 
             if b.st.find(&geo, name).is_some() {
                 return Err(Error::Exists);
             }
-            let mut scratch = tx.buf(b.buf).to_vec();
-            let mut st = b.st.clone();
-            match block::block_add(&geo, &mut scratch, &mut st, name, ino, ftype) {
-                Ok(()) => Ok(AddPlan::Block(b)),
-                Err(Error::NotSupported(_)) => Ok(AddPlan::BlockToLeaf(b)),
-                Err(e) => Err(e),
+            if block::block_can_add(&geo, &b.st, name.len()) {
+                Ok(AddPlan::Block(b))
+            } else {
+                Ok(AddPlan::BlockToLeaf(b))
             }
         }
         Dir::Big(mut d) => {

@@ -4,7 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use super::block::{block_add, block_from_sf, block_remove, block_to_sf, diff_ranges, BlockState};
+use super::block::{
+    block_add, block_can_add, block_from_sf, block_remove, block_to_sf, diff_ranges, BlockState,
+};
 use super::sf::{sf_add, sf_empty, sf_remove, sf_size, SfAdd};
 use crate::format::crc;
 use crate::format::da::hashname;
@@ -265,7 +267,10 @@ fn run_block(geo: DirGeo, seed: u64, ops: usize) -> (usize, usize, usize) {
             let before = buf.clone();
             let st_before = st.clone();
             let stale_before = st.stale;
-            match block_add(&geo, &mut buf, &mut st, &name, ino, ft) {
+            let can = block_can_add(&geo, &st, name.len());
+            let r = block_add(&geo, &mut buf, &mut st, &name, ino, ft);
+            assert_eq!(can, r.is_ok(), "block_can_add disagrees with block_add");
+            match r {
                 Ok(()) => {
                     assert!(fits(&st_before, geo.data_entsize(name.len())));
                     if stale_before > 1 && st.stale == 0 {

@@ -105,12 +105,10 @@ pub(super) fn new_inode(
 ) -> Result<(Ino, InodeId)> {
     check_name(name)?;
     check_parent(tx, dp)?;
-    if dir_lookup(tx, dp, name)?.is_some() {
-        return Err(Error::Exists);
-    }
-    flags_allow(di::flags(tx.inode(dp)), Change::AddEntry)?;
+    // `Exists` first (as the VFS's lookup comes first), then the flags.
     let wide = widest_ino(tx);
     dir_can_add(tx, dp, name, wide)?;
+    flags_allow(di::flags(tx.inode(dp)), Change::AddEntry)?;
     let parent = Ino(di::ino(tx.inode(dp)));
     let init = NewInode {
         mode: args.mode,
