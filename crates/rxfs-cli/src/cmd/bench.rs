@@ -61,6 +61,11 @@ pub struct Args {
     /// window that ends there, comma-separated (FILES is always one).
     #[arg(long, default_value = "1000,2000,5000,10000,20000,50000,100000")]
     pub windows: String,
+    /// Appended to the names of the directories fsync, fsmark and dirscale
+    /// make (`bench-fsmark{TAG}-0-0`...), so that several runs can share one
+    /// image.
+    #[arg(long, default_value = "")]
+    pub tag: String,
     /// Also write every point as JSON to FILE (`-`, or `--json` alone:
     /// stdout, and the table goes to stderr).
     #[arg(long, num_args = 0..=1, default_missing_value = "-", value_name = "FILE")]
@@ -255,7 +260,7 @@ fn fsync(a: &Args, threads: &[usize], out: &mut Out) -> CliResult<()> {
         let root = fs.root_ino();
         let dirs: Vec<Ino> = (0..t)
             .map(|i| {
-                let name = format!("bench-fsync-{round}-{i}");
+                let name = format!("bench-fsync{}-{round}-{i}", a.tag);
                 fs.mkdir(
                     root,
                     name.as_bytes(),
@@ -363,7 +368,7 @@ fn fsmark(a: &Args, threads: &[usize], out: &mut Out) -> CliResult<()> {
         let root = fs.root_ino();
         let dirs: Vec<Ino> = (0..t)
             .map(|i| {
-                let name = format!("bench-fsmark-{round}-{i}");
+                let name = format!("bench-fsmark{}-{round}-{i}", a.tag);
                 fs.mkdir(root, name.as_bytes(), &args_dir())
                     .map(|ip| ip.ino)
                     .map_err(fs_err)
@@ -429,7 +434,11 @@ fn dirscale(a: &Args, out: &mut Out) -> CliResult<()> {
     edges.dedup();
     let fs = open(a)?;
     let d = fs
-        .mkdir(fs.root_ino(), b"bench-dirscale", &args_dir())
+        .mkdir(
+            fs.root_ino(),
+            format!("bench-dirscale{}", a.tag).as_bytes(),
+            &args_dir(),
+        )
         .map_err(fs_err)?
         .ino;
     let mut marks: Vec<(u64, f64)> = Vec::new();
