@@ -7,7 +7,8 @@
 //! MNT is unmounted (`fusermount3 -u MNT` or `umount MNT`), in the
 //! foreground. Requests: lookup, forget, getattr, setattr (mode, owner,
 //! size, times), open, create, read, write, flush, release, fsync, mkdir,
-//! unlink, rmdir, opendir, readdir, releasedir, statfs, fallocate.
+//! unlink, rmdir, rename (flags 0 only), opendir, readdir, releasedir,
+//! statfs, fallocate.
 //!
 //! How it serves:
 //! - fuser runs `--threads` event loops (default 16), each reading its own
@@ -16,7 +17,8 @@
 //!   pwrite on the file's descriptor: no shared file position).
 //! - Inodes are named by path (relative to SRC): FUSE inode numbers are
 //!   ours, handed out at lookup and freed when the kernel forgets them.
-//!   No rename, links or symlinks: the benchmark needs none.
+//!   A rename moves the names of the renamed inode and of every known
+//!   inode below it (dbench renames files). No links or symlinks.
 //! - An open whose flags carry O_DIRECT opens the source file with
 //!   O_DIRECT and replies FOPEN_DIRECT_IO (the kernel sends every read and
 //!   write to us, bypassing its page cache) plus FOPEN_PARALLEL_DIRECT_WRITES
@@ -44,9 +46,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
     BsdFileFlags, Config, Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo,
-    KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyCreate, ReplyData,
-    ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request, Session,
-    TimeOrNow, WriteFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, RenameFlags, ReplyAttr, ReplyCreate,
+    ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, Request,
+    Session, TimeOrNow, WriteFlags,
 };
 
 const ROOT: u64 = INodeNo::ROOT.0;
@@ -505,6 +507,49 @@ impl fuser::Filesystem for Passthrough {
             }
             Err(e) => reply.error(errno(&e)),
         }
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.bits() != 0 {
+            return reply.error(Errno::EINVAL);
+        }
+        let ((from, real_from), (to, real_to)) =
+            match (self.child(parent.0, name), self.child(newparent.0, newname)) {
+                (Ok(a), Ok(b)) => (a, b),
+                (Err(e), _) | (_, Err(e)) => return reply.error(e),
+            };
+        // Under the table lock, so no lookup sees the old names of moved
+        // inodes after the source has changed.
+        let mut t = self.tables();
+        if let Err(e) = std::fs::rename(&real_from, &real_to) {
+            return reply.error(errno(&e));
+        }
+        // The replaced target's name is gone; the moved inodes take new ones.
+        t.by_path.remove(&to);
+        let moved: Vec<(PathBuf, u64)> = t
+            .by_path
+            .iter()
+            .filter(|(p, _)| p.starts_with(&from))
+            .map(|(p, &i)| (p.clone(), i))
+            .collect();
+        for (old, ino) in moved {
+            let new = to.join(old.strip_prefix(&from).expect("filtered by prefix"));
+            t.by_path.remove(&old);
+            t.by_path.insert(new.clone(), ino);
+            if let Some(n) = t.nodes.get_mut(&ino) {
+                n.path = new;
+            }
+        }
+        reply.ok()
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
