@@ -12,6 +12,13 @@
 //! `rxfs install-helper` links) and `rxfs IMAGE MNT -o OPTS` (Debian's
 //! `mount.fuse3` running the program named after `fuse.`).
 
+/// The daemon and the tools allocate and free many small, short-lived
+/// buffers per request (decoded directory blocks, log vectors, joined
+/// buffers); mimalloc's per-thread free lists halve the CPU time of a
+/// create against glibc's malloc (measured with `rxfs bench fsmark`).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod cli_error;
 mod cmd;
 mod fuse;

@@ -307,6 +307,58 @@ pub fn dir_can_add(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> R
     plan_add(tx, dp, name, ino, 0).map(|_| ())
 }
 
+/// An addition checked by [`dir_prepare_add`], with the directory as it
+/// was loaded then, so that [`dir_add_prepared`] does not load and decode
+/// it again.
+pub struct PreparedAdd(AddPlan);
+
+/// [`dir_can_add`], keeping what it loaded for [`dir_add_prepared`].
+pub fn dir_prepare_add(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    name: &[u8],
+    ino: Ino,
+) -> Result<PreparedAdd> {
+    plan_add(tx, dp, name, ino, 0).map(PreparedAdd)
+}
+
+/// [`dir_add_from`] of the addition `p` prepared for `name`. Contract:
+/// nothing changed `dp`'s entries or fork since [`dir_prepare_add`] (a
+/// namespace operation allocating the new inode in between). Shortform
+/// plans depend on the inode number's width and are planned again.
+pub fn dir_add_prepared(
+    tx: &mut dyn MetaTx,
+    dp: InodeId,
+    p: PreparedAdd,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+    from_ag0: bool,
+) -> Result<()> {
+    match p.0 {
+        AddPlan::Block(b) => add_to_block(tx, b, name, ino, ftype),
+        AddPlan::BlockToLeaf(b) => leaf::from_block(tx, dp, b.buf, &b.st, name, ino, ftype),
+        AddPlan::Big(mut d) => leaf::add(tx, &mut d, name, ino, ftype),
+        AddPlan::Short(_) | AddPlan::Convert(_) | AddPlan::ConvertToLeaf(_) => {
+            dir_add_from(tx, dp, name, ino, ftype, from_ag0)
+        }
+    }
+}
+
+fn add_to_block(
+    tx: &mut dyn MetaTx,
+    mut b: BlockDir,
+    name: &[u8],
+    ino: Ino,
+    ftype: u8,
+) -> Result<()> {
+    let geo = dir_geo(tx);
+    let mut bytes = tx.buf(b.buf).to_vec();
+    block::block_add(&geo, &mut bytes, &mut b.st, name, ino, ftype)?;
+    store_block(tx, b.buf, &bytes);
+    Ok(())
+}
+
 /// Whether adding `name` to `dp` would leave (or find) the directory in
 /// leaf or node form, i.e. past shortform and single-block forms.
 pub fn dir_add_needs_leaf(tx: &mut dyn MetaTx, dp: InodeId, name: &[u8], ino: Ino) -> Result<bool> {
@@ -333,18 +385,12 @@ pub fn dir_add_from(
     ftype: u8,
     from_ag0: bool,
 ) -> Result<()> {
-    let geo = dir_geo(tx);
     match plan_add(tx, dp, name, ino, ftype)? {
         AddPlan::Short(n) => {
             store_sf(tx, dp, &n);
             Ok(())
         }
-        AddPlan::Block(mut b) => {
-            let mut bytes = tx.buf(b.buf).to_vec();
-            block::block_add(&geo, &mut bytes, &mut b.st, name, ino, ftype)?;
-            store_block(tx, b.buf, &bytes);
-            Ok(())
-        }
+        AddPlan::Block(b) => add_to_block(tx, b, name, ino, ftype),
         AddPlan::Convert(s) => sf_to_block(tx, dp, &s, Some((name, ino, ftype)), from_ag0),
         AddPlan::ConvertToLeaf(s) => {
             sf_to_block(tx, dp, &s, None, from_ag0)?;

@@ -18,7 +18,7 @@
 
 use super::{check_parent, ftype_of, new_inode, touch_parent, NsCreate, MAXLINK};
 use crate::alloc::{alloc_extent, AllocReq};
-use crate::dir::{check_name, dir_add_from, dir_can_add, dir_lookup};
+use crate::dir::{check_name, dir_add_from, dir_add_prepared, dir_can_add, dir_lookup};
 use crate::error::{Error, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::bufkind::BufKind;
@@ -102,7 +102,7 @@ pub fn symlink(
     }
     let mut a = *args;
     a.mode = di::S_IFLNK | 0o777;
-    let (ino, ip) = new_inode(tx, dp, name, &a, 1)?;
+    let (ino, ip, add) = new_inode(tx, dp, name, &a, 1)?;
     if target.len() <= di::data_fork_size(tx.inode(ip)) {
         let d = tx.inode_mut(ip);
         di::set_format(d, FMT_LOCAL);
@@ -114,9 +114,10 @@ pub fn symlink(
         write_remote(tx, ip, ino, target)?;
     }
     di::set_size(tx.inode_mut(ip), target.len() as u64);
-    dir_add_from(
+    dir_add_prepared(
         tx,
         dp,
+        add,
         name,
         ino,
         FileType::Symlink.to_ftype(),

@@ -25,7 +25,8 @@ pub mod link;
 pub mod rename;
 
 use crate::dir::{
-    check_name, dir_add_from, dir_can_add, dir_init, dir_is_empty, dir_lookup, dir_remove,
+    check_name, dir_add_prepared, dir_init, dir_is_empty, dir_lookup, dir_prepare_add, dir_remove,
+    PreparedAdd,
 };
 use crate::error::{Error, Location, Result};
 use crate::format::dinode_edit as di;
@@ -102,12 +103,12 @@ pub(super) fn new_inode(
     name: &[u8],
     args: &NsCreate,
     nlink: u32,
-) -> Result<(Ino, InodeId)> {
+) -> Result<(Ino, InodeId, PreparedAdd)> {
     check_name(name)?;
     check_parent(tx, dp)?;
     // `Exists` first (as the VFS's lookup comes first), then the flags.
     let wide = widest_ino(tx);
-    dir_can_add(tx, dp, name, wide)?;
+    let add = dir_prepare_add(tx, dp, name, wide)?;
     flags_allow(di::flags(tx.inode(dp)), Change::AddEntry)?;
     let parent = Ino(di::ino(tx.inode(dp)));
     let init = NewInode {
@@ -118,7 +119,8 @@ pub(super) fn new_inode(
         nlink,
         time: args.time,
     };
-    crate::ialloc::ialloc_from(tx, parent, &init, args.alloc_from_ag0)
+    let (ino, ip) = crate::ialloc::ialloc_from(tx, parent, &init, args.alloc_from_ag0)?;
+    Ok((ino, ip, add))
 }
 
 pub(super) fn ftype_of(mode: u32) -> Result<(FileType, u8)> {
@@ -139,9 +141,9 @@ pub fn create(
     if matches!(ft, FileType::Directory | FileType::Symlink) {
         return Err(Error::Invalid(format!("create of a {ft:?}")));
     }
-    let (ino, ip) = new_inode(tx, dp, name, args, 1)?;
+    let (ino, ip, add) = new_inode(tx, dp, name, args, 1)?;
     crate::attr::acl::inherit(tx, dp, ip, args.umask, args.time)?;
-    dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
+    dir_add_prepared(tx, dp, add, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 0);
     Ok((ino, ip))
 }
@@ -161,10 +163,10 @@ pub fn mkdir(
         return Err(Error::TooManyLinks);
     }
     let parent = Ino(di::ino(tx.inode(dp)));
-    let (ino, ip) = new_inode(tx, dp, name, args, 2)?;
+    let (ino, ip, add) = new_inode(tx, dp, name, args, 2)?;
     dir_init(tx, ip, parent)?;
     crate::attr::acl::inherit(tx, dp, ip, args.umask, args.time)?;
-    dir_add_from(tx, dp, name, ino, ftype, args.alloc_from_ag0)?;
+    dir_add_prepared(tx, dp, add, name, ino, ftype, args.alloc_from_ag0)?;
     touch_parent(tx, dp, args.time, 1);
     Ok((ino, ip))
 }
