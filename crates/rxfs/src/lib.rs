@@ -21,7 +21,7 @@
 //!   7    rmap
 //!   8    alloc
 //!   9    ialloc bmap
-//!  10    dir symlink
+//!  10    dir symlink rt
 //!  11    attr
 //!  12    ns
 //!  13    recover
@@ -96,6 +96,7 @@ pub mod ns;
 pub mod populate;
 pub mod recover;
 pub mod rmap;
+pub mod rt;
 pub mod symlink;
 pub mod types;
 pub mod xact;

@@ -8,8 +8,6 @@
 //! after its verifier has passed.
 
 pub mod atime;
-pub mod bmap;
-pub mod inobt;
 pub mod inode;
 pub mod log;
 pub mod ops_attr;
@@ -26,7 +24,6 @@ pub mod prealloc;
 pub mod read;
 mod read_lock;
 pub mod recover_write;
-pub mod rt;
 pub mod rw;
 mod rw_recover;
 pub mod statfs;
@@ -158,7 +155,7 @@ impl Filesystem {
                 format!("device has {} bytes, filesystem needs {need}", dev.size()),
             ));
         }
-        rt::check_at_open(&sb, rtdev.as_deref())?;
+        crate::rt::check_at_open(&sb, rtdev.as_deref())?;
         let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
         let mut recovery = None;
         let (dev, sb, geo) = match &log_state {
@@ -204,19 +201,6 @@ impl Filesystem {
     pub fn read_raw(&self, daddr: Daddr, len: usize) -> Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
         self.dev.read_at(&mut buf, daddr.bytes())?;
-        Ok(buf)
-    }
-
-    /// Read a metadata buffer and run its verifier; the buffer is returned
-    /// only if the verifier passes.
-    pub fn read_meta(
-        &self,
-        daddr: Daddr,
-        len: usize,
-        verify: impl FnOnce(&[u8], Daddr) -> Result<()>,
-    ) -> Result<Vec<u8>> {
-        let buf = self.read_raw(daddr, len)?;
-        verify(&buf, daddr)?;
         Ok(buf)
     }
 

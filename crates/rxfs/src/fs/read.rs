@@ -47,6 +47,12 @@ impl Filesystem {
         crate::attr::read::getxattr(self, ip, name)
     }
 
+    /// Read up to `buf.len()` bytes of regular file `ip` at byte `offset`
+    /// (see [`crate::bmap::read::read_file`]).
+    pub fn read_file(&self, ip: &Inode, offset: u64, buf: &mut [u8]) -> Result<usize> {
+        crate::bmap::read::read_file(self, ip, offset, buf)
+    }
+
     /// The target of symlink `ip`. `Err(NotSymlink)` for other files.
     pub fn readlink(&self, ip: &Inode) -> Result<Vec<u8>> {
         crate::symlink::readlink(self, ip)
