@@ -9,7 +9,6 @@
 
 pub mod atime;
 pub mod inode;
-pub mod log;
 pub mod ops_attr;
 pub mod ops_data;
 pub mod ops_falloc;
@@ -23,9 +22,7 @@ pub mod path;
 pub mod prealloc;
 pub mod read;
 mod read_lock;
-pub mod recover_write;
 pub mod rw;
-mod rw_recover;
 pub mod statfs;
 pub mod stats;
 pub mod trans;
@@ -156,7 +153,13 @@ impl Filesystem {
             ));
         }
         crate::rt::check_at_open(&sb, rtdev.as_deref())?;
-        let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
+        let log_state = crate::recover::mount::check_at_open(
+            &*dev,
+            &geo,
+            &sb,
+            opts.read_only,
+            opts.norecovery,
+        )?;
         let mut recovery = None;
         let (dev, sb, geo) = match &log_state {
             Some(st) if st.needs_recovery() && !opts.norecovery => {
@@ -223,4 +226,51 @@ impl Filesystem {
     pub fn options(&self) -> &MountOptions {
         &self.opts
     }
+
+    /// The log state found at open (None: external log, or not computed
+    /// because the mount was `norecovery` and the log could not be read).
+    pub fn log_state(&self) -> Option<&crate::log::find::LogState> {
+        self.log_state.as_ref()
+    }
+
+    /// The internal log, for reading.
+    pub fn log(&self) -> Result<crate::log::find::Log<'_>> {
+        crate::log::find::Log::new(self.dev(), self.geo(), self.sb())
+    }
+}
+
+/// Recover the filesystem on `dev` in place: replay the log, finish its
+/// intents and unlinked inodes, write the resulting blocks, flush, then
+/// write a clean log. Returns what was replayed (all zero for a log that
+/// was already clean).
+///
+/// Filesystems rxfs can mount read-write recover as that mount does:
+/// finishing through the log, crash-safe at every step
+/// ([`crate::recover::logged`]); then a clean unmount. The others (rmapbt,
+/// realtime, external log) take [`crate::recover::clean::recover_in_place`].
+pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<crate::recover::RecoveryStats> {
+    if dev.read_only() {
+        return Err(Error::ReadOnly("recovery needs a writable device".into()));
+    }
+    let sb = crate::geometry::read_primary_sb(&*dev)?;
+    let geo = Geometry::new(&sb);
+    let log = crate::log::find::Log::new(&*dev, &geo, &sb)?;
+    let st = log.find_state()?;
+    if !st.needs_recovery() {
+        return Ok(Default::default());
+    }
+    if rw::check_writable(&sb, &geo, &*dev).is_ok() {
+        let fs = Filesystem::open(
+            dev.clone(),
+            None,
+            MountOptions {
+                read_only: false,
+                ..Default::default()
+            },
+        )?;
+        let stats = fs.recovery_stats().cloned().unwrap_or_default();
+        fs.unmount()?;
+        return Ok(stats);
+    }
+    crate::recover::clean::recover_in_place(&dev, &geo, &sb, &log, &st, rw::log_sunit(&sb))
 }

@@ -207,7 +207,7 @@ impl Filesystem {
         let st = crate::log::find::Log::new(&*dev, &geo, &sb)?.find_state()?;
         // A dirty log: checked in memory (refused with nothing written),
         // replayed onto the device, then continued and finished through
-        // logged transactions below (see rw_recover).
+        // logged transactions below (see crate::recover::logged).
         let (recovery, pending) = if st.needs_recovery() {
             let check = crate::recover::finish::recover_and_finish(
                 &dev,
@@ -216,7 +216,7 @@ impl Filesystem {
                 &st,
                 Unfreeable::Refuse,
             )?;
-            let pending = super::rw_recover::replay_onto_device(&*dev, &geo, &sb, &st)?;
+            let pending = crate::recover::logged::replay_onto_device(&*dev, &geo, &sb, &st)?;
             (Some(check.stats), Some(pending))
         } else {
             (None, None)
@@ -294,7 +294,7 @@ impl Filesystem {
             label: Mutex::new(fname),
         });
         if let (Some(p), Some(want)) = (pending, fs.recovery.as_ref()) {
-            if let Err(e) = fs.finish_recovery(p, want) {
+            if let Err(e) = crate::recover::logged::finish_logged(&*fs, p, want) {
                 // The log stays dirty with whatever was finished: the next
                 // recovery (ours or the kernel's) finishes the rest.
                 tracing::error!("finishing log recovery failed: {e}");
@@ -512,6 +512,33 @@ impl Filesystem {
     /// The read path's cached copy of `ino` is stale.
     pub(crate) fn invalidate_inode(&self, ino: Ino) {
         self.icache.remove_bump(ino, &self.epoch);
+    }
+}
+
+/// How recovery finishes through this mount's log (see
+/// [`crate::recover::logged`]).
+impl crate::recover::logged::LoggedMount for Filesystem {
+    type Tx<'a> = Trans<'a>;
+    fn geo(&self) -> &Geometry {
+        &self.geo
+    }
+    fn live_ail(&self) -> Result<&Ail> {
+        Ok(&self.rw_live()?.ail)
+    }
+    fn trans_alloc(&self, r: Resv) -> Result<Trans<'_>> {
+        Filesystem::trans_alloc(self, r)
+    }
+    fn commit(tx: Trans<'_>) -> Result<()> {
+        tx.commit().map(|_| ())
+    }
+    fn cancel(tx: Trans<'_>) {
+        tx.cancel()
+    }
+    fn log_intent_done(tx: &mut Trans<'_>, intent: Arc<crate::ail::IntentItem>, done: Vec<u8>) {
+        tx.log_intent_done(intent, done)
+    }
+    fn log_force(&self) -> Result<()> {
+        Filesystem::log_force(self)
     }
 }
 
