@@ -128,7 +128,3 @@ impl Filesystem {
         walk::btree_lookup_le(self, root, key)
     }
 }
-
-#[cfg(test)]
-#[path = "btree_tests.rs"]
-mod btree_tests;
