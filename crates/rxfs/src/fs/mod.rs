@@ -1,7 +1,22 @@
-//! A mounted filesystem: opening and mounting (with recovery of a dirty
-//! log), the read path (inodes, forks, directories, attributes, symlinks,
-//! btree walks, the realtime section), the logged transaction
-//! ([`trans`]), and the operations of a read-write mount (`ops_*`, [`rw`]).
+//! A mounted filesystem: opening and mounting, and the operations of a
+//! mounted filesystem. What each structure is and how it is read or
+//! changed lives in that structure's module (`inode`, `bmap`, `dir`,
+//! `attr`, `rt`, ...); log recovery in `recover`. Here:
+//!
+//! - this file: [`Filesystem::open`] (superblock and feature checks, the
+//!   realtime and log checks, in-memory recovery of a dirty log for a
+//!   read-only mount) and [`recover_to_device`] (`rxfs recover`);
+//! - [`rw`]: the read-write mount (the write path wired together,
+//!   recovery of a dirty log through it, unmount, shutdown, counters);
+//!   [`trans`]: its logged transaction;
+//! - [`inode`]: the inode cache and `iget`; [`read`]: the read path's
+//!   locks and entry points (the [`crate::inode::ReadCtx`] the structure
+//!   modules read through), path resolution; [`atime`]; [`statfs`];
+//! - the operations of a read-write mount: [`ops_data`] (write, with
+//!   speculative preallocation; setattr; fsync), [`overwrite`] (its
+//!   transaction-free fast path), [`ops_falloc`], [`ops_ns`],
+//!   [`ops_link`], [`ops_rename`], [`ops_attr`] (xattrs), [`ops_flags`]
+//!   (inode flags, fsxattr, the label).
 //!
 //! [`Filesystem`] is `Send + Sync`; every method takes `&self` and may be
 //! called from many threads at once. Metadata reaches algorithm code only
@@ -13,18 +28,13 @@ pub mod ops_attr;
 pub mod ops_data;
 pub mod ops_falloc;
 pub mod ops_flags;
-pub mod ops_label;
 pub mod ops_link;
 pub mod ops_ns;
 pub mod ops_rename;
 pub mod overwrite;
-pub mod path;
-pub mod prealloc;
 pub mod read;
-mod read_lock;
 pub mod rw;
 pub mod statfs;
-pub mod stats;
 pub mod trans;
 
 pub use statfs::StatFs;
@@ -55,7 +65,7 @@ pub struct MountOptions {
     /// behaviour before delayed logging), to measure what the CIL saves.
     pub ablate_delaylog: bool,
     /// Speculative preallocation past EOF (`allocsize=SIZE`): `None`
-    /// grows it with the file (see [`prealloc`]), `Some(bytes)` fixes its
+    /// grows it with the file (see [`crate::bmap::prealloc`]), `Some(bytes)` fixes its
     /// size as the kernel's option does, `Some(0)` turns it off (an rxfs
     /// extension, for tests that count extents).
     pub allocsize: Option<u64>,
@@ -92,7 +102,7 @@ pub struct Filesystem {
     /// Set by [`Self::shutdown`]: every operation, reads included, fails
     /// with `Shutdown` (EIO) from then on.
     shut_down: std::sync::atomic::AtomicBool,
-    /// The label (see [`ops_label`]).
+    /// The label (see [`ops_flags`]).
     label: parking_lot::Mutex<[u8; 12]>,
 }
 

@@ -95,7 +95,7 @@ pub trait ReadCtx {
     fn geo(&self) -> &Geometry;
     fn sb(&self) -> &Superblock;
     /// `ip` as of now, with its shared ilock held where reads must take it
-    /// (see `fs::read_lock`): a caller's older copy may name blocks a
+    /// (see `fs::read`): a caller's older copy may name blocks a
     /// transaction has since freed or rewritten.
     fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>>;
     /// Inode `ino`, read, verified and decoded (cached where the
