@@ -7,7 +7,11 @@
 //! lower layer must call upward it goes through a trait it owns:
 //! [`log::TailPusher`] (the log asks the AIL to move the tail),
 //! [`ail::LogForce`] (the AIL forces the CIL), [`xact::AgSpace`] (the btree
-//! editor and the rmap code get blocks and AGFL fix-ups from the allocator).
+//! editor and the rmap code get blocks and AGFL fix-ups from the allocator),
+//! [`inode::ReadCtx`] (every structure's read path reads a mounted
+//! filesystem through it: blocks, inodes, the read path's locks),
+//! [`recover::logged::LoggedMount`] (recovery finishes through a read-write
+//! mount's logged transactions).
 //!
 //! ```text
 //! layer  modules
@@ -21,7 +25,7 @@
 //!   7    rmap
 //!   8    alloc
 //!   9    ialloc bmap
-//!  10    dir symlink
+//!  10    dir symlink rt
 //!  11    attr
 //!  12    ns
 //!  13    recover
@@ -39,22 +43,28 @@
 //!   locks and the read view; write-back and tail moves; delayed logging.
 //! - [`xact`]: the transaction contract ([`xact::MetaTx`]) every metadata
 //!   algorithm is written against; [`cred`]: callers' credentials;
-//!   [`inode`]: the in-core inode and the read context
-//!   ([`inode::ReadCtx`]) the per-structure read paths use.
+//!   [`inode`]: the in-core inode, its decoding from the dinode, and the
+//!   read context ([`inode::ReadCtx`]) the per-structure read paths use.
 //! - [`ag`], [`btree`]: the AG headers (verified reads, in-place edits);
 //!   the short-form AG btrees (bnobt, cntbt, inobt, finobt, rmapbt): the
 //!   verifying walker and the generic editor.
 //! - [`rmap`], [`alloc`], [`ialloc`], [`bmap`], [`dir`], [`attr`]:
 //!   reverse mappings, free space, inodes, fork mappings, directories,
 //!   extended attributes: each structure's changes on a [`xact::MetaTx`]
-//!   and (directories, attributes) its reads over [`inode::ReadCtx`].
+//!   and its reads over [`inode::ReadCtx`] (inode allocation, file data,
+//!   directories, attributes); speculative preallocation's policy
+//!   ([`bmap::prealloc`]).
 //! - [`symlink`]: reading symlink targets (inline and remote blocks).
+//! - [`rt`]: the realtime section: checks at open, bitmap and summary
+//!   reads, free-space queries.
 //! - [`ns`]: namespace operations on a transaction (create, link, unlink,
 //!   rename...), combining the modules below.
-//! - [`recover`]: log replay per item type, intent finishing, unlinked
-//!   inodes.
-//! - [`fs`]: a mounted filesystem: the read path, the logged transaction,
-//!   the operations of a read-write mount, mount-time recovery.
+//! - [`recover`]: the log check at open, log replay per item type, intent
+//!   finishing and unlinked inodes (in memory, or through a read-write
+//!   mount's log), recovery in place and the clean log.
+//! - [`fs`]: a mounted filesystem: opening and mounting, the inode cache,
+//!   the read path's locks and entry points, the logged transaction, the
+//!   operations of a read-write mount.
 //! - [`check`], [`mkfs`], [`populate`]: the checker, making filesystems,
 //!   copying host trees in.
 //!
@@ -96,6 +106,7 @@ pub mod ns;
 pub mod populate;
 pub mod recover;
 pub mod rmap;
+pub mod rt;
 pub mod symlink;
 pub mod types;
 pub mod xact;

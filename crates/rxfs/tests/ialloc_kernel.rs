@@ -74,7 +74,7 @@ fn scenario(name: &str, size: u64, mkfs_opts: &[&str], n: usize) -> ((u32, u32),
     );
     for (i, &(ino, gen)) in inos.iter().enumerate() {
         assert!(
-            fs.inode_allocated(ino).unwrap(),
+            rxfs::ialloc::read::inode_allocated(&*fs, ino).unwrap(),
             "{name}: {} not allocated",
             ino.0
         );

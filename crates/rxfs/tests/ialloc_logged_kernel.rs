@@ -112,7 +112,7 @@ fn crash_and_recovery(name: &str, mkfs_opts: &[&str], n: usize) {
     check_with_xfs_db(&img, &rec);
     let fs = open_ro(&img);
     for (i, &ino) in inos.iter().enumerate() {
-        assert!(fs.inode_allocated(ino).unwrap());
+        assert!(rxfs::ialloc::read::inode_allocated(&*fs, ino).unwrap());
         if i % 16 != 0 {
             assert_eq!(fs.iget(ino).unwrap().core.mode as u32, new_inode(i).mode);
         }

@@ -29,7 +29,7 @@ use crash_support::walk::{kernel_tree, repair_n, Mounted};
 use crash_support::workload::{fill_bytes, Params, Workload};
 use rxfs::bdev::CrashDevice;
 use rxfs::fs::ops_ns::CreateArgs;
-use rxfs::fs::stats::FsStats;
+use rxfs::fs::rw::FsStats;
 use rxfs::types::Ino;
 use rxfs::{Filesystem, MountOptions};
 

@@ -1,5 +1,5 @@
 //! Files appended in small pieces, several at once, end up in few extents
-//! (speculative preallocation past EOF, see `rxfs::fs::prealloc`), and the
+//! (speculative preallocation past EOF, see `rxfs::bmap::prealloc`), and the
 //! unused preallocation is given back: after unmount no file has blocks
 //! past EOF, `xfs_repair -n` is clean and the kernel reads every byte.
 

@@ -65,7 +65,7 @@ fn inobt_walks_never_see_half_a_split() {
                 let mut i = t;
                 while !done.load(Ordering::Relaxed) {
                     let ino = early[i % early.len()];
-                    match fs.inode_allocated(ino) {
+                    match rxfs::ialloc::read::inode_allocated(&*fs, ino) {
                         Ok(true) => {}
                         r => {
                             if wrong.fetch_add(1, Ordering::Relaxed) < 5 {

@@ -259,7 +259,7 @@ fn unlinked_reflink_inode_is_refused() {
         ],
     );
     let dev = rxfs::bdev::FileDevice::open(&copy, false, false).unwrap();
-    let e = rxfs::fs::recover_write::recover_to_device(std::sync::Arc::new(dev)).unwrap_err();
+    let e = rxfs::fs::recover_to_device(std::sync::Arc::new(dev)).unwrap_err();
     assert!(
         matches!(e, rxfs::Error::NotSupported(_)) && e.to_string().contains("reflink file"),
         "{e}"

@@ -242,9 +242,9 @@ fn check_fixture(fx: &Fixture) {
         assert_eq!(&got, exts, "{path}: extents");
         // The bitmap says every rt extent these map is in use.
         for &(_, rtb, cnt, _) in exts {
-            let (first, n) = fs.rt_layout().rtx_span(rxfs::types::RtBlock(rtb), cnt);
+            let (first, n) = rxfs::rt::layout(&*fs).rtx_span(rxfs::types::RtBlock(rtb), cnt);
             assert_eq!(
-                fs.rt_extent_state(first, n).unwrap(),
+                rxfs::rt::extent_state(&*fs, first, n).unwrap(),
                 RangeState::Allocated,
                 "{path}: rt blocks {rtb}+{cnt}"
             );
@@ -252,28 +252,28 @@ fn check_fixture(fx: &Fixture) {
     }
     // The layout leaves rt extents 0..10 free, 10..13 used.
     assert_eq!(
-        fs.rt_extent_state(RtExtentNo(0), 10).unwrap(),
+        rxfs::rt::extent_state(&*fs, RtExtentNo(0), 10).unwrap(),
         RangeState::Free
     );
     assert_eq!(
-        fs.rt_extent_state(RtExtentNo(5), 6).unwrap(),
+        rxfs::rt::extent_state(&*fs, RtExtentNo(5), 6).unwrap(),
         RangeState::Mixed
     );
-    assert!(fs.rt_extent_state(RtExtentNo(g["rextents"]), 1).is_err());
+    assert!(rxfs::rt::extent_state(&*fs, RtExtentNo(g["rextents"]), 1).is_err());
 
     // Free space: bitmap vs xfs_db's superblock, the summary vs the script.
     let frextents: u64 = xfs_db(&fx.data(), &["sb 0", "print frextents"])["frextents"]
         .parse()
         .unwrap();
     assert_eq!(frextents, g["frextents"]);
-    assert_eq!(fs.rt_free_extents().unwrap(), frextents);
-    let sum = fs.rt_summary().unwrap();
+    assert_eq!(rxfs::rt::free_extents(&*fs).unwrap(), frextents);
+    let sum = rxfs::rt::summary(&*fs).unwrap();
     let mut want = l.summary.clone();
     want.sort();
     let mut got: Vec<_> = sum.nonzero().collect();
     got.sort();
     assert_eq!(got, want, "summary counters");
-    let check = fs.rt_check().unwrap();
+    let check = rxfs::rt::check(&*fs).unwrap();
     assert!(check.is_clean(), "{check:?}");
     assert_eq!(check.free_extents, frextents);
 
@@ -289,14 +289,15 @@ fn check_fixture(fx: &Fixture) {
     );
     let fs2 = Filesystem::open_path(&fixed, Some(&fx.rt()), ro()).unwrap();
     assert_eq!(fs2.sb().frextents, frextents);
-    assert_eq!(fs2.rt_summary().unwrap(), sum);
+    assert_eq!(rxfs::rt::summary(&*fs2).unwrap(), sum);
     let (b1, b2) = (
-        fs.rt_bitmap_inode().unwrap(),
-        fs2.rt_bitmap_inode().unwrap(),
+        rxfs::rt::bitmap_inode(&*fs).unwrap(),
+        rxfs::rt::bitmap_inode(&*fs2).unwrap(),
     );
     for b in 0..g["rbmblocks"] {
         assert!(
-            fs.rt_bitmap_block(&b1, b).unwrap() == fs2.rt_bitmap_block(&b2, b).unwrap(),
+            rxfs::rt::bitmap_block(&*fs, &b1, b).unwrap()
+                == rxfs::rt::bitmap_block(&*fs2, &b2, b).unwrap(),
             "bitmap block {b} differs from xfs_repair's"
         );
     }
@@ -360,7 +361,10 @@ fn check_failures(fx: &Fixture) {
     let fs = Filesystem::open_path(&fx.data(), None, ro()).unwrap();
     let want = std::fs::read(fx.src().join("rt/plain")).unwrap();
     assert_eq!(read_all(&fs, plain, 4096), want);
-    assert_eq!(fs.rt_free_extents().unwrap(), l.geometry["frextents"]);
+    assert_eq!(
+        rxfs::rt::free_extents(&*fs).unwrap(),
+        l.geometry["frextents"]
+    );
     let ip = fs.iget(multi).unwrap();
     let e = fs.read_file(&ip, 0, &mut [0u8; 100]).unwrap_err();
     assert!(
@@ -394,8 +398,8 @@ fn check_failures(fx: &Fixture) {
         .unwrap();
     assert!(matches!(&e, Error::Invalid(_)), "{e}");
     let fs = Filesystem::open_path(&plain_img, None, ro()).unwrap();
-    assert_eq!(fs.rt_free_extents().unwrap(), 0);
-    assert!(fs.rt_check().unwrap().is_clean());
+    assert_eq!(rxfs::rt::free_extents(&*fs).unwrap(), 0);
+    assert!(rxfs::rt::check(&*fs).unwrap().is_clean());
 
     // Superblock realtime geometry that does not add up.
     let bad = damaged_copy(fx, "bad-rextents.img", &["sb 0", "write -d rextents 5"]);
@@ -416,7 +420,7 @@ fn check_failures(fx: &Fixture) {
         "xfs_repair -n accepts a bad bitmap size"
     );
     let fs = Filesystem::open_path(&bad, Some(&fx.rt()), ro()).unwrap();
-    let e = fs.rt_free_extents().unwrap_err();
+    let e = rxfs::rt::free_extents(&*fs).unwrap_err();
     assert!(e.is_corrupt() && e.to_string().contains("size"), "{e}");
 
     // frextents off by one: both xfs_repair -n and rt_check notice.
@@ -428,7 +432,7 @@ fn check_failures(fx: &Fixture) {
     );
     assert!(!repair_n(&bad, &fx.rt()).0);
     let fs = Filesystem::open_path(&bad, Some(&fx.rt()), ro()).unwrap();
-    let c = fs.rt_check().unwrap();
+    let c = rxfs::rt::check(&*fs).unwrap();
     assert!(
         !c.is_clean() && c.sb_frextents == f && c.free_extents == f + 1,
         "{c:?}"
@@ -448,7 +452,7 @@ fn check_failures(fx: &Fixture) {
     );
     assert!(!repair_n(&bad, &fx.rt()).0);
     let fs = Filesystem::open_path(&bad, Some(&fx.rt()), ro()).unwrap();
-    let c = fs.rt_check().unwrap();
+    let c = rxfs::rt::check(&*fs).unwrap();
     assert!(!c.is_clean());
     assert_eq!(c.summary_mismatches, vec![(0, 0, 0x0101_0101, 0)]);
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rxfs::fs::ops_ns::CreateArgs;
-use rxfs::fs::stats::FsStats;
+use rxfs::fs::rw::FsStats;
 use rxfs::types::Ino;
 use rxfs::{Filesystem, MountOptions};
 

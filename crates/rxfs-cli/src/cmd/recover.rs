@@ -21,7 +21,7 @@ pub fn run(a: Args) -> CliResult<()> {
     let name = a.image.display().to_string();
     let dev = rxfs::bdev::FileDevice::open(&a.image, false, false)
         .map_err(|e| CliError::fs(&name, &e))?;
-    let stats = rxfs::fs::recover_write::recover_to_device(std::sync::Arc::new(dev))
+    let stats = rxfs::fs::recover_to_device(std::sync::Arc::new(dev))
         .map_err(|e| CliError::fs(&name, &e))?;
     if stats == Default::default() {
         println!("{name}: log is clean, nothing to recover");

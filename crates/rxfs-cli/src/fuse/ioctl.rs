@@ -41,7 +41,7 @@ use super::wire::ReplyIoctl;
 use rxfs::format::fsop_geom::GeomVersion;
 use rxfs::format::xflags::{fl_from_xflags, xflags_from_fl, COMMON_FL, XFLAG_COMMON};
 use rxfs::fs::ops_flags::FsXattr;
-use rxfs::fs::ops_label::LABEL_MAX;
+use rxfs::fs::ops_flags::LABEL_MAX;
 use rxfs::fs::rw::ShutdownFlush;
 
 use super::cred::Asker;

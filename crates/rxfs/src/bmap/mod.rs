@@ -52,6 +52,8 @@ pub mod data;
 pub mod falloc;
 pub mod fork;
 pub mod map;
+pub mod prealloc;
+pub mod read;
 
 /// Lock order help for operations whose rmap edits come late: join, in
 /// ascending order, the AGF of every AG where the data or attr fork of one

@@ -441,3 +441,7 @@ pub fn btree_lookup_le<R: BtreeRecord>(
     let rec = Walker::new(fs, root)?.lookup_le(key)?;
     Ok(rec.map(|b| R::from_disk(&b, sparse)))
 }
+
+#[cfg(test)]
+#[path = "walk_tests.rs"]
+mod walk_tests;

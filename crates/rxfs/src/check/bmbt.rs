@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use crate::format::be64;
 use crate::format::bmbt::{self, LBLOCK_HDR_SIZE};
 use crate::fs::Filesystem;
+use crate::inode::ReadCtx;
 use crate::types::{FsBlock, Ino};
 
 const NULL_FSBLOCK: u64 = u64::MAX;

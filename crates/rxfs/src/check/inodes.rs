@@ -220,7 +220,7 @@ fn check_inode(c: &mut Checker, ino: Ino, core: &InodeCore, buf: &[u8]) {
         );
         c.add_ino("inode-nblocks", ino.0, msg);
     }
-    match fs.decode_inode(ino, buf) {
+    match crate::inode::decode::decode_inode(fs, ino, buf) {
         Ok(ip) => super::dirs::check_attrs(c, &ip),
         Err(e) => c.add_ino("inode-bad", ino.0, e.to_string()),
     }

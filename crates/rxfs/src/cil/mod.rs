@@ -171,7 +171,7 @@ pub struct Cil {
     c: Counters,
 }
 
-/// CIL counters (see [`crate::fs::stats::FsStats`]).
+/// CIL counters (see [`crate::fs::rw::FsStats`]).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CilStats {
     pub commits: u64,

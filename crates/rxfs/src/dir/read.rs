@@ -67,7 +67,7 @@ pub fn dir_geo(fs: &(impl ReadCtx + ?Sized)) -> DirGeo {
 }
 
 /// Look `name` up in directory `dir`. `Err(NotFound)` when absent.
-/// Under the directory's shared ilock (see `fs::read_lock`).
+/// Under the directory's shared ilock (see `fs::read`).
 pub fn lookup(fs: &(impl ReadCtx + ?Sized), dir: &Inode, name: &[u8]) -> Result<Ino> {
     let dir = fs.read_locked(dir)?;
     lookup_in(fs, &dir, name)

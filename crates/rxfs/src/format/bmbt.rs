@@ -6,7 +6,7 @@
 //! l1: [63..21] startblock low 43 bits  [20..0] blockcount (21 bits)
 //! ```
 //! Long-format btree block header (72 bytes): magic, level u16, numrecs u16,
-//! leftsib u64, rightsib u64, blkno u64, lsn u64, uuid[16], owner u64,
+//! leftsib u64, rightsib u64, blkno u64, lsn u64, uuid (16 bytes), owner u64,
 //! crc u32 (LE), pad u32. Leaves hold extent records at 72; nodes hold
 //! `maxrecs` keys (u64 startoff) at 72 followed by `maxrecs` pointers (u64
 //! fsblock). The inode-rooted form (bmdr) is level u16, numrecs u16, keys

@@ -13,7 +13,7 @@
 //! Free space is described by two regular files on the data device, named
 //! by the superblock (sb_rbmino, sb_rsumino). They have no block headers,
 //! no magic and no CRC: their only verification is their size and the
-//! consistency between them (see [`crate::fs::rt`]).
+//! consistency between them (see [`crate::rt`]).
 //!
 //! ```text
 //! bitmap file (sb_rbmblocks blocks), words of 32 bits in HOST byte order:

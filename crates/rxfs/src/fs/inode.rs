@@ -1,8 +1,7 @@
-//! Loading inodes: the inode cache, `iget`, decoding a dinode into an
-//! in-core [`Inode`] (its type lives in [`crate::inode`]).
-//!
-//! Btree-format forks are flattened at load time into the sorted extent list
-//! (the bmbt is walked once, every block verified), so readers see one shape.
+//! Loading inodes on a mounted filesystem: the inode cache and `iget`
+//! (the allocation check, the read under the inode's lock, the in-core
+//! copy of a read-write mount). Decoding the bytes is
+//! [`crate::inode::decode`]'s.
 
 use std::sync::Arc;
 
@@ -10,16 +9,9 @@ use parking_lot::RwLock;
 use rustc_hash::FxHashMap;
 
 use super::Filesystem;
-use crate::error::{Error, Location, Result};
-use crate::format::bmbt;
-use crate::format::inode::{self as dinode, FMT_BTREE, FMT_DEV, FMT_EXTENTS, FMT_LOCAL};
-use crate::inode::{Fork, Inode};
-use crate::types::{ForkKind, FsBlock, Ino};
-
-/// Largest file offset in blocks an extent may reach (2^54).
-const MAX_FILEOFF: u64 = 1 << 54;
-/// Deepest bmbt XFS can build.
-const BMBT_MAXLEVELS: u16 = 9;
+use crate::error::{Error, Result};
+use crate::inode::Inode;
+use crate::types::Ino;
 
 /// Shards of the inode cache.
 const ICACHE_SHARDS: usize = 64;
@@ -134,7 +126,7 @@ impl Filesystem {
             }
             st.committed.clone()
         };
-        self.decode_inode(ino, &bytes).ok()
+        crate::inode::decode::decode_inode(self, ino, &bytes).ok()
     }
 
     /// [`Self::iget`] of an inode this mount has just created or changed
@@ -170,7 +162,7 @@ impl Filesystem {
             drop(guard);
             return self.iget(ino);
         }
-        let decoded = self.decode_inode(ino, &buf);
+        let decoded = crate::inode::decode::decode_inode(self, ino, &buf);
         drop(guard);
         match decoded {
             Ok(ip) => {
@@ -196,290 +188,13 @@ impl Filesystem {
         let _guard = self.read_guard(ino);
         // Existence is decided by the inode btree, not by the inode core:
         // an inode number that no allocated chunk covers does not exist.
-        if !self.inode_allocated(ino)? {
+        if !crate::ialloc::read::inode_allocated(self, ino)? {
             return Err(Error::NotFound);
         }
         let (daddr, off) = geo.ino_location(ino);
         let isize = geo.inodesize as usize;
         let mut buf = vec![0u8; isize];
         self.dev().read_at(&mut buf, daddr.bytes() + off as u64)?;
-        self.decode_inode(ino, &buf)
-    }
-
-    /// Decode inode `ino` from its on-disk bytes (`inodesize` of them),
-    /// forks included, without asking the inode btree whether it is
-    /// allocated (checkers that walk the chunks already know).
-    pub(crate) fn decode_inode(&self, ino: Ino, buf: &[u8]) -> Result<Inode> {
-        let isize = buf.len();
-        let core = dinode::decode_core(
-            buf,
-            ino,
-            &self.sb().metadata_uuid(),
-            self.sb().has_nrext64(),
-        )?;
-        if core.mode == 0 {
-            return Err(Error::corrupt(
-                "inode",
-                Location::Ino(ino.0),
-                "allocated in the inode btree but free on disk (mode 0)",
-            ));
-        }
-        let realtime = core.flags & dinode::DIFLAG_REALTIME != 0;
-        let dsize = core.data_fork_size(isize);
-        let dfork = &buf[dinode::DINODE_V3_CORE_SIZE..dinode::DINODE_V3_CORE_SIZE + dsize];
-        let data = self.decode_fork(
-            ino,
-            &core,
-            ForkKind::Data,
-            core.format,
-            dfork,
-            core.nextents,
-            realtime,
-        )?;
-        let attr = if core.forkoff != 0 {
-            let aoff = core.attr_fork_offset();
-            let afork = &buf[aoff..isize];
-            Some(self.decode_fork(
-                ino,
-                &core,
-                ForkKind::Attr,
-                core.aformat,
-                afork,
-                core.anextents as u64,
-                false,
-            )?)
-        } else {
-            None
-        };
-        Ok(Inode {
-            ino,
-            core,
-            data,
-            attr,
-        })
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn decode_fork(
-        &self,
-        ino: Ino,
-        core: &dinode::InodeCore,
-        kind: ForkKind,
-        format: u8,
-        fork: &[u8],
-        nextents: u64,
-        realtime: bool,
-    ) -> Result<Fork> {
-        let at = Location::Ino(ino.0);
-        let what = match kind {
-            ForkKind::Data => "inode data fork",
-            ForkKind::Attr => "inode attr fork",
-        };
-        match format {
-            FMT_DEV if kind == ForkKind::Data => {
-                if fork.len() < 4 {
-                    return Err(Error::corrupt(what, at, "no room for a device number"));
-                }
-                Ok(Fork::Dev(crate::format::be32(fork, 0)))
-            }
-            FMT_LOCAL => {
-                let len = match kind {
-                    ForkKind::Data => core.size,
-                    // Shortform attributes carry their own total size.
-                    ForkKind::Attr => fork.len() as u64,
-                };
-                if len > fork.len() as u64 {
-                    return Err(Error::corrupt(
-                        what,
-                        at,
-                        format!("local fork of {len} bytes in {} bytes of space", fork.len()),
-                    ));
-                }
-                Ok(Fork::Local(fork[..len as usize].to_vec()))
-            }
-            FMT_EXTENTS => {
-                let max = fork.len() / bmbt::EXTENT_REC_SIZE;
-                if nextents > max as u64 {
-                    return Err(Error::corrupt(
-                        what,
-                        at,
-                        format!("{nextents} extents in a fork holding at most {max}"),
-                    ));
-                }
-                let list: Vec<_> = (0..nextents as usize)
-                    .map(|i| bmbt::Extent::decode(&fork[i * 16..]))
-                    .collect();
-                self.check_extents(ino, what, &list, realtime)?;
-                Ok(Fork::Extents { list, btree: false })
-            }
-            FMT_BTREE => {
-                let list = self.load_bmbt(ino, what, fork, nextents, realtime)?;
-                Ok(Fork::Extents { list, btree: true })
-            }
-            f => Err(Error::corrupt(what, at, format!("bad fork format {f}"))),
-        }
-    }
-
-    /// Check an extent list: valid addresses, sorted, non-overlapping.
-    fn check_extents(
-        &self,
-        ino: Ino,
-        what: &'static str,
-        list: &[bmbt::Extent],
-        realtime: bool,
-    ) -> Result<()> {
-        let geo = self.geo();
-        let at = Location::Ino(ino.0);
-        let mut next_off = 0u64;
-        for (i, e) in list.iter().enumerate() {
-            if e.len == 0
-                || e.off
-                    .0
-                    .checked_add(e.len)
-                    .is_none_or(|end| end > MAX_FILEOFF)
-            {
-                return Err(Error::corrupt(
-                    what,
-                    at,
-                    format!("extent {i}: bad offset/length {e:?}"),
-                ));
-            }
-            if e.off.0 < next_off {
-                return Err(Error::corrupt(
-                    what,
-                    at,
-                    format!("extent {i} overlaps or is out of order"),
-                ));
-            }
-            let ok = if realtime {
-                geo.rt_extent_valid(crate::types::RtBlock(e.start), e.len)
-            } else {
-                geo.fsb_extent_valid(FsBlock(e.start), e.len)
-            };
-            if !ok {
-                return Err(Error::corrupt(
-                    what,
-                    at,
-                    format!("extent {i} points outside the device: {e:?}"),
-                ));
-            }
-            next_off = e.end();
-        }
-        Ok(())
-    }
-
-    /// Walk a bmbt rooted in the inode fork and return every extent record.
-    fn load_bmbt(
-        &self,
-        ino: Ino,
-        what: &'static str,
-        root: &[u8],
-        nextents: u64,
-        realtime: bool,
-    ) -> Result<Vec<bmbt::Extent>> {
-        let geo = self.geo();
-        let at = Location::Ino(ino.0);
-        if root.len() < 4 {
-            return Err(Error::corrupt(what, at, "btree root too small"));
-        }
-        let level = bmbt::root_level(root);
-        let numrecs = bmbt::root_numrecs(root) as usize;
-        let maxrecs = bmbt::root_maxrecs(root.len());
-        if level == 0 || level > BMBT_MAXLEVELS || numrecs == 0 || numrecs > maxrecs {
-            return Err(Error::corrupt(
-                what,
-                at,
-                format!("bad btree root: level {level}, {numrecs} records (max {maxrecs})"),
-            ));
-        }
-        // An extent list can never be longer than the blocks it maps.
-        let limit = if realtime { geo.rblocks } else { geo.dblocks };
-        if nextents > limit {
-            return Err(Error::corrupt(
-                what,
-                at,
-                format!("{nextents} extents on a {limit}-block device"),
-            ));
-        }
-        let mut out = Vec::with_capacity(nextents.min(1 << 20) as usize);
-        let mut visited = std::collections::HashSet::new();
-        let ptr_off = 4 + maxrecs * 8;
-        for i in 0..numrecs {
-            let ptr = crate::format::be64(root, ptr_off + i * 8);
-            self.walk_bmbt_block(
-                ino,
-                what,
-                FsBlock(ptr),
-                level - 1,
-                &mut visited,
-                &mut out,
-                nextents,
-            )?;
-        }
-        if out.len() as u64 != nextents {
-            return Err(Error::corrupt(
-                what,
-                at,
-                format!("btree holds {} extents, inode says {nextents}", out.len()),
-            ));
-        }
-        self.check_extents(ino, what, &out, realtime)?;
-        Ok(out)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn walk_bmbt_block(
-        &self,
-        ino: Ino,
-        what: &'static str,
-        fsb: FsBlock,
-        level: u16,
-        visited: &mut std::collections::HashSet<u64>,
-        out: &mut Vec<bmbt::Extent>,
-        nextents: u64,
-    ) -> Result<()> {
-        let geo = self.geo();
-        let at = Location::Ino(ino.0);
-        if !geo.fsb_extent_valid(fsb, 1) {
-            return Err(Error::corrupt(
-                what,
-                at,
-                format!("bmbt pointer {} out of range", fsb.0),
-            ));
-        }
-        if !visited.insert(fsb.0) {
-            return Err(Error::corrupt(
-                what,
-                at,
-                format!("bmbt block {} reached twice", fsb.0),
-            ));
-        }
-        let daddr = geo.fsb_to_daddr(fsb);
-        let bs = geo.blocksize as usize;
-        let uuid = self.sb().metadata_uuid();
-        let buf = self.read_meta(daddr, bs, |b, d| {
-            bmbt::verify_block(b, d, ino, &uuid, level)
-        })?;
-        let numrecs = crate::format::be16(&buf, 6) as usize;
-        if level == 0 {
-            if out.len() as u64 + numrecs as u64 > nextents {
-                return Err(Error::corrupt(
-                    "bmbt block",
-                    Location::Daddr(daddr.0),
-                    "more extents than the inode counts",
-                ));
-            }
-            for i in 0..numrecs {
-                out.push(bmbt::Extent::decode(&buf[bmbt::LBLOCK_HDR_SIZE + i * 16..]));
-            }
-            return Ok(());
-        }
-        let maxrecs = bmbt::block_maxrecs(bs, false);
-        let ptr_off = bmbt::LBLOCK_HDR_SIZE + maxrecs * 8;
-        for i in 0..numrecs {
-            let ptr = crate::format::be64(&buf, ptr_off + i * 8);
-            self.walk_bmbt_block(ino, what, FsBlock(ptr), level - 1, visited, out, nextents)?;
-        }
-        Ok(())
+        crate::inode::decode::decode_inode(self, ino, &buf)
     }
 }

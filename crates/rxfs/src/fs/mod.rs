@@ -1,36 +1,40 @@
-//! A mounted filesystem: opening and mounting (with recovery of a dirty
-//! log), the read path (inodes, forks, directories, attributes, symlinks,
-//! btree walks, the realtime section), the logged transaction
-//! ([`trans`]), and the operations of a read-write mount (`ops_*`, [`rw`]).
+//! A mounted filesystem: opening and mounting, and the operations of a
+//! mounted filesystem. What each structure is and how it is read or
+//! changed lives in that structure's module (`inode`, `bmap`, `dir`,
+//! `attr`, `rt`, ...); log recovery in `recover`. Here:
+//!
+//! - this file: [`Filesystem::open`] (superblock and feature checks, the
+//!   realtime and log checks, in-memory recovery of a dirty log for a
+//!   read-only mount) and [`recover_to_device`] (`rxfs recover`);
+//! - [`rw`]: the read-write mount (the write path wired together,
+//!   recovery of a dirty log through it, unmount, shutdown, counters);
+//!   [`trans`]: its logged transaction;
+//! - [`inode`]: the inode cache and `iget`; [`read`]: the read path's
+//!   locks and entry points (the [`crate::inode::ReadCtx`] the structure
+//!   modules read through), path resolution; [`atime`]; [`statfs`];
+//! - the operations of a read-write mount: [`ops_data`] (write, with
+//!   speculative preallocation; setattr; fsync), [`overwrite`] (its
+//!   transaction-free fast path), [`ops_falloc`], [`ops_ns`],
+//!   [`ops_link`], [`ops_rename`], [`ops_attr`] (xattrs), [`ops_flags`]
+//!   (inode flags, fsxattr, the label).
 //!
 //! [`Filesystem`] is `Send + Sync`; every method takes `&self` and may be
 //! called from many threads at once. Metadata reaches algorithm code only
 //! after its verifier has passed.
 
 pub mod atime;
-pub mod bmap;
-pub mod inobt;
 pub mod inode;
-pub mod log;
 pub mod ops_attr;
 pub mod ops_data;
 pub mod ops_falloc;
 pub mod ops_flags;
-pub mod ops_label;
 pub mod ops_link;
 pub mod ops_ns;
 pub mod ops_rename;
 pub mod overwrite;
-pub mod path;
-pub mod prealloc;
 pub mod read;
-mod read_lock;
-pub mod recover_write;
-pub mod rt;
 pub mod rw;
-mod rw_recover;
 pub mod statfs;
-pub mod stats;
 pub mod trans;
 
 pub use statfs::StatFs;
@@ -61,7 +65,7 @@ pub struct MountOptions {
     /// behaviour before delayed logging), to measure what the CIL saves.
     pub ablate_delaylog: bool,
     /// Speculative preallocation past EOF (`allocsize=SIZE`): `None`
-    /// grows it with the file (see [`prealloc`]), `Some(bytes)` fixes its
+    /// grows it with the file (see [`crate::bmap::prealloc`]), `Some(bytes)` fixes its
     /// size as the kernel's option does, `Some(0)` turns it off (an rxfs
     /// extension, for tests that count extents).
     pub allocsize: Option<u64>,
@@ -98,7 +102,7 @@ pub struct Filesystem {
     /// Set by [`Self::shutdown`]: every operation, reads included, fails
     /// with `Shutdown` (EIO) from then on.
     shut_down: std::sync::atomic::AtomicBool,
-    /// The label (see [`ops_label`]).
+    /// The label (see [`ops_flags`]).
     label: parking_lot::Mutex<[u8; 12]>,
 }
 
@@ -158,8 +162,14 @@ impl Filesystem {
                 format!("device has {} bytes, filesystem needs {need}", dev.size()),
             ));
         }
-        rt::check_at_open(&sb, rtdev.as_deref())?;
-        let log_state = log::check_at_open(&*dev, &geo, &sb, &opts)?;
+        crate::rt::check_at_open(&sb, rtdev.as_deref())?;
+        let log_state = crate::recover::mount::check_at_open(
+            &*dev,
+            &geo,
+            &sb,
+            opts.read_only,
+            opts.norecovery,
+        )?;
         let mut recovery = None;
         let (dev, sb, geo) = match &log_state {
             Some(st) if st.needs_recovery() && !opts.norecovery => {
@@ -207,19 +217,6 @@ impl Filesystem {
         Ok(buf)
     }
 
-    /// Read a metadata buffer and run its verifier; the buffer is returned
-    /// only if the verifier passes.
-    pub fn read_meta(
-        &self,
-        daddr: Daddr,
-        len: usize,
-        verify: impl FnOnce(&[u8], Daddr) -> Result<()>,
-    ) -> Result<Vec<u8>> {
-        let buf = self.read_raw(daddr, len)?;
-        verify(&buf, daddr)?;
-        Ok(buf)
-    }
-
     pub fn sb(&self) -> &Superblock {
         &self.sb
     }
@@ -239,4 +236,51 @@ impl Filesystem {
     pub fn options(&self) -> &MountOptions {
         &self.opts
     }
+
+    /// The log state found at open (None: external log, or not computed
+    /// because the mount was `norecovery` and the log could not be read).
+    pub fn log_state(&self) -> Option<&crate::log::find::LogState> {
+        self.log_state.as_ref()
+    }
+
+    /// The internal log, for reading.
+    pub fn log(&self) -> Result<crate::log::find::Log<'_>> {
+        crate::log::find::Log::new(self.dev(), self.geo(), self.sb())
+    }
+}
+
+/// Recover the filesystem on `dev` in place: replay the log, finish its
+/// intents and unlinked inodes, write the resulting blocks, flush, then
+/// write a clean log. Returns what was replayed (all zero for a log that
+/// was already clean).
+///
+/// Filesystems rxfs can mount read-write recover as that mount does:
+/// finishing through the log, crash-safe at every step
+/// ([`crate::recover::logged`]); then a clean unmount. The others (rmapbt,
+/// realtime, external log) take [`crate::recover::clean::recover_in_place`].
+pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<crate::recover::RecoveryStats> {
+    if dev.read_only() {
+        return Err(Error::ReadOnly("recovery needs a writable device".into()));
+    }
+    let sb = crate::geometry::read_primary_sb(&*dev)?;
+    let geo = Geometry::new(&sb);
+    let log = crate::log::find::Log::new(&*dev, &geo, &sb)?;
+    let st = log.find_state()?;
+    if !st.needs_recovery() {
+        return Ok(Default::default());
+    }
+    if rw::check_writable(&sb, &geo, &*dev).is_ok() {
+        let fs = Filesystem::open(
+            dev.clone(),
+            None,
+            MountOptions {
+                read_only: false,
+                ..Default::default()
+            },
+        )?;
+        let stats = fs.recovery_stats().cloned().unwrap_or_default();
+        fs.unmount()?;
+        return Ok(stats);
+    }
+    crate::recover::clean::recover_in_place(&dev, &geo, &sb, &log, &st, rw::log_sunit(&sb))
 }

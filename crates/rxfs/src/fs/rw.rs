@@ -1,4 +1,5 @@
-//! A read-write mount: the write path's parts and how they are wired.
+//! A read-write mount: the write path's parts and how they are wired,
+//! and its counters a user can read ([`FsStats`], `rxfs stats`).
 //!
 //! ```text
 //!  Trans (fs::trans) --commit--> Cil (cil) --push--> LogWriter (log) --> device
@@ -30,6 +31,7 @@ use parking_lot::Mutex;
 use super::{Filesystem, MountOptions};
 use crate::ail::Ail;
 use crate::bdev::BlockDevice;
+use crate::cache::ilock::LockStats;
 use crate::cache::inode_item::{ILockExcl, ILockShared};
 use crate::cache::{BufCache, CacheDevice, InodeTable};
 use crate::cil::Cil;
@@ -37,10 +39,9 @@ use crate::error::{Error, Result};
 use crate::format::bufkind::BufKind;
 use crate::format::put_be64;
 use crate::format::sb::Superblock;
-use crate::fs::stats::FsStats;
 use crate::fs::trans::Trans;
 use crate::geometry::Geometry;
-use crate::log::{LogConfig, LogWriter};
+use crate::log::{LogConfig, LogStats, LogWriter};
 use crate::recover::finish::Unfreeable;
 use crate::types::{Daddr, Ino};
 use crate::xact::{MetaTx, Resv};
@@ -96,8 +97,8 @@ pub struct RwCore {
     /// Free-space btree blocks at the last count (see
     /// [`RwCore::unavailable_blocks`]).
     allocbt_hint: AtomicU64,
-    /// Inodes with speculative preallocation (see [`super::prealloc`]).
-    pub(crate) prealloc: super::prealloc::Prealloc,
+    /// Inodes with speculative preallocation (see [`crate::bmap::prealloc`]).
+    pub(crate) prealloc: crate::bmap::prealloc::Prealloc,
 }
 
 impl RwCore {
@@ -207,7 +208,7 @@ impl Filesystem {
         let st = crate::log::find::Log::new(&*dev, &geo, &sb)?.find_state()?;
         // A dirty log: checked in memory (refused with nothing written),
         // replayed onto the device, then continued and finished through
-        // logged transactions below (see rw_recover).
+        // logged transactions below (see crate::recover::logged).
         let (recovery, pending) = if st.needs_recovery() {
             let check = crate::recover::finish::recover_and_finish(
                 &dev,
@@ -216,7 +217,7 @@ impl Filesystem {
                 &st,
                 Unfreeable::Refuse,
             )?;
-            let pending = super::rw_recover::replay_onto_device(&*dev, &geo, &sb, &st)?;
+            let pending = crate::recover::logged::replay_onto_device(&*dev, &geo, &sb, &st)?;
             (Some(check.stats), Some(pending))
         } else {
             (None, None)
@@ -294,7 +295,7 @@ impl Filesystem {
             label: Mutex::new(fname),
         });
         if let (Some(p), Some(want)) = (pending, fs.recovery.as_ref()) {
-            if let Err(e) = fs.finish_recovery(p, want) {
+            if let Err(e) = crate::recover::logged::finish_logged(&*fs, p, want) {
                 // The log stays dirty with whatever was finished: the next
                 // recovery (ours or the kernel's) finishes the rest.
                 tracing::error!("finishing log recovery failed: {e}");
@@ -515,6 +516,33 @@ impl Filesystem {
     }
 }
 
+/// How recovery finishes through this mount's log (see
+/// [`crate::recover::logged`]).
+impl crate::recover::logged::LoggedMount for Filesystem {
+    type Tx<'a> = Trans<'a>;
+    fn geo(&self) -> &Geometry {
+        &self.geo
+    }
+    fn live_ail(&self) -> Result<&Ail> {
+        Ok(&self.rw_live()?.ail)
+    }
+    fn trans_alloc(&self, r: Resv) -> Result<Trans<'_>> {
+        Filesystem::trans_alloc(self, r)
+    }
+    fn commit(tx: Trans<'_>) -> Result<()> {
+        tx.commit().map(|_| ())
+    }
+    fn cancel(tx: Trans<'_>) {
+        tx.cancel()
+    }
+    fn log_intent_done(tx: &mut Trans<'_>, intent: Arc<crate::ail::IntentItem>, done: Vec<u8>) {
+        tx.log_intent_done(intent, done)
+    }
+    fn log_force(&self) -> Result<()> {
+        Filesystem::log_force(self)
+    }
+}
+
 /// The log buffer size when `logbsize` is not given: the largest the
 /// kernel allows (256 KiB) while all `logbufs` buffers fit in an eighth of
 /// the log, never below 32 KiB or the log stripe unit. The kernel defaults
@@ -531,4 +559,89 @@ fn default_logbsize(log_bbs: u32, logbufs: usize, sunit: u32) -> u32 {
         b /= 2;
     }
     b.max(sunit)
+}
+
+/// A snapshot of the write path's counters (all zero on read-only mounts).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FsStats {
+    /// Transactions committed, and cancelled.
+    pub trans_commits: u64,
+    pub trans_cancels: u64,
+    /// Commits that logged more than their reservation (a reservation
+    /// too small for the operation: a bug to report; the CIL still writes
+    /// them, from the log's headroom).
+    pub trans_resv_overruns: u64,
+    /// AGI/AGF joins out of lock order (AGIs before AGFs, each ascending):
+    /// a deadlock waiting for the right interleaving; a bug to report.
+    pub ag_lock_order_violations: u64,
+    /// Log items inserted into the CIL (one per item per commit), and
+    /// those that were already in the CIL (relogged in the same checkpoint).
+    pub cil_items: u64,
+    pub cil_relogged: u64,
+    /// Checkpoints written, their total and largest size in bytes of log
+    /// vectors, and the transactions they aggregated.
+    pub checkpoints: u64,
+    pub checkpoint_bytes: u64,
+    pub checkpoint_max_bytes: u64,
+    pub checkpoint_trans: u64,
+    /// Background CIL pushes (space limit), and log forces asked of the CIL.
+    pub cil_background_pushes: u64,
+    pub cil_forces: u64,
+    /// AIL: push passes, items written back, write I/Os (after merging
+    /// adjacent buffers), items skipped because still pinned.
+    pub ail_pushes: u64,
+    pub ail_items_written: u64,
+    pub ail_write_ios: u64,
+    pub ail_pinned_skips: u64,
+    /// The log writer's counters (log writes, bytes, forces, grant waits).
+    pub log: LogStats,
+    /// Inode lock acquisitions (see [`crate::cache::ilock`]).
+    pub locks: LockStats,
+}
+
+impl FsStats {
+    /// `name value` lines, stable names (the stats file format).
+    pub fn lines(&self) -> Vec<(&'static str, u64)> {
+        let l = &self.log;
+        vec![
+            ("trans_commits", self.trans_commits),
+            ("trans_cancels", self.trans_cancels),
+            ("trans_resv_overruns", self.trans_resv_overruns),
+            ("ag_lock_order_violations", self.ag_lock_order_violations),
+            ("cil_items", self.cil_items),
+            ("cil_relogged", self.cil_relogged),
+            ("checkpoints", self.checkpoints),
+            ("checkpoint_bytes", self.checkpoint_bytes),
+            ("checkpoint_max_bytes", self.checkpoint_max_bytes),
+            ("checkpoint_trans", self.checkpoint_trans),
+            ("cil_background_pushes", self.cil_background_pushes),
+            ("cil_forces", self.cil_forces),
+            ("ail_pushes", self.ail_pushes),
+            ("ail_items_written", self.ail_items_written),
+            ("ail_write_ios", self.ail_write_ios),
+            ("ail_pinned_skips", self.ail_pinned_skips),
+            ("log_records", l.records),
+            ("log_writes", l.writes),
+            ("log_bytes", l.bytes),
+            ("log_flushes", l.flushes),
+            ("log_forces", l.forces),
+            ("log_force_piggybacks", l.force_piggybacks),
+            ("log_iclog_waits", l.iclog_waits),
+            ("log_gate_waits", l.gate_waits),
+            ("log_gate_timeouts", l.gate_timeouts),
+            ("log_deferred_pushes", l.deferred_pushes),
+            ("log_overlapped_commits", l.overlapped_commits),
+            ("log_completion_batches", l.completion_batches),
+            ("grant_waits", l.grant_waits),
+            ("grant_wakeups", l.grant_wakeups),
+            ("tail_pushes", l.tail_pushes),
+            ("iolock_shared", self.locks.iolock_shared),
+            ("iolock_excl", self.locks.iolock_excl),
+            ("iolock_waits", self.locks.iolock_waits),
+            ("iolock_upgrades", self.locks.iolock_upgrades),
+            ("ilock_shared", self.locks.ilock_shared),
+            ("ilock_excl", self.locks.ilock_excl),
+            ("ilock_waits", self.locks.ilock_waits),
+        ]
+    }
 }

@@ -6,7 +6,8 @@
 //! has free inodes ([`irec`]). The AGI counts the AG's inodes
 //! (`agi_count`), its free ones (`agi_freecount`) and remembers the last
 //! chunk made (`agi_newino`); the superblock's `icount`/`ifree` are lazy
-//! counters changed through [`MetaTx::mod_sb`].
+//! counters changed through [`MetaTx::mod_sb`]. Whether an inode number
+//! is allocated, for the read path: [`read`].
 //!
 //! ```text
 //!  ialloc(parent, init)
@@ -63,6 +64,7 @@
 mod agi;
 mod chunk;
 mod irec;
+pub mod read;
 pub mod unlinked;
 
 use std::sync::atomic::Ordering;

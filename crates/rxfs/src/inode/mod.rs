@@ -1,7 +1,8 @@
 //! The in-core inode: its decoded core and both forks ([`Inode`],
 //! [`Fork`]), and what the per-structure read paths (directories,
 //! attributes, symlinks) read through ([`ReadCtx`], which a mounted
-//! filesystem implements).
+//! filesystem implements), and decoding a dinode into an [`Inode`]
+//! ([`decode`]).
 //!
 //! Btree-format forks are flattened at load time into the sorted extent
 //! list (the bmbt is walked once, every block verified), so readers see
@@ -10,17 +11,20 @@
 //! Invariant: extents in a [`Fork`] are sorted, non-overlapping and point
 //! inside their device (checked when the inode was loaded).
 
+pub mod decode;
+
 use std::ops::Deref;
 use std::sync::Arc;
 
 use crate::bdev::BlockDevice;
-use crate::cache::ilock::ILockShared;
+use crate::cache::buf::TxGuard;
+use crate::cache::ilock::{ILockShared, IoLockGuard};
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::Extent;
 use crate::format::inode::InodeCore;
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
-use crate::types::{Daddr, FsBlock};
+use crate::types::{AgNumber, Daddr, FsBlock};
 use crate::types::{FileBlock, FileType, ForkKind, Ino};
 
 /// A fork's contents after decoding.
@@ -91,13 +95,30 @@ pub trait ReadCtx {
     fn geo(&self) -> &Geometry;
     fn sb(&self) -> &Superblock;
     /// `ip` as of now, with its shared ilock held where reads must take it
-    /// (see `fs::read_lock`): a caller's older copy may name blocks a
+    /// (see `fs::read`): a caller's older copy may name blocks a
     /// transaction has since freed or rewritten.
     fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>>;
+    /// Inode `ino`, read, verified and decoded (cached where the
+    /// filesystem caches). `Err(NotFound)` when the inode btree does not
+    /// show it allocated, `Err(Invalid)` for a number outside the
+    /// filesystem.
+    fn iget(&self, ino: Ino) -> Result<Arc<Inode>>;
     /// Whether reads on this thread take shared ilocks.
     fn reads_take_locks(&self) -> bool;
     /// The data device (on a read-write mount, its committed view).
     fn dev(&self) -> &dyn BlockDevice;
+    /// The realtime device, if the mount was given one.
+    fn rtdev(&self) -> Option<&dyn BlockDevice>;
+    /// Begin a read of `ino`'s file data: fails once the filesystem is
+    /// shut down; on a read-write mount, the file's I/O lock taken shared,
+    /// which the reader holds until it has read the blocks.
+    fn data_read_lock(&self, ino: Ino) -> Result<Option<IoLockGuard>>;
+    /// Held while the read path walks AG `agno`'s inode btree (as the
+    /// kernel's untrusted inode lookups hold the AGI): on a read-write
+    /// mount the AGI buffer's transaction lock, so the walk sees the tree
+    /// before or after a transaction, never half of a split; `None` where
+    /// nothing changes the tree meanwhile.
+    fn agi_read_lock(&self, agno: AgNumber) -> Result<Option<TxGuard>>;
 
     /// Read a metadata buffer and run its verifier; the buffer is returned
     /// only if the verifier passes.

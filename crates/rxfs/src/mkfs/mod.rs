@@ -200,7 +200,7 @@ fn write_log(dev: &dyn BlockDevice, p: &Plan) -> Result<()> {
     dev.zero_range(start, bytes)?;
     let sunit = if p.sectsize > 512 { p.sectsize } else { 0 };
     let rec =
-        crate::fs::recover_write::unmount_record(crate::types::Lsn::new(1, 0), p.uuid, sunit, None);
+        crate::recover::clean::unmount_record(crate::types::Lsn::new(1, 0), p.uuid, sunit, None);
     let mut rec = rec;
     let raw = rec.encode(None);
     dev.write_at(&raw, start)

@@ -3,7 +3,7 @@
 //!
 //! Recovery never writes the device itself. [`recover`] returns the blocks
 //! recovery changed (daddr -> bytes); a read-only mount serves reads through
-//! an [`crate::bdev::OverlayDevice`], and [`crate::fs::recover_write`] writes the
+//! an [`crate::bdev::OverlayDevice`], and [`clean`] writes the
 //! overlay to a writable device and then a clean log.
 //!
 //! The passes, as the kernel runs them:
@@ -46,20 +46,28 @@
 //!
 //! Steps 3 and 4 change metadata, so they run in a transaction: the
 //! read-write mount runs them in logged transactions after writing the
-//! replayed blocks; the read-only mount and `rxfs recover` run them in an
+//! replayed blocks ([`logged`], through the mount's
+//! [`logged::LoggedMount`]); the read-only mount and `rxfs recover` of a
+//! filesystem rxfs does not mount read-write ([`clean`]) run them in an
 //! unlogged [`crate::recover::memtx::MemTx`] over the replayed blocks
 //! ([`crate::recover::finish::recover_and_finish`]).
+//!
+//! At open, [`mount::check_at_open`] finds the log's state and refuses
+//! what a mount cannot take.
 //!
 //! Bounds: the overlay is capped ([`OVERLAY_MAX_BYTES`]); every offset
 //! taken from a log item is checked against the buffer it addresses.
 
 pub mod bmbt;
 pub mod buf;
+pub mod clean;
 pub mod finish;
 pub mod icreate;
 pub(crate) mod inode;
 pub mod iunlink;
+pub mod logged;
 pub mod memtx;
+pub mod mount;
 
 use std::collections::HashMap;
 

@@ -68,7 +68,7 @@ pub fn walk_ags(fs: &Filesystem, report: &mut Report) {
 
 /// Whether the inode btree says `ino` is allocated (errors recorded).
 pub fn check_allocated(fs: &Filesystem, ino: Ino, report: &mut Report) {
-    if let Err(e) = fs.inode_allocated(ino) {
+    if let Err(e) = rxfs::ialloc::read::inode_allocated(fs, ino) {
         report
             .errors
             .push((format!("inode_allocated {}", ino.0), e));

@@ -142,7 +142,7 @@ pub fn recover_three_ways(scr: &Scratch, img: &Path, seed: u64) -> Recovery {
         Err(rxfs::Error::NotSupported(msg)) if msg.contains("unfinished intents") => {
             // Intents rxfs cannot finish: refused on both paths, nothing
             // written.
-            let e = rxfs::fs::recover_write::recover_to_device(open_rw_dev(&c)).unwrap_err();
+            let e = rxfs::fs::recover_to_device(open_rw_dev(&c)).unwrap_err();
             assert!(
                 e.to_string().contains("unfinished intents"),
                 "seed {seed}: {e}"
@@ -175,10 +175,10 @@ pub fn recover_three_ways(scr: &Scratch, img: &Path, seed: u64) -> Recovery {
          recovery, rxfs vs kernel ({stats})"
     );
     // C: rxfs recovery onto the device.
-    let st2 = rxfs::fs::recover_write::recover_to_device(open_rw_dev(&c))
+    let st2 = rxfs::fs::recover_to_device(open_rw_dev(&c))
         .unwrap_or_else(|e| panic!("seed {seed}: recover_to_device: {e}"));
     // Recovered: the log is clean now, a second run replays nothing.
-    let again = rxfs::fs::recover_write::recover_to_device(open_rw_dev(&c)).unwrap();
+    let again = rxfs::fs::recover_to_device(open_rw_dev(&c)).unwrap();
     assert_eq!(
         again,
         RecoveryStats::default(),

@@ -1,16 +1,21 @@
 //! Walker tests on a synthetic filesystem in memory: the superblock and AGF
-//! of a real image (reshaped to one AG), with a hand-built two-level bnobt.
+//! of a real image (reshaped to one AG), with a hand-built two-level bnobt,
+//! read through a bare [`ReadCtx`] over the image (no mount).
 
 use std::sync::Arc;
 
 use super::*;
-use crate::bdev::MemDevice;
+use crate::bdev::{BlockDevice, MemDevice};
+use crate::cache::buf::TxGuard;
+use crate::cache::ilock::IoLockGuard;
 use crate::format::btree::{
     AllocRec, BtreeKind, SBlockHdr, BNOBT_MAGIC, NULL_AGBLOCK, SBLOCK_CRC_OFF, SBLOCK_HDR_SIZE,
 };
 use crate::format::sb::Superblock;
 use crate::format::{crc, put_be32};
-use crate::fs::MountOptions;
+use crate::geometry::Geometry;
+use crate::inode::{Inode, Reading};
+use crate::types::Ino;
 
 const HDR: &[u8] = include_bytes!("../format/testdata/ag2_hdr.bin");
 const BS: usize = 1024;
@@ -99,14 +104,50 @@ fn restamp(img: &mut [u8], agbno: u32) {
     crc::update(&mut img[o..o + BS], SBLOCK_CRC_OFF);
 }
 
-fn open(img: Vec<u8>) -> (Arc<Filesystem>, BtreeRoot) {
-    let opts = MountOptions {
-        read_only: true,
-        norecovery: true,
-        ..Default::default()
-    };
-    let fs = Filesystem::open(Arc::new(MemDevice::new_read_only(img)), None, opts).unwrap();
-    let agf = fs.read_agf(AgNumber(0)).unwrap();
+/// A read-only image: the primary superblock read through its verifier,
+/// nothing else (the walker reads only AG headers and btree blocks).
+struct Image {
+    dev: MemDevice,
+    sb: Superblock,
+    geo: Geometry,
+}
+
+impl ReadCtx for Image {
+    fn geo(&self) -> &Geometry {
+        &self.geo
+    }
+    fn sb(&self) -> &Superblock {
+        &self.sb
+    }
+    fn read_locked<'a>(&self, ip: &'a Inode) -> Result<Reading<'a>> {
+        Ok(Reading::given(ip))
+    }
+    fn reads_take_locks(&self) -> bool {
+        false
+    }
+    fn dev(&self) -> &dyn BlockDevice {
+        &self.dev
+    }
+    fn rtdev(&self) -> Option<&dyn BlockDevice> {
+        None
+    }
+    fn data_read_lock(&self, _ino: Ino) -> Result<Option<IoLockGuard>> {
+        Ok(None)
+    }
+    fn agi_read_lock(&self, _agno: AgNumber) -> Result<Option<TxGuard>> {
+        Ok(None)
+    }
+    fn iget(&self, _ino: Ino) -> Result<Arc<Inode>> {
+        Err(Error::NotSupported("no inodes in a walker test".into()))
+    }
+}
+
+fn open(img: Vec<u8>) -> (Image, BtreeRoot) {
+    let dev = MemDevice::new_read_only(img);
+    let sb = crate::geometry::read_primary_sb(&dev).unwrap();
+    let geo = Geometry::new(&sb);
+    let fs = Image { dev, sb, geo };
+    let agf = crate::ag::read::read_agf(&fs, AgNumber(0)).unwrap();
     let root = BtreeRoot::from_agf(BtreeKind::Bno, AgNumber(0), &agf);
     (fs, root)
 }
@@ -114,10 +155,10 @@ fn open(img: Vec<u8>) -> (Arc<Filesystem>, BtreeRoot) {
 #[test]
 fn walks_and_looks_up() {
     let (fs, root) = open(image());
-    let recs: Vec<AllocRec> = fs.btree_records(&root).unwrap();
+    let recs: Vec<AllocRec> = btree_records(&fs, &root).unwrap();
     let starts: Vec<u32> = recs.iter().map(|r| r.start).collect();
     assert_eq!(starts, [100, 200, 300, 400, 500]);
-    let st = fs.btree_walk_raw(&root, &mut |_| Ok(true)).unwrap();
+    let st = btree_walk_raw(&fs, &root, &mut |_| Ok(true)).unwrap();
     assert_eq!(
         st,
         WalkStats {
@@ -126,13 +167,13 @@ fn walks_and_looks_up() {
         }
     );
     let mut seen = 0;
-    let st = fs.btree_walk_raw(&root, &mut |_| {
+    let st = btree_walk_raw(&fs, &root, &mut |_| {
         seen += 1;
         Ok(seen < 3)
     });
     assert_eq!(st.unwrap().records, 3, "a walk stops when asked");
     let look = |k: u64| {
-        fs.btree_lookup_le::<AllocRec>(&root, BtreeKey(k, 0, 0))
+        btree_lookup_le::<AllocRec>(&fs, &root, BtreeKey(k, 0, 0))
             .unwrap()
             .map(|r| r.start)
     };
@@ -154,14 +195,11 @@ fn assert_corrupt_walk(what: &str, lookup_sees: bool, damage: impl FnOnce(&mut V
     let mut img = image();
     damage(&mut img);
     let (fs, root) = open(img);
-    let err = fs.btree_walk_raw(&root, &mut |_| Ok(true)).unwrap_err();
+    let err = btree_walk_raw(&fs, &root, &mut |_| Ok(true)).unwrap_err();
     assert!(err.is_corrupt(), "{what}: {err}");
     let errs = [0u64, 150, 350, 450, 600]
         .iter()
-        .filter(|&&k| {
-            fs.btree_lookup_le::<AllocRec>(&root, BtreeKey(k, 0, 0))
-                .is_err()
-        })
+        .filter(|&&k| btree_lookup_le::<AllocRec>(&fs, &root, BtreeKey(k, 0, 0)).is_err())
         .count();
     assert_eq!(errs > 0, lookup_sees, "{what}: {errs} lookups failed");
 }

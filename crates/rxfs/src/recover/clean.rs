@@ -1,6 +1,7 @@
-//! Recovery onto a writable device: replay the log in memory
+//! Recovery onto a writable device, in place: replay the log in memory
 //! ([`crate::recover::recover`]), write the replayed blocks, flush, then
-//! make the log clean.
+//! make the log clean; and the clean log itself (the unmount record, also
+//! what mkfs writes, and the restamping of stale blocks past the head).
 //!
 //! The clean log is what a clean unmount leaves: one unmount record at the
 //! head whose tail LSN is its own LSN (tail = head), so head/tail search
@@ -23,7 +24,7 @@
 //! refused with nothing written.
 //!
 //! Filesystems rxfs mounts read-write take the read-write mount's path
-//! instead (finishing through the log, see `rw_recover`), then unmount
+//! instead (finishing through the log, see [`super::logged`]), then unmount
 //! clean. The in-place path below is for the others (rmapbt, realtime,
 //! external log):
 //!
@@ -37,6 +38,8 @@
 
 use std::sync::Arc;
 
+use super::finish::{recover_and_finish, Unfreeable};
+use super::RecoveryStats;
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Location, Result};
 use crate::format::log::{encode_unmount_body, HostOrder, BBSIZE, CLIENT_LOG, OP_UNMOUNT};
@@ -44,10 +47,9 @@ use crate::format::log::{MAX_ICLOGS, MAX_RECORD_BSIZE};
 use crate::format::log_ops::push_op;
 use crate::format::log_record::{LogRecord, RecordHeader};
 use crate::format::put_be32;
+use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::log::find::{Log, LogState};
-use crate::recover::finish::{recover_and_finish, Unfreeable};
-use crate::recover::RecoveryStats;
 use crate::types::Daddr;
 
 /// Log buffer size written into the unmount record's header.
@@ -55,45 +57,26 @@ const UNMOUNT_BUF_SIZE: u32 = 32 * 1024;
 /// Transaction id of the unmount record.
 const UNMOUNT_TID: u32 = 0x7278_6673;
 
-/// Recover the filesystem on `dev` in place: replay the log, finish its
-/// intents and unlinked inodes, write the resulting blocks, flush, then
-/// write a clean log. Returns what was replayed (all zero for a log that
-/// was already clean).
-pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<RecoveryStats> {
-    let dev_arc = dev.clone();
-    let dev = &*dev;
-    if dev.read_only() {
-        return Err(Error::ReadOnly("recovery needs a writable device".into()));
-    }
-    let sb = crate::geometry::read_primary_sb(dev)?;
-    let geo = Geometry::new(&sb);
-    let log = Log::new(dev, &geo, &sb)?;
-    let st = log.find_state()?;
-    if !st.needs_recovery() {
-        return Ok(RecoveryStats::default());
-    }
-    // Filesystems rxfs can mount read-write recover as that mount does:
-    // finishing through the log, crash-safe at every step
-    // (super::rw_recover); then a clean unmount.
-    if super::rw::check_writable(&sb, &geo, dev).is_ok() {
-        let fs = super::Filesystem::open(
-            dev_arc,
-            None,
-            super::MountOptions {
-                read_only: false,
-                ..Default::default()
-            },
-        )?;
-        let stats = fs.recovery_stats().cloned().unwrap_or_default();
-        fs.unmount()?;
-        return Ok(stats);
-    }
-    let rec = recover_and_finish(&dev_arc, &geo, &sb, &st, Unfreeable::Refuse)?;
+/// Recover the filesystem on `dev` in place, its log `log` being dirty
+/// (state `st`): replay the log, finish its intents and unlinked inodes in
+/// memory, write the resulting blocks, flush, then write a clean log
+/// (padded to the log stripe unit `sunit`). Returns what was replayed.
+/// The path for filesystems rxfs does not mount read-write (see the
+/// module doc); `fs::recover_to_device` chooses.
+pub fn recover_in_place(
+    dev: &Arc<dyn BlockDevice>,
+    geo: &Geometry,
+    sb: &Superblock,
+    log: &Log<'_>,
+    st: &LogState,
+    sunit: u32,
+) -> Result<RecoveryStats> {
+    let rec = recover_and_finish(dev, geo, sb, st, Unfreeable::Refuse)?;
     for (daddr, bytes) in rec.overlay.runs() {
         dev.write_at(&bytes, Daddr(daddr).bytes())?;
     }
     dev.flush()?;
-    write_clean_log(dev, &log, &st, sb.uuid, super::rw::log_sunit(&sb))?;
+    write_clean_log(&**dev, log, st, sb.uuid, sunit)?;
     dev.flush()?;
     // The log must now read as clean.
     let after = log.find_state()?;

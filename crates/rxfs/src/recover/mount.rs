@@ -1,38 +1,28 @@
 //! The log at mount time: [`check_at_open`] finds the log's state (see
-//! [`crate::log::find`]) and refuses what a mount cannot take;
-//! [`Filesystem::log_state`] and [`Filesystem::log`] give it to callers.
+//! [`crate::log::find`]) and refuses what a mount cannot take (a
+//! `norecovery` read-write mount, an external log, a dirty log where it
+//! cannot be recovered).
 
-use super::Filesystem;
 use crate::bdev::BlockDevice;
 use crate::error::{Error, Result};
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::log::find::{Log, LogState};
 
-impl Filesystem {
-    /// The log state found at open (None: external log, or not computed
-    /// because the mount was `norecovery` and the log could not be read).
-    pub fn log_state(&self) -> Option<&LogState> {
-        self.log_state.as_ref()
-    }
-
-    /// The internal log, for reading.
-    pub fn log(&self) -> Result<Log<'_>> {
-        Log::new(self.dev(), self.geo(), self.sb())
-    }
-}
-
-/// The log check of [`Filesystem::open`]: a dirty log is refused for a
-/// read-write mount (no read-write recovery yet); read-only mounts recover
-/// it in memory (see [`super::recover`]) unless they are `norecovery`.
-pub(super) fn check_at_open(
+/// The log check of a mount (`read_only`, `norecovery`: its options): a
+/// dirty log is refused for a read-write mount that reaches here (the
+/// read-write mount recovers through [`super::logged`] instead); read-only
+/// mounts recover it in memory (see [`super::finish::recover_and_finish`])
+/// unless they are `norecovery`. `Ok(None)`: no log state (external log,
+/// or an unreadable log under `norecovery`).
+pub fn check_at_open(
     dev: &dyn BlockDevice,
     geo: &Geometry,
     sb: &Superblock,
-    opts: &super::MountOptions,
+    read_only: bool,
+    norecovery: bool,
 ) -> Result<Option<LogState>> {
-    let norecovery = opts.norecovery;
-    if norecovery && !opts.read_only {
+    if norecovery && !read_only {
         return Err(Error::Invalid(
             "norecovery requires a read-only mount (-o ro,norecovery), as in the kernel".into(),
         ));
@@ -55,8 +45,8 @@ pub(super) fn check_at_open(
         }
         Err(e) => return Err(e),
     };
-    // A read-only mount recovers in memory (see `super::recover`).
-    if st.needs_recovery() && !norecovery && !opts.read_only {
+    // A read-only mount recovers in memory.
+    if st.needs_recovery() && !norecovery && !read_only {
         return Err(Error::DirtyLog {
             head: st.head.0 as u64,
             tail: st.tail.0 as u64,
