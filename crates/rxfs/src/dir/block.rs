@@ -682,15 +682,25 @@ pub fn block_to_sf(geo: &DirGeo, st: &BlockState, fork_size: usize) -> Option<Sf
 /// Byte ranges where `old` and `new` differ, gaps under 16 bytes merged.
 pub fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<Range<usize>> {
     debug_assert_eq!(old.len(), new.len());
+    const CHUNK: usize = 64;
     let mut out: Vec<Range<usize>> = Vec::new();
-    for (i, (a, b)) in old.iter().zip(new).enumerate() {
-        if a == b {
-            continue;
+    let n = old.len().min(new.len());
+    let mut at = 0;
+    while at < n {
+        let end = (at + CHUNK).min(n);
+        // Equal chunks (most of a block) are skipped by one comparison.
+        if old[at..end] != new[at..end] {
+            for i in at..end {
+                if old[i] == new[i] {
+                    continue;
+                }
+                match out.last_mut() {
+                    Some(r) if i - r.end < 16 => r.end = i + 1,
+                    _ => out.push(i..i + 1),
+                }
+            }
         }
-        match out.last_mut() {
-            Some(r) if i - r.end < 16 => r.end = i + 1,
-            _ => out.push(i..i + 1),
-        }
+        at = end;
     }
     out
 }
