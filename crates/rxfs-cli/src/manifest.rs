@@ -174,7 +174,7 @@ pub fn record(fs: &Filesystem, path: &[u8], ip: &Inode) -> Result<Record> {
         gid: c.gid,
         nlink: c.nlink,
         size: c.size,
-        blocks: crate::stat_view::st_blocks(fs, ip),
+        blocks: crate::stat_view::st_blocks(fs, &ip.core),
         atime: c.atime.as_nanos(),
         mtime: c.mtime.as_nanos(),
         ctime: c.ctime.as_nanos(),

@@ -3,7 +3,7 @@
 //! `rxfs stat`, the FUSE attributes and the manifest (one rule each, so
 //! the three cannot disagree).
 
-use rxfs::format::inode::DIFLAG_EXTSIZE;
+use rxfs::format::inode::{InodeCore, DIFLAG_EXTSIZE};
 use rxfs::inode::{Fork, Inode};
 use rxfs::types::FileType;
 use rxfs::Filesystem;
@@ -12,11 +12,11 @@ const PAGE_SIZE: u32 = 4096;
 
 /// st_blksize as the kernel's XFS reports it: the block size, at least a
 /// page; for a realtime file its extent size (hint, else `rextsize`).
-pub fn st_blksize(fs: &Filesystem, ip: &Inode) -> u32 {
+pub fn st_blksize(fs: &Filesystem, core: &InodeCore) -> u32 {
     let bs = fs.geo().blocksize;
-    if ip.is_realtime() {
-        let ext = if ip.core.flags & DIFLAG_EXTSIZE != 0 && ip.core.extsize != 0 {
-            ip.core.extsize
+    if core.flags & rxfs::format::inode::DIFLAG_REALTIME != 0 {
+        let ext = if core.flags & DIFLAG_EXTSIZE != 0 && core.extsize != 0 {
+            core.extsize
         } else {
             fs.sb().rextsize
         };
@@ -27,8 +27,8 @@ pub fn st_blksize(fs: &Filesystem, ip: &Inode) -> u32 {
 
 /// st_blocks as the kernel's XFS reports it: allocated blocks in 512-byte
 /// units.
-pub fn st_blocks(fs: &Filesystem, ip: &Inode) -> u64 {
-    ip.core.nblocks << (fs.geo().blocklog - 9)
+pub fn st_blocks(fs: &Filesystem, core: &InodeCore) -> u64 {
+    core.nblocks << (fs.geo().blocklog - 9)
 }
 
 /// (major, minor) for device files.

@@ -48,8 +48,8 @@ pub fn render(fs: &Filesystem, name: &str, ip: &Inode) -> rxfs::Result<String> {
     o.push_str(&format!(
         "  Size: {:<10}\tBlocks: {:<10} IO Block: {:<6} {}\n",
         c.size,
-        crate::stat_view::st_blocks(fs, ip),
-        crate::stat_view::st_blksize(fs, ip),
+        crate::stat_view::st_blocks(fs, &ip.core),
+        crate::stat_view::st_blksize(fs, &ip.core),
         type_long_name(ft, c.size)
     ));
     let mut l3 = format!("Inode: {:<11} Links: {}", ip.ino.0, c.nlink);

@@ -14,8 +14,8 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::wire::{FileAttr, FileType as FuseType, INodeNo};
-use rxfs::format::inode::Timestamp;
-use rxfs::inode::Inode;
+use rxfs::format::inode::{InodeCore, Timestamp};
+use rxfs::inode::{Inode, InodeAttrs};
 use rxfs::types::FileType;
 use rxfs::Filesystem;
 
@@ -48,25 +48,40 @@ pub fn fuse_type(t: Option<FileType>) -> FuseType {
 }
 
 pub fn file_attr(fs: &Filesystem, ip: &Inode) -> FileAttr {
-    let c = &ip.core;
     let rdev = crate::stat_view::rdev(ip)
         .map(|(ma, mi)| encode_dev(ma, mi))
         .unwrap_or(0);
+    attr_of(fs, ip.ino, &ip.core, rdev)
+}
+
+/// [`file_attr`] of the attributes alone ([`Filesystem::iget_attrs`]).
+pub fn file_attr_of(fs: &Filesystem, a: &InodeAttrs) -> FileAttr {
+    let rdev = a
+        .rdev
+        .map(|raw| {
+            let (ma, mi) = rxfs::format::inode::decode_rdev(raw);
+            encode_dev(ma, mi)
+        })
+        .unwrap_or(0);
+    attr_of(fs, a.ino, &a.core, rdev)
+}
+
+fn attr_of(fs: &Filesystem, ino: rxfs::types::Ino, c: &InodeCore, rdev: u32) -> FileAttr {
     FileAttr {
-        ino: INodeNo(ip.ino.0),
+        ino: INodeNo(ino.0),
         size: c.size,
-        blocks: crate::stat_view::st_blocks(fs, ip),
+        blocks: crate::stat_view::st_blocks(fs, c),
         atime: system_time(c.atime),
         mtime: system_time(c.mtime),
         ctime: system_time(c.ctime),
         crtime: system_time(c.crtime),
-        kind: fuse_type(ip.file_type()),
+        kind: fuse_type(FileType::from_mode(c.mode)),
         perm: c.mode & 0o7777,
         nlink: c.nlink,
         uid: c.uid,
         gid: c.gid,
         rdev,
-        blksize: crate::stat_view::st_blksize(fs, ip),
+        blksize: crate::stat_view::st_blksize(fs, c),
         flags: 0,
     }
 }

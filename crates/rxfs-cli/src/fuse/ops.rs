@@ -222,18 +222,30 @@ impl Core {
     }
 
     pub(super) fn getattr(&self, nodeid: u64, reply: ReplyAttr) {
-        match self.inode(nodeid) {
-            Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
+        match self.attrs(nodeid) {
+            Ok(a) => reply.attr(&self.ttl, &a),
             Err(e) => reply.fail(self.errno("getattr", nodeid, &e)),
         }
     }
 
     /// STATX: the attributes with the birth time (XFS's crtime).
     pub(super) fn statx(&self, nodeid: u64, reply: ReplyStatx) {
-        match self.inode(nodeid) {
-            Ok(ip) => reply.statx(&self.ttl, &file_attr(&self.fs, &ip)),
+        match self.attrs(nodeid) {
+            Ok(a) => reply.statx(&self.ttl, &a),
             Err(e) => reply.fail(self.errno("statx", nodeid, &e)),
         }
+    }
+
+    /// The attributes of node `nodeid`. A read-write mount does not decode
+    /// the forks for them: a directory that was just changed would
+    /// otherwise have its whole extent list decoded at every GETATTR the
+    /// kernel sends after a create in it.
+    fn attrs(&self, nodeid: u64) -> rxfs::Result<super::wire::FileAttr> {
+        if self.rw && !self.fs.is_shut_down() {
+            let a = self.fs.iget_attrs(self.ino(nodeid))?;
+            return Ok(super::attr::file_attr_of(&self.fs, &a));
+        }
+        self.inode(nodeid).map(|ip| file_attr(&self.fs, &ip))
     }
 
     pub fn readlink(&self, nodeid: u64, reply: ReplyData) {

@@ -24,7 +24,7 @@ use std::time::SystemTime;
 
 use super::wire::{ReplyCreate, ReplyEmpty, ReplyEntry, ReplyWrite, TimeOrNow};
 use rxfs::bmap::data::SetAttr;
-use rxfs::format::inode::Timestamp;
+use rxfs::format::inode::{InodeCore, Timestamp};
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::inode::Inode;
 
@@ -84,12 +84,12 @@ pub struct Caller {
 /// and new directories inherit the set-gid bit; a non-directory keeps
 /// set-gid only if its creator is in that group (approximated as: the
 /// creator's primary group, or root).
-pub fn new_owner(parent: &Inode, mode: u32, who: Caller) -> (u32, u32, u32) {
+pub fn new_owner(parent: &InodeCore, mode: u32, who: Caller) -> (u32, u32, u32) {
     let is_dir = mode & libc::S_IFMT == libc::S_IFDIR;
     let mut mode = mode;
     let mut gid = who.gid;
-    if parent.core.mode as u32 & libc::S_ISGID != 0 {
-        gid = parent.core.gid;
+    if parent.mode as u32 & libc::S_ISGID != 0 {
+        gid = parent.gid;
         if is_dir {
             mode |= libc::S_ISGID;
         } else if mode & libc::S_ISGID != 0 && who.uid != 0 && gid != who.gid {
@@ -123,13 +123,16 @@ impl Core {
         if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
             return Err(libc::EINVAL);
         }
+        // The parent's core only: its forks (a directory just changed,
+        // maybe long) are not decoded for this.
         let dir = self
-            .inode(parent)
+            .fs
+            .iget_attrs(self.ino(parent))
             .map_err(|e| self.errno("create", parent, &e))?;
         if !dir.is_dir() {
             return Err(libc::ENOTDIR);
         }
-        let (mode, uid, gid) = new_owner(&dir, mode, who);
+        let (mode, uid, gid) = new_owner(&dir.core, mode, who);
         Ok(CreateArgs {
             mode,
             uid,
@@ -592,18 +595,18 @@ mod tests {
             umask: 0,
         };
         let plain = fake_inode(128, 0o40755);
-        assert_eq!(new_owner(&plain, 0o100644, who), (0o100644, 1000, 100));
+        assert_eq!(new_owner(&plain.core, 0o100644, who), (0o100644, 1000, 100));
         let mut sg = (*fake_inode(129, 0o42775)).clone();
         sg.core.gid = 50;
-        assert_eq!(new_owner(&sg, 0o40755, who), (0o42755, 1000, 50));
-        assert_eq!(new_owner(&sg, 0o100644, who), (0o100644, 1000, 50));
+        assert_eq!(new_owner(&sg.core, 0o40755, who), (0o42755, 1000, 50));
+        assert_eq!(new_owner(&sg.core, 0o100644, who), (0o100644, 1000, 50));
         // Set-gid on a file in a group the creator is not in is dropped.
-        assert_eq!(new_owner(&sg, 0o102755, who), (0o100755, 1000, 50));
+        assert_eq!(new_owner(&sg.core, 0o102755, who), (0o100755, 1000, 50));
         let root = Caller {
             uid: 0,
             gid: 0,
             umask: 0,
         };
-        assert_eq!(new_owner(&sg, 0o102755, root), (0o102755, 0, 50));
+        assert_eq!(new_owner(&sg.core, 0o102755, root), (0o102755, 0, 50));
     }
 }

@@ -120,8 +120,11 @@ pub struct BigDir {
     pub bests: Vec<u16>,
     /// Index blocks as loaded: fork block -> (buffer, kind).
     pub bufs: BTreeMap<u64, (BufId, BufKind)>,
-    /// Non-root DA node blocks as loaded, in tree order (reused).
+    /// Non-root DA node blocks as loaded, in tree order.
     pub node_dablks: Vec<u64>,
+    /// The DA node each index block (leaf or node) hangs under, as loaded:
+    /// commit keeps these groupings, so a change touches one path.
+    pub parent: BTreeMap<u64, u64>,
     pub data: BTreeMap<u64, DataBuf>,
     /// Filesystem blocks allocated minus freed.
     pub delta: i64,

@@ -29,8 +29,13 @@
 //! goes back to leaf form when they fit in three quarters of one (decided
 //! when every leaf block was read: all of them are when at most two are
 //! left). DA node levels are rebuilt from the leaf list (the hash of a
-//! block not read is its node entry's), filled evenly, reusing the
-//! node blocks the tree had. Blocks keep their fork offsets where they can,
+//! block not read is its node entry's) keeping every child under the node
+//! it was under (a new block under its left neighbour's node): a node over
+//! capacity is split in two, an emptied one dropped, one less than 3/8 full
+//! joined with a neighbour when both fit in 3/4 of a node. So one change
+//! rewrites the nodes on its path, within the transaction's reservation
+//! (filling the levels evenly instead rewrote whole levels and overran
+//! it). Blocks keep their fork offsets where they can,
 //! so an unchanged block is not rewritten, and a block whose kind changes
 //! at the same address (leaf1 -> leafn -> node root) is re-joined as the
 //! new kind and logged whole. Freed index blocks are cancelled in the
@@ -90,6 +95,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         bests: Vec::new(),
         bufs: BTreeMap::new(),
         node_dablks: Vec::new(),
+        parent: BTreeMap::new(),
         data: BTreeMap::new(),
         delta: 0,
     };
@@ -237,6 +243,7 @@ fn walk_tree(
             if child < d.geo.leaf_dablk() || child >= d.geo.free_dablk() {
                 return Err(corrupt(owner, format!("node child {child:#x}")));
             }
+            d.parent.insert(child, dablk);
             if node.level == 1 {
                 // Reached twice: told after the walk (load_big).
                 d.leaves.push(LeafBlk {
@@ -269,6 +276,24 @@ fn walk_tree(
         leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
     ));
     Ok(())
+}
+
+/// Children (hash, child) meant for one node, and the node they were under.
+type NodeGroup = (Option<u64>, Vec<(u32, u64)>);
+
+/// Consecutive `items` (hash, child) grouped by the node their child hung
+/// under when loaded; a child that is new (not in `parent`) joins the
+/// group before it.
+fn group_by_parent(items: &[(u32, u64)], parent: &BTreeMap<u64, u64>) -> Vec<NodeGroup> {
+    let mut out: Vec<NodeGroup> = Vec::new();
+    for &it in items {
+        let hint = parent.get(&it.1).copied();
+        match out.last_mut() {
+            Some((h, g)) if hint.is_none() || *h == hint => g.push(it),
+            _ => out.push((hint, vec![it])),
+        }
+    }
+    out
 }
 
 /// A DA node to write: (fork block, level, entries {hash, child}).
@@ -428,12 +453,12 @@ impl BigDir {
         let mut rows: Vec<Vec<NodeRow>> = Vec::new();
         if !single {
             let cap = fanout((n - DA3_NODE_HDR_SIZE) / 8);
-            let mut reuse = self.node_dablks.clone().into_iter();
             let mut items: Vec<(u32, u64)> = self
                 .leaves
                 .iter()
                 .map(|l| (l.last_hash().unwrap_or(l.hash), l.dablk))
                 .collect();
+            let mut taken = BTreeSet::new();
             let mut level = 1u16;
             loop {
                 if items.len() <= cap {
@@ -443,14 +468,37 @@ impl BigDir {
                 if level >= DA_NODE_MAXDEPTH {
                     return Err(Error::NoSpace);
                 }
-                let k = items.len().div_ceil(cap);
-                let per = items.len().div_ceil(k);
+                // Children stay under the node they were under (a new
+                // block under its left neighbour's); a node over capacity
+                // is split, an emptied one goes. So a change rewrites the
+                // nodes on its path, not a whole level.
                 let mut row = Vec::new();
                 let mut up = Vec::new();
-                for c in items.chunks(per) {
-                    let dablk = reuse.next().unwrap_or_else(&mut fresh);
-                    up.push((c.last().unwrap().0, dablk));
-                    row.push((dablk, level, c.to_vec()));
+                // A node less than 3/8 full joins a neighbour when both
+                // fit in 3/4 of one (the kernel's thresholds).
+                let mut groups: Vec<NodeGroup> = Vec::new();
+                for g in group_by_parent(&items, &self.parent) {
+                    if let Some(p) = groups.last_mut() {
+                        let thin = p.1.len() < cap * 3 / 8 || g.1.len() < cap * 3 / 8;
+                        if thin && p.1.len() + g.1.len() <= cap * 3 / 4 {
+                            p.1.extend(g.1);
+                            continue;
+                        }
+                    }
+                    groups.push(g);
+                }
+                for (hint, g) in groups {
+                    let k = g.len().div_ceil(cap);
+                    let per = g.len().div_ceil(k);
+                    for (ci, c) in g.chunks(per).enumerate() {
+                        let dablk = match hint {
+                            Some(h) if ci == 0 && h != root && !taken.contains(&h) => h,
+                            _ => fresh(),
+                        };
+                        taken.insert(dablk);
+                        up.push((c.last().unwrap().0, dablk));
+                        row.push((dablk, level, c.to_vec()));
+                    }
                 }
                 rows.push(row);
                 items = up;

@@ -185,6 +185,7 @@ pub fn from_block(
         bests: vec![best],
         bufs: Default::default(),
         node_dablks: Vec::new(),
+        parent: Default::default(),
         data,
         delta: 0,
     };

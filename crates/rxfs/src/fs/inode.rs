@@ -106,6 +106,35 @@ impl Filesystem {
         Ok(ip)
     }
 
+    /// The attributes of inode `ino` (its core and device number), as
+    /// [`Self::iget`] would give them, without decoding its forks when the
+    /// inode is not cached but this read-write mount holds its committed
+    /// bytes (a directory just changed: its extent list may be long).
+    pub fn iget_attrs(&self, ino: Ino) -> Result<crate::inode::InodeAttrs> {
+        self.check_live()?;
+        if let Some(ip) = self.icache.get(ino) {
+            return Ok((&*ip).into());
+        }
+        if let Some(a) = self.attrs_in_core(ino) {
+            return Ok(a);
+        }
+        self.iget(ino).map(|ip| (&*ip).into())
+    }
+
+    /// [`Self::decode_in_core`] of the attributes only.
+    fn attrs_in_core(&self, ino: Ino) -> Option<crate::inode::InodeAttrs> {
+        let item = self.rw()?.inodes.get(ino)?;
+        let _guard = self.read_guard(ino);
+        let bytes = {
+            let st = item.st.lock();
+            if st.stale || st.committed.len() < 4 || st.committed[2..4] == [0, 0] {
+                return None;
+            }
+            st.committed.clone()
+        };
+        crate::inode::decode::decode_attrs(self, ino, &bytes).ok()
+    }
+
     /// Inode `ino` decoded from the bytes of its last commit, if this
     /// read-write mount holds them in core (an inode a transaction has
     /// joined and the cache has not evicted): no I/O, and no inode btree

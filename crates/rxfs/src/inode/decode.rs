@@ -68,6 +68,42 @@ pub(crate) fn decode_inode(fs: &(impl ReadCtx + ?Sized), ino: Ino, buf: &[u8]) -
     })
 }
 
+/// Decode the attributes of inode `ino` from its on-disk bytes: the core
+/// through its verifier and a device's number, not the forks (see
+/// [`crate::inode::InodeAttrs`]).
+pub(crate) fn decode_attrs(
+    fs: &(impl ReadCtx + ?Sized),
+    ino: Ino,
+    buf: &[u8],
+) -> Result<crate::inode::InodeAttrs> {
+    let core = dinode::decode_core(buf, ino, &fs.sb().metadata_uuid(), fs.sb().has_nrext64())?;
+    if core.mode == 0 {
+        return Err(Error::corrupt(
+            "inode",
+            Location::Ino(ino.0),
+            "allocated in the inode btree but free on disk (mode 0)",
+        ));
+    }
+    let at = dinode::DINODE_V3_CORE_SIZE;
+    let is_dev = matches!(
+        crate::types::FileType::from_mode(core.mode),
+        Some(crate::types::FileType::CharDev | crate::types::FileType::BlockDev)
+    );
+    let rdev = if is_dev && core.format == FMT_DEV {
+        if core.data_fork_size(buf.len()) < 4 {
+            return Err(Error::corrupt(
+                "inode data fork",
+                Location::Ino(ino.0),
+                "no room for a device number",
+            ));
+        }
+        Some(crate::format::be32(buf, at))
+    } else {
+        None
+    };
+    Ok(crate::inode::InodeAttrs { ino, core, rdev })
+}
+
 #[allow(clippy::too_many_arguments)]
 fn decode_fork(
     fs: &(impl ReadCtx + ?Sized),

@@ -90,6 +90,43 @@ impl Inode {
     }
 }
 
+/// An inode's attributes without its forks: what `stat` needs (the core,
+/// and a device file's number, which lives in the data fork's place).
+#[derive(Debug, Clone)]
+pub struct InodeAttrs {
+    pub ino: Ino,
+    pub core: InodeCore,
+    /// The raw device number of a character or block device
+    /// ([`crate::format::inode::decode_rdev`]).
+    pub rdev: Option<u32>,
+}
+
+impl InodeAttrs {
+    pub fn file_type(&self) -> Option<FileType> {
+        FileType::from_mode(self.core.mode)
+    }
+    pub fn is_dir(&self) -> bool {
+        self.file_type() == Some(FileType::Directory)
+    }
+    pub fn is_realtime(&self) -> bool {
+        self.core.flags & crate::format::inode::DIFLAG_REALTIME != 0
+    }
+}
+
+impl From<&Inode> for InodeAttrs {
+    fn from(ip: &Inode) -> InodeAttrs {
+        let rdev = match (ip.file_type(), &ip.data) {
+            (Some(FileType::CharDev | FileType::BlockDev), Fork::Dev(raw)) => Some(*raw),
+            _ => None,
+        };
+        InodeAttrs {
+            ino: ip.ino,
+            core: ip.core.clone(),
+            rdev,
+        }
+    }
+}
+
 /// What the read path of a structure needs from a mounted filesystem.
 pub trait ReadCtx {
     fn geo(&self) -> &Geometry;
