@@ -102,7 +102,17 @@ fn fuse_links_symlinks_renames_and_open_unlinked_files() {
     std::fs::rename(m.join("s1/inside"), m.join("y")).unwrap();
 
     // A file unlinked while open: still usable through its descriptor.
-    let before = statvfs(&m);
+    // The free count first settles: an earlier file's preallocation past
+    // EOF is given back after its RELEASE is answered.
+    let mut before = statvfs(&m);
+    for _ in 0..50 {
+        std::thread::sleep(Duration::from_millis(100));
+        let now = statvfs(&m);
+        if now.f_bfree == before.f_bfree {
+            break;
+        }
+        before = now;
+    }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .read(true)
