@@ -66,6 +66,20 @@ pub fn rxfs_mount(img: &Path, mnt: &Path, opts: &str) -> KernelMount {
 /// `rxfs umount MNT` (returns when the daemon has unmounted cleanly and
 /// exited), and the guard of [`rxfs_mount`] let go.
 pub fn rxfs_umount(mnt: &Path, guard: KernelMount) {
+    // EBUSY can be transient: another test thread of this process may
+    // have just forked a child (`errno_in_child_as`), which holds copies
+    // of every descriptor, ours in this mount included, until it exits.
+    for _ in 0..50 {
+        let out = rxfs(&[OsStr::new("umount"), mnt.as_os_str()]);
+        if out.status.success() {
+            guard.disarm();
+            return;
+        }
+        if !String::from_utf8_lossy(&out.stderr).contains("busy") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     rxfs_ok(&[OsStr::new("umount"), mnt.as_os_str()]);
     guard.disarm();
 }
