@@ -38,11 +38,41 @@ fn node_form_deep_tree_small_fanout() {
         .create(root, b"f", &CreateArgs::root(0o100644))
         .unwrap()
         .ino;
+    // The index kept in core between operations (dir::skel) must equal
+    // the one read from the disk, at every step.
+    // (Leaf form is not kept: its one leaf block is read.) Returns whether
+    // the directory was in node form.
+    let skel_matches_disk = |fs: &rxfs::Filesystem, when: &str| -> bool {
+        let mut tx = fs.trans_alloc(rxfs::xact::Resv::Create).unwrap();
+        let dp = tx.ijoin(d).unwrap();
+        let hits = rxfs::dir::index::SKEL_HITS.load(Ordering::Relaxed);
+        let kept = rxfs::dir::index::load_big(&mut tx, dp).unwrap();
+        let hit = rxfs::dir::index::SKEL_HITS.load(Ordering::Relaxed) == hits + 1;
+        tx.set_fork_cache(dp, None);
+        let read = rxfs::dir::index::load_big(&mut tx, dp).unwrap();
+        tx.cancel();
+        assert_eq!(hit, !read.leaf_form, "{when}: node form not kept in core");
+        if !hit {
+            return false;
+        }
+        let (a, b) = (&kept.base, &read.base);
+        assert_eq!(a.map, b.map, "{when}: extent map");
+        assert_eq!(a.leaves, b.leaves, "{when}: leaf blocks");
+        assert_eq!(a.bests, b.bests, "{when}: bests");
+        assert_eq!(a.nodes, b.nodes, "{when}: DA nodes");
+        assert_eq!(a.parent, b.parent, "{when}: node parents");
+        assert_eq!(a.index, b.index, "{when}: index blocks");
+        true
+    };
+    let mut node_checks = 0;
     let mut m = BTreeMap::new();
     for i in 0..2500u64 {
         let nm = format!("deep-{:08x}", i.wrapping_mul(0x9e37_79b9) & 0xffff_ffff).into_bytes();
         fs.link(f, d, &nm).unwrap();
         m.insert(nm, f.0);
+        if i >= 300 && i % 149 == 0 {
+            node_checks += skel_matches_disk(&fs, &format!("after link {i}")) as u32;
+        }
     }
     let check_mid = |m: &BTreeMap<Vec<u8>, u64>| {
         let dip = fs.iget(d).unwrap();
@@ -56,13 +86,9 @@ fn node_form_deep_tree_small_fanout() {
         let mut tx = fs.trans_alloc(rxfs::xact::Resv::Create).unwrap();
         let dp = tx.ijoin(d).unwrap();
         let big = rxfs::dir::index::load_big(&mut tx, dp).unwrap();
-        let top = big
-            .bufs
-            .values()
-            .filter(|(_, k)| *k == rxfs::format::bufkind::BufKind::DaNode)
-            .map(|(b, _)| u16::from_be_bytes(tx.buf(*b)[58..60].try_into().unwrap()))
-            .max()
-            .unwrap_or(0);
+        // The index as on disk (read, or kept in core since the last
+        // change: both describe every node).
+        let top = big.base.nodes.values().map(|n| n.level).max().unwrap_or(0);
         tx.cancel();
         top
     };
@@ -73,9 +99,13 @@ fn node_form_deep_tree_small_fanout() {
         if i % 10 != 0 {
             fs.unlink(d, nm).unwrap();
             m.remove(nm);
+            if i % 151 == 1 && m.len() > 300 {
+                node_checks += skel_matches_disk(&fs, &format!("after unlink {i}")) as u32;
+            }
         }
     }
     check_mid(&m);
+    assert!(node_checks >= 20, "only {node_checks} checks in node form");
     assert!(levels(&fs) < top, "the tree did not shrink");
     fs.unmount().unwrap();
     drop(fs);

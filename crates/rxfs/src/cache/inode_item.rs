@@ -27,6 +27,11 @@ pub struct IState {
     /// it is written back any more (the AIL drops it), until a new image
     /// is committed (the chunk allocated again).
     pub stale: bool,
+    /// An in-core cache a layer above keeps for this inode between
+    /// transactions (a directory's decoded index: `dir::skel`), as of the
+    /// last commit. Installed and dropped only by transaction commit (see
+    /// `xact::MetaTx::set_fork_cache`), under the inode's ilock.
+    pub fork_cache: Option<Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 #[derive(Debug)]
@@ -110,6 +115,7 @@ impl InodeTable {
                 on_disk: true,
                 log: ItemLog::default(),
                 stale: false,
+                fork_cache: None,
             }),
             overwritten: AtomicBool::new(false),
         });

@@ -24,9 +24,11 @@
 //! trailing holes are trimmed from `bests` and from the directory size.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::block::BlockState;
 use super::data::data_decode;
+use super::skel::{fingerprint, DirSkel};
 use crate::alloc::{alloc_extent, AllocReq};
 use crate::bmap::fork;
 use crate::bmap::map::ExtentMap;
@@ -43,7 +45,7 @@ use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
 use crate::xact::{BufId, InodeId, MetaTx};
 
 /// One leaf block of the hash index.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LeafBlk {
     /// Fork block; `u64::MAX` for a block not placed yet.
     pub dablk: u64,
@@ -118,13 +120,13 @@ pub struct BigDir {
     pub leaf_form: bool,
     pub leaves: Vec<LeafBlk>,
     pub bests: Vec<u16>,
-    /// Index blocks as loaded: fork block -> (buffer, kind).
+    /// Index blocks joined in this operation: fork block -> (buffer, kind).
     pub bufs: BTreeMap<u64, (BufId, BufKind)>,
-    /// Non-root DA node blocks as loaded, in tree order.
-    pub node_dablks: Vec<u64>,
-    /// The DA node each index block (leaf or node) hangs under, as loaded:
-    /// commit keeps these groupings, so a change touches one path.
-    pub parent: BTreeMap<u64, u64>,
+    /// The index as on disk when this operation started (or as its last
+    /// commit left it): commit rewrites only what differs, and keeps each
+    /// index block under the DA node it was under, so a change touches one
+    /// path.
+    pub base: Arc<DirSkel>,
     pub data: BTreeMap<u64, DataBuf>,
     /// Filesystem blocks allocated minus freed.
     pub delta: i64,
@@ -387,7 +389,23 @@ impl BigDir {
             tx.inode_mut(self.dp),
             (last as u64 + 1) * self.geo.blksize as u64,
         );
+        self.save(tx);
         Ok(())
+    }
+
+    /// Keep the index as this operation leaves it in core for the next
+    /// ones (node form; see [`super::skel`]), or drop what was kept.
+    fn save(&mut self, tx: &mut dyn MetaTx) {
+        if self.leaf_form {
+            tx.set_fork_cache(self.dp, None);
+            return;
+        }
+        let fp = fingerprint(tx.inode(self.dp));
+        let s = Arc::make_mut(&mut self.base);
+        s.map.clone_from(&self.map);
+        s.bests.clone_from(&self.bests);
+        s.fp = fp;
+        tx.set_fork_cache(self.dp, Some(self.base.clone()));
     }
 }
 

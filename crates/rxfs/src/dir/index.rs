@@ -42,10 +42,14 @@
 //! same transaction.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+use std::sync::Arc;
 
 use super::big::{corrupt, write_buf, BigDir, LeafBlk};
+use super::skel::{fingerprint, DirSkel, NodeImg};
 use crate::bmap::fork;
+use crate::bmap::map::ExtentMap;
 use crate::error::{Error, Result};
 use crate::format::bufkind::BufKind;
 use crate::format::da::{decode_node, DA3_NODE_HDR_SIZE, DA3_NODE_MAGIC, DA_NODE_MAXDEPTH};
@@ -75,14 +79,39 @@ fn fanout(cap: usize) -> usize {
     }
 }
 
-/// Load a leaf or node directory (data fork EXTENTS or BTREE, not block).
+/// Load a leaf or node directory (data fork EXTENTS or BTREE, not block):
+/// from the skeleton kept in core when there is a valid one (see
+/// [`super::skel`]), else from the disk.
 pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
     let geo = super::dir_geo(tx);
     let owner = Ino(di_ino(tx, dp));
     let uuid = tx.sb().metadata_uuid();
+    if let Some(c) = tx.fork_cache(dp) {
+        if let Ok(sk) = c.downcast::<DirSkel>() {
+            if sk.fp == fingerprint(tx.inode(dp)) {
+                SKEL_HITS.fetch_add(1, Ordering::Relaxed);
+                return Ok(BigDir {
+                    geo,
+                    dp,
+                    owner,
+                    uuid,
+                    old_map: sk.map.clone(),
+                    map: sk.map.clone(),
+                    leaf_form: false,
+                    leaves: sk.leaves.clone(),
+                    bests: sk.bests.clone(),
+                    bufs: BTreeMap::new(),
+                    base: sk,
+                    data: BTreeMap::new(),
+                    delta: 0,
+                });
+            }
+        }
+    }
     let (map, _) = fork::load(tx, dp, WhichFork::Data)?;
     let leaf_dablk = geo.leaf_dablk();
     let node_form = map.exts.last().is_some_and(|e| e.end() > geo.free_dablk());
+    let mut sk = DirSkel::empty(map.clone());
     let mut d = BigDir {
         geo,
         dp,
@@ -94,8 +123,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         leaves: Vec::new(),
         bests: Vec::new(),
         bufs: BTreeMap::new(),
-        node_dablks: Vec::new(),
-        parent: BTreeMap::new(),
+        base: Arc::new(DirSkel::empty(ExtentMap::new(Vec::new(), 0))),
         data: BTreeMap::new(),
         delta: 0,
     };
@@ -105,6 +133,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         let b = tx.read_buf(root, n, BufKind::DirLeaf1)?;
         let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAF1_MAGIC, root, owner, &uuid))?;
         d.bufs.insert(leaf_dablk, (b, BufKind::DirLeaf1));
+        sk.index.insert(leaf_dablk, BufKind::DirLeaf1);
         let mut l = LeafBlk::loaded(
             leaf_dablk,
             leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
@@ -113,18 +142,13 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         d.leaves.push(l);
         d.bests = leaf.bests;
     } else {
-        walk_tree(tx, &mut d, leaf_dablk, DA_NODE_MAXDEPTH + 1, true)?;
+        walk_tree(tx, &mut d, &mut sk, leaf_dablk, DA_NODE_MAXDEPTH + 1, true)?;
         if d.leaves.windows(2).any(|w| w[0].hash > w[1].hash) {
             return Err(corrupt(owner, "leafn blocks out of hash order"));
         }
-        // Blocks read (nodes, a leaf root) are in `bufs`, the others not.
-        let mut seen: Vec<u64> = d
-            .leaves
-            .iter()
-            .filter(|l| l.ents.is_none())
-            .map(|l| l.dablk)
-            .collect();
-        seen.extend(d.bufs.keys());
+        // Every index block reached (nodes, leaves) must be reached once.
+        let mut seen: Vec<u64> = d.leaves.iter().map(|l| l.dablk).collect();
+        seen.extend(sk.nodes.keys());
         seen.sort_unstable();
         if let Some(w) = seen.windows(2).find(|w| w[0] == w[1]) {
             return Err(corrupt(
@@ -136,6 +160,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         for (i, l) in d.leaves.iter_mut().enumerate() {
             let back = if i > 0 { dablks[i - 1] } else { 0 };
             l.chain = Some((back, dablks.get(i + 1).copied().unwrap_or(0)));
+            sk.index.insert(l.dablk, BufKind::DirLeafN);
         }
         // Free index blocks.
         let maxb = free_max_bests(n);
@@ -168,6 +193,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
             }
             d.bests[f.firstdb as usize..end].copy_from_slice(&f.bests);
             d.bufs.insert(dablk, (b, BufKind::DirFree));
+            sk.index.insert(dablk, BufKind::DirFree);
         }
         let last = d.bests.iter().rposition(|&b| b != NULL_DATAOFF);
         d.bests.truncate(last.map_or(0, |l| l + 1));
@@ -175,8 +201,24 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
     if d.bests.first().is_none_or(|&b| b == NULL_DATAOFF) {
         return Err(corrupt(owner, "no data block 0"));
     }
+    sk.bests = d.bests.clone();
+    sk.leaves = d
+        .leaves
+        .iter()
+        .map(|l| LeafBlk {
+            dablk: l.dablk,
+            hash: l.hash,
+            ents: None,
+            chain: l.chain,
+        })
+        .collect();
+    d.base = Arc::new(sk);
     Ok(d)
 }
+
+/// Operations that found their directory's index in core (a test and
+/// statistics counter).
+pub static SKEL_HITS: AtomicU64 = AtomicU64::new(0);
 
 fn di_ino(tx: &dyn MetaTx, dp: InodeId) -> u64 {
     crate::format::dinode_edit::ino(tx.inode(dp))
@@ -200,11 +242,13 @@ pub(super) fn decode_stamped<T>(
 }
 
 /// Descend the node tree from `dablk`, collecting the leafn blocks in
-/// order. Leaf blocks under a node are not read here (only the root, when
-/// it is a leaf): [`BigDir::load_leaf`] reads those an operation needs.
+/// order and the nodes into `sk`. Leaf blocks under a node are not read
+/// here (only the root, when it is a leaf): [`BigDir::load_leaf`] reads
+/// those an operation needs.
 fn walk_tree(
     tx: &mut dyn MetaTx,
     d: &mut BigDir,
+    sk: &mut DirSkel,
     dablk: u64,
     above: u16,
     is_root: bool,
@@ -212,7 +256,7 @@ fn walk_tree(
     let n = d.geo.blksize as usize;
     let (owner, uuid) = (d.owner, d.uuid);
     let daddr = d.daddr(tx, dablk)?;
-    if d.bufs.contains_key(&dablk) {
+    if sk.nodes.contains_key(&dablk) || d.bufs.contains_key(&dablk) {
         return Err(corrupt(
             owner,
             format!("index block {dablk:#x} reached twice"),
@@ -235,15 +279,26 @@ fn walk_tree(
             ));
         }
         d.bufs.insert(dablk, (b, BufKind::DaNode));
-        if !is_root {
-            d.node_dablks.push(dablk);
-        }
+        sk.index.insert(dablk, BufKind::DaNode);
+        sk.nodes.insert(
+            dablk,
+            NodeImg {
+                level: node.level,
+                ents: node
+                    .entries
+                    .iter()
+                    .map(|e| (e.hashval, e.before as u64))
+                    .collect(),
+                forw: node.info.forw as u64,
+                back: node.info.back as u64,
+            },
+        );
         for e in &node.entries {
             let child = e.before as u64;
             if child < d.geo.leaf_dablk() || child >= d.geo.free_dablk() {
                 return Err(corrupt(owner, format!("node child {child:#x}")));
             }
-            d.parent.insert(child, dablk);
+            sk.parent.insert(child, dablk);
             if node.level == 1 {
                 // Reached twice: told after the walk (load_big).
                 d.leaves.push(LeafBlk {
@@ -253,7 +308,7 @@ fn walk_tree(
                     chain: None,
                 });
             } else {
-                walk_tree(tx, d, child, node.level, false)?;
+                walk_tree(tx, d, sk, child, node.level, false)?;
             }
         }
         return Ok(());
@@ -477,7 +532,7 @@ impl BigDir {
                 // A node less than 3/8 full joins a neighbour when both
                 // fit in 3/4 of one (the kernel's thresholds).
                 let mut groups: Vec<NodeGroup> = Vec::new();
-                for g in group_by_parent(&items, &self.parent) {
+                for g in group_by_parent(&items, &self.base.parent) {
                     if let Some(p) = groups.last_mut() {
                         let thin = p.1.len() < cap * 3 / 8 || g.1.len() < cap * 3 / 8;
                         if thin && p.1.len() + g.1.len() <= cap * 3 / 4 {
@@ -515,7 +570,9 @@ impl BigDir {
                 }
             }
         }
-        // Which blocks the new index uses; allocate, then free the rest.
+        // Which blocks the new index uses; allocate, then free the rest
+        // (those of the index as it was, and any joined since).
+        let base = self.base.clone();
         let mut used: BTreeSet<u64> = self.leaves.iter().map(|l| l.dablk).collect();
         for row in &rows {
             used.extend(row.iter().map(|r| r.0));
@@ -523,24 +580,25 @@ impl BigDir {
         used.extend(frees.iter().map(|f| f.0));
         let mut daddrs = BTreeMap::new();
         for &dablk in &used {
-            let a = if self.map.lookup(dablk).is_some() {
-                self.daddr(tx, dablk)?
-            } else {
-                self.alloc_block(tx, dablk)?
-            };
-            daddrs.insert(dablk, a);
+            if self.map.lookup(dablk).is_none() {
+                daddrs.insert(dablk, self.alloc_block(tx, dablk)?);
+            }
         }
-        let gone: Vec<(u64, crate::xact::BufId)> = self
-            .bufs
-            .iter()
-            .filter(|(d, _)| !used.contains(d))
-            .map(|(d, (b, _))| (*d, *b))
+        let gone: BTreeSet<u64> = base
+            .index
+            .keys()
+            .chain(self.bufs.keys())
+            .filter(|d| !used.contains(d))
+            .copied()
             .collect();
-        for (dablk, b) in gone {
+        for dablk in gone {
+            let b = self.ensure_joined(tx, dablk)?;
             tx.stale_buf(b);
+            self.bufs.remove(&dablk);
             self.free_block(tx, dablk)?;
         }
-        // Build the blocks.
+        // Build the blocks that change: the leaf blocks read, the nodes and
+        // free index blocks that differ from the index as it was.
         let mut outs = Vec::new();
         let nl = self.leaves.len();
         for (i, l) in self.leaves.iter().enumerate() {
@@ -566,7 +624,7 @@ impl BigDir {
                     if i > 0 { self.leaves[i - 1].dablk } else { 0 },
                 )
             };
-            self.blkinfo(&mut b, forw, back, magic, daddrs[&l.dablk].0);
+            self.blkinfo(&mut b, forw, back, magic);
             b[56..58].copy_from_slice(&(ents.len() as u16).to_be_bytes());
             for (k, e) in ents.iter().enumerate() {
                 let p = LEAF_HDR_SIZE + k * LEAF_ENTRY_SIZE;
@@ -592,34 +650,47 @@ impl BigDir {
                 bytes: b,
             });
         }
+        let mut nodes = BTreeMap::new();
         for row in &rows {
             for (i, (dablk, level, items)) in row.iter().enumerate() {
-                let mut b = vec![0u8; n];
-                let forw = row.get(i + 1).map_or(0, |r| r.0);
-                let back = if i > 0 { row[i - 1].0 } else { 0 };
-                self.blkinfo(&mut b, forw, back, DA3_NODE_MAGIC, daddrs[dablk].0);
-                b[56..58].copy_from_slice(&(items.len() as u16).to_be_bytes());
-                b[58..60].copy_from_slice(&level.to_be_bytes());
-                for (k, (h, c)) in items.iter().enumerate() {
-                    let p = DA3_NODE_HDR_SIZE + k * 8;
-                    put_be32(&mut b, p, *h);
-                    put_be32(&mut b, p + 4, *c as u32);
+                let img = NodeImg {
+                    level: *level,
+                    ents: items.clone(),
+                    forw: row.get(i + 1).map_or(0, |r| r.0),
+                    back: if i > 0 { row[i - 1].0 } else { 0 },
+                };
+                let same = base.nodes.get(dablk) == Some(&img)
+                    && base.index.get(dablk) == Some(&BufKind::DaNode);
+                if !same {
+                    let mut b = vec![0u8; n];
+                    self.blkinfo(&mut b, img.forw, img.back, DA3_NODE_MAGIC);
+                    b[56..58].copy_from_slice(&(items.len() as u16).to_be_bytes());
+                    b[58..60].copy_from_slice(&level.to_be_bytes());
+                    for (k, (h, c)) in items.iter().enumerate() {
+                        let p = DA3_NODE_HDR_SIZE + k * 8;
+                        put_be32(&mut b, p, *h);
+                        put_be32(&mut b, p + 4, *c as u32);
+                    }
+                    outs.push(Out {
+                        dablk: *dablk,
+                        kind: BufKind::DaNode,
+                        bytes: b,
+                    });
                 }
-                outs.push(Out {
-                    dablk: *dablk,
-                    kind: BufKind::DaNode,
-                    bytes: b,
-                });
+                nodes.insert(*dablk, img);
             }
         }
         for &(dablk, j) in &frees {
-            let mut b = vec![0u8; n];
-            put_be32(&mut b, 0, FREE_MAGIC);
-            b[8..16].copy_from_slice(&daddrs[&dablk].0.to_be_bytes());
-            b[24..40].copy_from_slice(&self.uuid);
-            b[40..48].copy_from_slice(&self.owner.0.to_be_bytes());
             let first = j * maxb;
             let c = &self.bests[first..(first + maxb).min(self.bests.len())];
+            let was = base.bests.get(first..(first + maxb).min(base.bests.len()));
+            if base.index.get(&dablk) == Some(&BufKind::DirFree) && was == Some(c) {
+                continue;
+            }
+            let mut b = vec![0u8; n];
+            put_be32(&mut b, 0, FREE_MAGIC);
+            b[24..40].copy_from_slice(&self.uuid);
+            b[40..48].copy_from_slice(&self.owner.0.to_be_bytes());
             let nvalid = c
                 .iter()
                 .rposition(|&v| v != NULL_DATAOFF)
@@ -639,7 +710,21 @@ impl BigDir {
             });
         }
         for mut o in outs {
-            let old = self.bufs.get(&o.dablk).copied();
+            let daddr = match daddrs.get(&o.dablk) {
+                Some(&a) => a,
+                None => self.daddr(tx, o.dablk)?,
+            };
+            // The self-describing address (the free index header has it at
+            // 8, the others at 16).
+            let at = if o.kind == BufKind::DirFree { 8 } else { 16 };
+            o.bytes[at..at + 8].copy_from_slice(&daddr.0.to_be_bytes());
+            // A block of the index as it was is joined to be rewritten.
+            let old = if base.index.contains_key(&o.dablk) || self.bufs.contains_key(&o.dablk) {
+                self.ensure_joined(tx, o.dablk)?;
+                self.bufs.get(&o.dablk).copied()
+            } else {
+                None
+            };
             let same = old.filter(|&(_, k)| k == o.kind).map(|(b, _)| b);
             if let Some(b) = same {
                 // Keep the stamped fields (CRC, LSN) as they are.
@@ -653,21 +738,73 @@ impl BigDir {
                 o.bytes[crc..crc + 4].copy_from_slice(&c0);
                 o.bytes[lsn..lsn + 8].copy_from_slice(&l0);
             }
-            write_buf(tx, same, false, daddrs[&o.dablk], o.kind, &o.bytes)?;
+            write_buf(tx, same, false, daddr, o.kind, &o.bytes)?;
         }
         let dablks: Vec<u64> = self.leaves.iter().map(|l| l.dablk).collect();
         for (i, l) in self.leaves.iter_mut().enumerate() {
             let back = if i > 0 { dablks[i - 1] } else { 0 };
             l.chain = Some((back, dablks.get(i + 1).copied().unwrap_or(0)));
         }
+        // The index as it now is (map and bests are set with the fork).
+        let leaf_kind = if self.leaf_form {
+            BufKind::DirLeaf1
+        } else {
+            BufKind::DirLeafN
+        };
+        let mut index: BTreeMap<u64, BufKind> =
+            self.leaves.iter().map(|l| (l.dablk, leaf_kind)).collect();
+        index.extend(nodes.keys().map(|&d| (d, BufKind::DaNode)));
+        index.extend(frees.iter().map(|&(d, _)| (d, BufKind::DirFree)));
+        let mut parent = BTreeMap::new();
+        for row in &rows {
+            for (dablk, _, items) in row {
+                parent.extend(items.iter().map(|&(_, c)| (c, *dablk)));
+            }
+        }
+        let leaves = self
+            .leaves
+            .iter()
+            .map(|l| LeafBlk {
+                dablk: l.dablk,
+                hash: l.last_hash().unwrap_or(l.hash),
+                ents: None,
+                chain: l.chain,
+            })
+            .collect();
+        self.base = Arc::new(DirSkel {
+            fp: [0; 7],
+            map: ExtentMap::new(Vec::new(), 0),
+            leaves,
+            bests: Vec::new(),
+            parent,
+            nodes,
+            index,
+        });
         self.commit_data_and_fork(tx)
     }
 
-    fn blkinfo(&self, b: &mut [u8], forw: u64, back: u64, magic: u16, daddr: u64) {
+    /// The buffer of index block `dablk` (of the index as it was, or
+    /// joined in this operation), joined now if it was not.
+    fn ensure_joined(&mut self, tx: &mut dyn MetaTx, dablk: u64) -> Result<crate::xact::BufId> {
+        if let Some(&(b, _)) = self.bufs.get(&dablk) {
+            return Ok(b);
+        }
+        let kind = *self
+            .base
+            .index
+            .get(&dablk)
+            .ok_or_else(|| corrupt(self.owner, format!("index block {dablk:#x} unknown")))?;
+        let daddr = self.daddr(tx, dablk)?;
+        let b = tx.read_buf(daddr, self.geo.blksize as usize, kind)?;
+        self.bufs.insert(dablk, (b, kind));
+        Ok(b)
+    }
+
+    /// The block info header (the address is set when it is known).
+    fn blkinfo(&self, b: &mut [u8], forw: u64, back: u64, magic: u16) {
         put_be32(b, 0, forw as u32);
         put_be32(b, 4, back as u32);
         b[8..10].copy_from_slice(&magic.to_be_bytes());
-        b[16..24].copy_from_slice(&daddr.to_be_bytes());
         b[32..48].copy_from_slice(&self.uuid);
         b[48..56].copy_from_slice(&self.owner.0.to_be_bytes());
     }
@@ -675,9 +812,15 @@ impl BigDir {
     /// Drop the whole index (leaf -> block conversion): cancel and free
     /// every index block.
     pub fn drop_index(&mut self, tx: &mut dyn MetaTx) -> Result<()> {
-        let all: Vec<(u64, crate::xact::BufId)> =
-            self.bufs.iter().map(|(d, (b, _))| (*d, *b)).collect();
-        for (dablk, b) in all {
+        let all: BTreeSet<u64> = self
+            .base
+            .index
+            .keys()
+            .chain(self.bufs.keys())
+            .copied()
+            .collect();
+        for dablk in all {
+            let b = self.ensure_joined(tx, dablk)?;
             tx.stale_buf(b);
             self.free_block(tx, dablk)?;
         }

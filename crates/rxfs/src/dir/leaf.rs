@@ -137,6 +137,8 @@ fn to_block(tx: &mut dyn MetaTx, d: &mut BigDir) -> Result<()> {
     // Data blocks other than 0 emptied by this removal.
     d.commit_data_and_fork(tx)?;
     di::set_size(tx.inode_mut(d.dp), d.geo.blksize as u64);
+    // A block directory now: nothing of the index is kept.
+    tx.set_fork_cache(d.dp, None);
     Ok(())
 }
 
@@ -173,6 +175,7 @@ pub fn from_block(
             freed: false,
         },
     );
+    let map_base = map.clone();
     let mut d = BigDir {
         geo,
         dp,
@@ -184,8 +187,7 @@ pub fn from_block(
         leaves: vec![LeafBlk::loaded(geo.leaf_dablk(), ents)],
         bests: vec![best],
         bufs: Default::default(),
-        node_dablks: Vec::new(),
-        parent: Default::default(),
+        base: std::sync::Arc::new(super::skel::DirSkel::empty(map_base)),
         data,
         delta: 0,
     };

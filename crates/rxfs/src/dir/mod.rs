@@ -55,6 +55,7 @@ pub mod index;
 pub mod leaf;
 pub mod read;
 pub mod sf;
+pub mod skel;
 #[cfg(test)]
 mod tests;
 

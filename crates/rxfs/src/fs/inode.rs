@@ -148,14 +148,20 @@ impl Filesystem {
         let item = self.rw()?.inodes.get(ino)?;
         // The core and the fork blocks as of one transaction boundary.
         let _guard = self.read_guard(ino);
-        let bytes = {
+        let (bytes, kept) = {
             let st = item.st.lock();
             if st.stale || st.committed.len() < 4 || st.committed[2..4] == [0, 0] {
                 return None;
             }
-            st.committed.clone()
+            (st.committed.clone(), st.fork_cache.clone())
         };
-        crate::inode::decode::decode_inode(self, ino, &bytes).ok()
+        // A directory's index kept in core holds its data fork's extents
+        // (installed with these bytes: see `Trans::commit_one`).
+        let exts = kept
+            .and_then(|c| c.downcast::<crate::dir::skel::DirSkel>().ok())
+            .filter(|s| s.fp == crate::dir::skel::fingerprint(&bytes))
+            .map(|s| s.map.exts.clone());
+        crate::inode::decode::decode_inode_known(self, ino, &bytes, exts).ok()
     }
 
     /// [`Self::iget`] of an inode this mount has just created or changed

@@ -27,7 +27,7 @@ use crate::fs::Filesystem;
 use crate::geometry::Geometry;
 use crate::log::Ticket;
 use crate::types::{AgBlock, AgNumber, Daddr, Ino};
-use crate::xact::{BufId, InodeId, MetaTx, Resv, SbCounter};
+use crate::xact::{BufId, ForkCache, InodeId, MetaTx, Resv, SbCounter};
 
 struct TBuf {
     buf: Arc<Buf>,
@@ -44,6 +44,9 @@ struct TInode {
     item: Arc<InodeItem>,
     data: Vec<u8>,
     dirty: bool,
+    /// The fork cache this transaction set ([`MetaTx::set_fork_cache`]):
+    /// `Some(None)` drops it at commit.
+    cache: Option<Option<ForkCache>>,
 }
 
 /// A logged transaction (see the module doc and [`MetaTx`]).
@@ -376,6 +379,16 @@ impl<'a> Trans<'a> {
             .collect();
         let mut changed = Vec::new();
         let ts_only = self.timestamps_only;
+        // Fork caches to install once the commit is published: what was
+        // set, or nothing for an inode changed without setting one.
+        let mut caches = Vec::new();
+        for i in &mut self.inodes {
+            match i.cache.take() {
+                Some(c) => caches.push((i.item.clone(), c)),
+                None if i.dirty => caches.push((i.item.clone(), None)),
+                None => {}
+            }
+        }
         let inodes: Vec<TxInode> = std::mem::take(&mut self.inodes)
             .into_iter()
             .filter(|i| i.dirty)
@@ -388,6 +401,12 @@ impl<'a> Trans<'a> {
                 }
             })
             .collect();
+        // Readers take an inode's committed bytes and its cache together
+        // (`Filesystem::decode_in_core`): drop the old cache before the
+        // new bytes are published, install the new one after.
+        for (item, _) in &caches {
+            item.st.lock().fork_cache = None;
+        }
         let raw = std::mem::take(&mut self.raw);
         let empty = bufs.is_empty() && inodes.is_empty() && raw.is_empty();
         let r = if empty {
@@ -403,6 +422,11 @@ impl<'a> Trans<'a> {
         };
         rw.cil.log().grant().ungrant(ticket);
         let seq = r?;
+        // Still under the callers' inode locks (they are dropped after
+        // commit), so no other transaction of these inodes ran between.
+        for (item, c) in caches {
+            item.st.lock().fork_cache = c;
+        }
         if !empty {
             rw.apply_sb_delta(self.sb_delta);
             for ino in changed {
@@ -550,6 +574,7 @@ impl MetaTx for Trans<'_> {
             item,
             data,
             dirty: false,
+            cache: None,
         });
         self.by_ino.insert(ino.0, id);
         Ok(id)
@@ -574,6 +599,7 @@ impl MetaTx for Trans<'_> {
             item,
             data: dinode,
             dirty: true,
+            cache: Some(None),
         });
         self.by_ino.insert(ino.0, id);
         Ok(id)
@@ -611,6 +637,16 @@ impl MetaTx for Trans<'_> {
     }
     fn ifree_done(&mut self, i: InodeId) {
         self.inodes[i.0 as usize].dirty = true;
+    }
+    fn fork_cache(&self, i: InodeId) -> Option<ForkCache> {
+        let t = &self.inodes[i.0 as usize];
+        match &t.cache {
+            Some(c) => c.clone(),
+            None => t.item.st.lock().fork_cache.clone(),
+        }
+    }
+    fn set_fork_cache(&mut self, i: InodeId, c: Option<ForkCache>) {
+        self.inodes[i.0 as usize].cache = Some(c);
     }
     fn log_raw_item(&mut self, regions: Vec<Vec<u8>>) {
         self.raw.push(RawItem::Plain(regions));

@@ -22,6 +22,19 @@ const BMBT_MAXLEVELS: u16 = 9;
 /// forks included, without asking the inode btree whether it is
 /// allocated (checkers that walk the chunks already know).
 pub(crate) fn decode_inode(fs: &(impl ReadCtx + ?Sized), ino: Ino, buf: &[u8]) -> Result<Inode> {
+    decode_inode_known(fs, ino, buf, None)
+}
+
+/// [`decode_inode`], given the extent list of a BTREE-format data fork
+/// when the caller holds it in core, decoded and checked, for exactly
+/// these dinode bytes (a directory's kept index, `dir::skel`): the bmbt is
+/// then not walked. Its length must be the dinode's extent count.
+pub(crate) fn decode_inode_known(
+    fs: &(impl ReadCtx + ?Sized),
+    ino: Ino,
+    buf: &[u8],
+    data_exts: Option<Vec<bmbt::Extent>>,
+) -> Result<Inode> {
     let isize = buf.len();
     let core = dinode::decode_core(buf, ino, &fs.sb().metadata_uuid(), fs.sb().has_nrext64())?;
     if core.mode == 0 {
@@ -34,16 +47,21 @@ pub(crate) fn decode_inode(fs: &(impl ReadCtx + ?Sized), ino: Ino, buf: &[u8]) -
     let realtime = core.flags & dinode::DIFLAG_REALTIME != 0;
     let dsize = core.data_fork_size(isize);
     let dfork = &buf[dinode::DINODE_V3_CORE_SIZE..dinode::DINODE_V3_CORE_SIZE + dsize];
-    let data = decode_fork(
-        fs,
-        ino,
-        &core,
-        ForkKind::Data,
-        core.format,
-        dfork,
-        core.nextents,
-        realtime,
-    )?;
+    let known = data_exts.filter(|l| core.format == FMT_BTREE && l.len() as u64 == core.nextents);
+    let data = if let Some(list) = known {
+        Fork::Extents { list, btree: true }
+    } else {
+        decode_fork(
+            fs,
+            ino,
+            &core,
+            ForkKind::Data,
+            core.format,
+            dfork,
+            core.nextents,
+            realtime,
+        )?
+    };
     let attr = if core.forkoff != 0 {
         let aoff = core.attr_fork_offset();
         let afork = &buf[aoff..isize];

@@ -58,6 +58,10 @@ use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
 use crate::types::{AgBlock, AgNumber, Daddr, Ino};
 
+/// A layer's in-core cache of an inode's metadata, kept between
+/// transactions (see [`MetaTx::fork_cache`]); the owner downcasts it.
+pub type ForkCache = std::sync::Arc<dyn std::any::Any + Send + Sync>;
+
 /// A buffer joined to a transaction (index into the transaction's list).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct BufId(pub u32);
@@ -198,6 +202,24 @@ pub trait MetaTx {
     /// The inode was freed in this transaction (mode 0 written by the
     /// caller); the implementation drops it from its caches at commit.
     fn ifree_done(&mut self, i: InodeId);
+
+    /// The in-core cache kept for joined inode `i` between transactions
+    /// ([`ForkCache`]): what this transaction set, else the one installed
+    /// by the last commit. `None` when there is none (an implementation
+    /// may keep none at all).
+    fn fork_cache(&self, i: InodeId) -> Option<ForkCache> {
+        let _ = i;
+        None
+    }
+    /// Set the cache of joined inode `i` to describe the inode as this
+    /// transaction leaves it (`None`: drop it). The contract: commit
+    /// installs what was set last; a commit that changed the inode
+    /// (`inode_mut`) without setting its cache drops it; cancel installs
+    /// nothing. So code that changes what a cache describes must change
+    /// the inode too (directory changes always do: timestamps, size).
+    fn set_fork_cache(&mut self, i: InodeId, c: Option<ForkCache>) {
+        let _ = (i, c);
+    }
 
     /// Log a whole item this transaction built itself (intent and done
     /// items: EFI/EFD...): `regions[0]` is its format header. Logged once,
