@@ -55,6 +55,10 @@ pub struct FuseOpts {
     /// (the fuse module's `enable_uring` parameter); on: the mount fails
     /// if it does not; off: never.
     pub uring: Option<bool>,
+    /// `writeback_cache` (`=on`; `=off` or `nowriteback_cache`, the
+    /// default, turn it off): the kernel's page cache keeps dirty pages
+    /// and sends them later (`FUSE_WRITEBACK_CACHE`, see [`crate::fuse`]).
+    pub writeback_cache: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -231,11 +235,18 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             }
             ("allow_other", None) => o.fuse.allow_other = true,
             ("auto_unmount", None) => o.fuse.auto_unmount = true,
-            ("writeback_cache", None) => {
-                return Err(CliError::usage(
-                    "writeback_cache is not supported: rxfs serves every write(2) at once \
-                     (see the fuse module docs)",
-                ))
+            ("writeback_cache", None) => o.fuse.writeback_cache = true,
+            ("nowriteback_cache", None) => o.fuse.writeback_cache = false,
+            ("writeback_cache", Some(v)) => {
+                o.fuse.writeback_cache = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => {
+                        return Err(CliError::usage(format!(
+                            "bad writeback_cache '{v}' (on or off)"
+                        )))
+                    }
+                }
             }
             ("fsname", Some(v)) => o.fuse.fsname = Some(v.to_string()),
             ("subtype", Some(v)) => {
@@ -491,8 +502,15 @@ mod tests {
         assert!(p(&["nonsense=1"], true).is_err());
         assert!(p(&["ro=1"], true).is_err());
         assert!(o.read_only);
-        let e = p(&["writeback_cache"], true).unwrap_err();
-        assert!(e.msg.contains("not supported"), "{}", e.msg);
+        // The write-back cache: off unless asked for; the last word wins.
+        let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache;
+        assert!(!wb("rw"));
+        assert!(wb("writeback_cache"));
+        assert!(wb("writeback_cache=on"));
+        assert!(!wb("writeback_cache,nowriteback_cache"));
+        assert!(!wb("writeback_cache=off"));
+        assert!(p(&["writeback_cache=maybe"], true).is_err());
+        assert!(p(&["writeback_cache"], false).is_err());
     }
 
     #[test]

@@ -8,7 +8,16 @@
 //! must equal the model's; after `rxfs umount`, `xfs_repair -n` exits 0
 //! and the kernel's view equals the model.
 //!
-//! Root only; fails unless RXFS_SKIP_KERNEL_TESTS=1.
+//! One test runs with the kernel's write-back cache on (`-o
+//! writeback_cache`: writes reach rxfs at writeback, fsync, close or
+//! unmount), the other without it (every write(2) served at once).
+//!
+//! Environment: RXFS_RANDOM_SEEDS=N (seeds per test, default 3; the
+//! seeds are fixed per test, so a larger N runs the default ones
+//! first) or A..B (the test's seeds A to B-1: a failing seed replays),
+//! RXFS_RANDOM_FUSE_OPTS (mount options added to every run,
+//! e.g. `threads=1,fuse_uring=off`). Root only; fails unless
+//! RXFS_SKIP_KERNEL_TESTS=1.
 
 mod common;
 #[path = "../../rxfs/tests/random_support/mod.rs"]
@@ -25,14 +34,51 @@ use random_support::{close_all, run_ops, Counts};
 
 #[test]
 fn random_ops_through_fuse() {
-    run("random_ops_through_fuse", "rw", 0..3);
+    run("random_ops_through_fuse", "rw", 0);
 }
 
-fn run(tag: &str, opts: &str, seeds: std::ops::Range<u64>) {
+/// The same with the kernel's write-back cache on.
+#[test]
+fn random_ops_through_fuse_writeback_cache() {
+    run(
+        "random_ops_through_fuse_writeback_cache",
+        "rw,writeback_cache",
+        1000,
+    );
+}
+
+/// RXFS_RANDOM_SEEDS: N (the test's first N seeds, default 3) or A..B
+/// (seeds A to B-1 of the test, to replay one that failed).
+fn seed_range(first_seed: u64) -> std::ops::Range<u64> {
+    let v = std::env::var("RXFS_RANDOM_SEEDS").unwrap_or_default();
+    let bad = || panic!("RXFS_RANDOM_SEEDS={v}: N or A..B");
+    if v.is_empty() {
+        return first_seed..first_seed + 3;
+    }
+    match v.split_once("..") {
+        Some((a, b)) => match (a.parse::<u64>(), b.parse::<u64>()) {
+            (Ok(a), Ok(b)) => first_seed + a..first_seed + b,
+            _ => bad(),
+        },
+        None => match v.parse::<u64>() {
+            Ok(n) => first_seed..first_seed + n,
+            Err(_) => bad(),
+        },
+    }
+}
+
+fn run(tag: &str, opts: &str, first_seed: u64) {
     if kernel_tests_disabled() {
         return;
     }
     require_root();
+    let seeds = seed_range(first_seed);
+    let extra = std::env::var("RXFS_RANDOM_FUSE_OPTS").unwrap_or_default();
+    let opts = if extra.is_empty() {
+        opts.to_string()
+    } else {
+        format!("{opts},{extra}")
+    };
     let mut c = Counts::default();
     let nseeds = seeds.end - seeds.start;
     for seed in seeds {
@@ -40,7 +86,7 @@ fn run(tag: &str, opts: &str, seeds: std::ops::Range<u64>) {
         let img = s.path("img");
         mkfs(&img, 512 << 20, &[]);
         let mnt = s.path("m");
-        let guard = rxfs_mount(&img, &mnt, opts);
+        let guard = rxfs_mount(&img, &mnt, &opts);
         let mut t = PosixTarget::new(mnt.clone());
         let mut m = Model::new();
         let p = Params {

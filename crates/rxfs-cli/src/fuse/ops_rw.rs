@@ -514,17 +514,34 @@ impl SetAttrArgs {
     /// immutable nor append-only allow; "now" times (touch) only
     /// immutable refuses; a truncate through a path both refuse, through
     /// a descriptor only append-only.
+    ///
+    /// With the write-back cache the kernel keeps a regular file's mtime
+    /// and ctime and sends them as explicit times, never MTIME_NOW: when
+    /// it flushes the times a write stamped, with a truncate, and for
+    /// `touch`. All of these carry a ctime equal to the mtime (the kernel
+    /// stamped both with one clock reading), which an explicit time from
+    /// utimensat(2) never has (its ctime is the call's own "now"): such
+    /// an mtime counts as "now", and with a size it is the truncate's.
     pub fn flags_allow(&self, flags: u16) -> Result<(), rxfs::Error> {
+        let stamped = match (self.mtime, self.ctime) {
+            (Some(TimeOrNow::SpecificTime(m)), Some(c)) => m == c,
+            _ => false,
+        };
+        let mtime = match stamped {
+            true if self.size.is_some() => None,
+            true => Some(TimeOrNow::Now),
+            false => self.mtime,
+        };
         let explicit = |t: Option<TimeOrNow>| matches!(t, Some(TimeOrNow::SpecificTime(_)));
         let attrs = self.mode.is_some()
             || self.uid.is_some()
             || self.gid.is_some()
             || explicit(self.atime)
-            || explicit(self.mtime);
+            || explicit(mtime);
         if attrs {
             flags_allow(flags, Change::Modify)?;
         }
-        if self.atime.is_some() || self.mtime.is_some() {
+        if self.atime.is_some() || mtime.is_some() {
             flags_allow(flags, Change::Append)?;
         }
         match (self.size.is_some(), self.via_fd) {
@@ -585,6 +602,39 @@ mod tests {
             assert_eq!(linux, fuse);
             assert_eq!(rxfs::fs::ops_ns::xfs_rdev(linux), encode_xfs_dev(ma, mi));
         }
+    }
+
+    #[test]
+    fn kernel_stamped_times_count_as_now() {
+        use rxfs::format::inode::DIFLAG_APPEND;
+        let t = UNIX_EPOCH + Duration::new(1_700_000_000, 5);
+        let later = t + Duration::from_nanos(1);
+        let times = |m, c| SetAttrArgs {
+            mtime: Some(TimeOrNow::SpecificTime(m)),
+            ctime: c,
+            ..SetAttrArgs::default()
+        };
+        let append = DIFLAG_APPEND;
+        // A write's times flushed (mtime = ctime), `touch` (atime now too).
+        assert!(times(t, Some(t)).flags_allow(append).is_ok());
+        let touch = SetAttrArgs {
+            atime: Some(TimeOrNow::Now),
+            ..times(t, Some(t))
+        };
+        assert!(touch.flags_allow(append).is_ok());
+        assert!(touch.flags_allow(DIFLAG_IMMUTABLE).is_err());
+        // An explicit mtime (ctime is the call's "now"), or none at all.
+        assert!(times(t, Some(later)).flags_allow(append).is_err());
+        assert!(times(t, None).flags_allow(append).is_err());
+        // A truncate's stamp goes with the size: through a descriptor an
+        // immutable file's size may change, an append-only one's not.
+        let trunc = SetAttrArgs {
+            size: Some(0),
+            via_fd: true,
+            ..times(t, Some(t))
+        };
+        assert!(trunc.flags_allow(DIFLAG_IMMUTABLE).is_ok());
+        assert!(trunc.flags_allow(append).is_err());
     }
 
     #[test]

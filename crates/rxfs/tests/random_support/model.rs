@@ -233,6 +233,17 @@ impl Model {
         }
     }
 
+    /// Linux refuses changes of `user.*` attributes on anything but
+    /// files and directories (EPERM; the generator names a symlink or a
+    /// FIFO when it picks a name at random).
+    fn user_xattr_allowed(&self, id: u64, key: &[u8]) -> Result<(), Errno> {
+        let plain = matches!(self.nodes[&id].kind, Kind::File | Kind::Dir);
+        if key.starts_with(b"user.") && !plain {
+            return Err(libc::EPERM);
+        }
+        Ok(())
+    }
+
     pub fn lookup(&self, dir: u64, name: &[u8]) -> Option<u64> {
         self.nodes.get(&dir)?.entries.get(name).copied()
     }
@@ -371,11 +382,13 @@ impl Model {
                 Ok(())
             }
             Op::SetXattr { e, key, val, how } => {
-                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
-                // Linux: a full name over 255 bytes is ERANGE.
+                // Linux: a full name over 255 bytes is ERANGE (the name is
+                // copied in before the path is looked up).
                 if key.len() > 255 {
                     return Err(libc::ERANGE);
                 }
+                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                self.user_xattr_allowed(id, key)?;
                 let x = &mut self.nodes.get_mut(&id).unwrap().xattrs;
                 match (how, x.contains_key(key)) {
                     (XHow::Create, true) => return Err(libc::EEXIST),
@@ -386,10 +399,11 @@ impl Model {
                 Ok(())
             }
             Op::RemoveXattr { e, key } => {
-                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
                 if key.len() > 255 {
                     return Err(libc::ERANGE);
                 }
+                let id = self.lookup(e.dir, &e.name).ok_or(libc::ENOENT)?;
+                self.user_xattr_allowed(id, key)?;
                 let x = &mut self.nodes.get_mut(&id).unwrap().xattrs;
                 x.remove(key).map(|_| ()).ok_or(libc::ENODATA)
             }

@@ -69,6 +69,7 @@ pub mod init {
     pub const DONT_MASK: u64 = 1 << 6;
     pub const DO_READDIRPLUS: u64 = 1 << 13;
     pub const READDIRPLUS_AUTO: u64 = 1 << 14;
+    pub const WRITEBACK_CACHE: u64 = 1 << 16;
     pub const PARALLEL_DIROPS: u64 = 1 << 18;
     pub const POSIX_ACL: u64 = 1 << 20;
     pub const MAX_PAGES: u64 = 1 << 22;
