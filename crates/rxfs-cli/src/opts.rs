@@ -55,10 +55,11 @@ pub struct FuseOpts {
     /// (the fuse module's `enable_uring` parameter); on: the mount fails
     /// if it does not; off: never.
     pub uring: Option<bool>,
-    /// `writeback_cache` (`=on`; `=off` or `nowriteback_cache`, the
-    /// default, turn it off): the kernel's page cache keeps dirty pages
-    /// and sends them later (`FUSE_WRITEBACK_CACHE`, see [`crate::fuse`]).
-    pub writeback_cache: bool,
+    /// `writeback_cache` (`=on`, the default; `=off` or
+    /// `nowriteback_cache` turn it off): the kernel's page cache keeps
+    /// dirty pages and sends them later (`FUSE_WRITEBACK_CACHE`, see
+    /// [`crate::fuse`]). None: the default.
+    pub writeback_cache: Option<bool>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -235,12 +236,12 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             }
             ("allow_other", None) => o.fuse.allow_other = true,
             ("auto_unmount", None) => o.fuse.auto_unmount = true,
-            ("writeback_cache", None) => o.fuse.writeback_cache = true,
-            ("nowriteback_cache", None) => o.fuse.writeback_cache = false,
+            ("writeback_cache", None) => o.fuse.writeback_cache = Some(true),
+            ("nowriteback_cache", None) => o.fuse.writeback_cache = Some(false),
             ("writeback_cache", Some(v)) => {
                 o.fuse.writeback_cache = match v {
-                    "on" => true,
-                    "off" => false,
+                    "on" => Some(true),
+                    "off" => Some(false),
                     _ => {
                         return Err(CliError::usage(format!(
                             "bad writeback_cache '{v}' (on or off)"
@@ -502,9 +503,9 @@ mod tests {
         assert!(p(&["nonsense=1"], true).is_err());
         assert!(p(&["ro=1"], true).is_err());
         assert!(o.read_only);
-        // The write-back cache: off unless asked for; the last word wins.
-        let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache;
-        assert!(!wb("rw"));
+        // The write-back cache: on unless turned off; the last word wins.
+        let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache != Some(false);
+        assert!(wb("rw"));
         assert!(wb("writeback_cache"));
         assert!(wb("writeback_cache=on"));
         assert!(!wb("writeback_cache,nowriteback_cache"));

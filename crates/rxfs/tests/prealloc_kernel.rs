@@ -87,3 +87,52 @@ fn interleaved_appends_get_few_extents() {
     }
     k.umount();
 }
+
+/// Writes from a cache whose owner keeps the times (`write_stamped` with
+/// `stamp` false: the kernel's write-back cache under FUSE) leave mtime
+/// and ctime alone, including when an append preallocates past EOF (the
+/// preallocation is not a change of the file, as in XFS); a plain write
+/// stamps them.
+#[test]
+fn unstamped_writes_and_preallocation_keep_the_times() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("prealloc_times");
+    let img = s.path("img");
+    mkfs_with(&img, 256 << 20, &[], FSTESTS_ENV);
+    let fs = Filesystem::open_path(&img, None, MountOptions::default()).unwrap();
+    let a = CreateArgs {
+        mode: 0o100644,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        umask: 0,
+    };
+    let f = fs.create(fs.root_ino(), b"f", &a).unwrap().ino;
+    let t0 = fs.iget(f).unwrap().core.mtime;
+    let tick = || std::thread::sleep(std::time::Duration::from_millis(10));
+    // Appends (the second and later ones preallocate), a partial-block
+    // overwrite, a block-aligned overwrite (the transaction-less path).
+    for i in 0..8u64 {
+        tick();
+        fs.write_stamped(f, i * 5000, &pattern(i, 5000), false)
+            .unwrap();
+    }
+    tick();
+    fs.write_stamped(f, 100, &[7u8; 300], false).unwrap();
+    tick();
+    fs.write_stamped(f, 4096, &pattern(99, 4096), false)
+        .unwrap();
+    let ip = fs.iget(f).unwrap();
+    assert_eq!(ip.core.size, 40_000);
+    assert!(ip.core.nblocks > 40_000 / 4096, "no preallocation past EOF");
+    assert_eq!(ip.core.mtime, t0, "mtime moved without a stamp");
+    assert_eq!(ip.core.ctime, t0, "ctime moved without a stamp");
+    tick();
+    fs.write(f, 40_000, &[1u8; 10]).unwrap();
+    let ip = fs.iget(f).unwrap();
+    assert!(ip.core.mtime != t0 && ip.core.ctime == ip.core.mtime);
+    fs.unmount().unwrap();
+}

@@ -29,10 +29,9 @@
 //! (reads and writes of the library), so the inode flags of its
 //! destination are checked as for a write.
 //!
-//! Write caching: with `-o writeback_cache` (opt-in, see below for why
-//! it is not the default yet) the mount asks for FUSE_WRITEBACK_CACHE.
-//! The kernel
-//! then keeps dirty pages and sends them as WRITEs at writeback, fsync,
+//! Write caching: a read-write mount asks for FUSE_WRITEBACK_CACHE
+//! (`-o nowriteback_cache` or `writeback_cache=off` turn it off). The
+//! kernel then keeps dirty pages and sends them as WRITEs at writeback, fsync,
 //! close (FLUSH waits for them), and before a truncate, a punch or zero
 //! range, a copy_file_range or an O_DIRECT write of the range; a WRITE
 //! from writeback carries no caller (set-id bits were dropped by the
@@ -52,15 +51,17 @@
 //! end, and the session returns only when every loop has ended, so no
 //! request is still running when the filesystem is unmounted.
 //!
-//! Without it (the default), every write(2) reaches rxfs before it
-//! returns (the page cache holds clean pages only). It stays opt-in
-//! because the two owners of a file's times disagree: each WRITE stamps
-//! mtime and ctime by the library's 4 ms ticks while the kernel keeps
-//! its own stamps and sends them in a SETATTR when it writes the inode
-//! back, so the times `stat` showed before an unmount can differ from
-//! those on disk after it (`mount_rw::rw_mount_end_to_end` with the
-//! cache on: three O_APPEND opens of one file). A WRITE from the cache
-//! should leave the times alone; the library cannot yet be told so.
+//! Times: a WRITE from the cache (FUSE_WRITE_CACHE) leaves mtime and
+//! ctime alone (`Filesystem::write_stamped`): the kernel stamped them at
+//! the write(2) and sends them in a SETATTR when it writes the inode
+//! back, which may come before the pages. (Stamping them again at the
+//! WRITE, by the library's 4 ms ticks, left times on disk after an
+//! unmount later than those `stat` had shown: `mount_rw`'s three
+//! O_APPEND opens of one file.) A write(2) that reaches us directly
+//! (O_DIRECT, or the cache off) stamps them as before.
+//!
+//! Without the cache, every write(2) reaches rxfs before it returns (the
+//! page cache holds clean pages only).
 //!
 //! A trial of the cache in the fuser era (a worker pool: requests of
 //! one file could run out of order, and a RELEASE was answered before
@@ -89,7 +90,7 @@ pub mod wire;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use wire::abi::{fattr, init, FSYNC_FDATASYNC};
+use wire::abi::{fattr, init, FSYNC_FDATASYNC, WRITE_CACHE};
 use wire::types::system_time_of;
 use wire::{
     InitWants, Op, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -299,7 +300,9 @@ impl wire::Handler for RxFuse {
                 // The kernel's loff_t: past i64::MAX is negative, which
                 // answers EINVAL.
                 let who = cred::Asker::of(req);
-                self.run(|c| c.write(node, arg.offset as i64, data, who, ReplyWrite(reply)))
+                let cached = arg.write_flags & WRITE_CACHE != 0;
+                let at = arg.offset as i64;
+                self.run(|c| c.write(node, at, data, cached, who, ReplyWrite(reply)))
             }
             Op::Setattr(a) => {
                 let a = setattr_args(&a);

@@ -289,7 +289,20 @@ impl Core {
         }
     }
 
-    pub fn write(&self, nodeid: u64, offset: i64, data: &[u8], who: Asker, reply: ReplyWrite) {
+    /// WRITE. `cached`: the kernel's write-back of its page cache
+    /// (FUSE_WRITE_CACHE): the kernel stamped mtime and ctime at the
+    /// write(2) and sends them with SETATTR, maybe before these pages, so
+    /// this write leaves them alone (else the times on disk would be the
+    /// write-back's, later than those `stat` showed).
+    pub fn write(
+        &self,
+        nodeid: u64,
+        offset: i64,
+        data: &[u8],
+        cached: bool,
+        who: Asker,
+        reply: ReplyWrite,
+    ) {
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
@@ -302,7 +315,7 @@ impl Core {
         let plain = |ip: &Inode| ip.core.flags & DIFLAG_SYNC == 0 && setid_to_drop(ip, who) == 0;
         match self
             .fs
-            .overwrite_if(self.ino(nodeid), offset as u64, data, plain)
+            .overwrite_if(self.ino(nodeid), offset as u64, data, !cached, plain)
         {
             Ok(Some(n)) => return reply.written(n.min(u32::MAX as usize) as u32),
             Ok(None) => {}
@@ -316,7 +329,7 @@ impl Core {
         if let Err(e) = self.drop_setid_before_change(&ip, nodeid, who) {
             return reply.fail(e);
         }
-        match self.fs.write(ip.ino, offset as u64, data) {
+        match self.fs.write_stamped(ip.ino, offset as u64, data, !cached) {
             // A file with the sync flag: every write is a data-integrity
             // write (as O_DSYNC), done before it is answered.
             Ok(n) if ip.core.flags & DIFLAG_SYNC != 0 => match self.fs.fsync(ip.ino, true) {

@@ -98,8 +98,10 @@ pub(super) fn refuse_reflink(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
 /// How a write step runs.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteOpts {
-    /// The new mtime and ctime.
-    pub now: Timestamp,
+    /// The new mtime and ctime; `None` leaves them as they are (a write
+    /// from a cache whose owner stamps the times itself: the kernel's page
+    /// cache under FUSE_WRITEBACK_CACHE, which sends them with SETATTR).
+    pub now: Option<Timestamp>,
     /// Where new blocks go ([`Placement::Anywhere`] for the retry after
     /// `NoSpace` in a fresh transaction).
     pub place: Placement,
@@ -113,7 +115,7 @@ impl WriteOpts {
     /// Now, near the file's blocks.
     pub fn now() -> Self {
         WriteOpts {
-            now: now(),
+            now: Some(now()),
             place: Placement::Near,
             max_blocks: WRITE_TX_BLOCKS,
         }
@@ -124,7 +126,8 @@ impl WriteOpts {
 /// at most `opts.max_blocks` new blocks; returns how many bytes were
 /// written (at least one block's worth unless `data` is shorter). Data
 /// reaches the device before this returns; the caller commits. Sets the
-/// size when the write goes past EOF, and mtime = ctime = `opts.now`.
+/// size when the write goes past EOF, and mtime = ctime = `opts.now`
+/// (unless that is `None`).
 pub fn write_step(
     tx: &mut dyn MetaTx,
     dev: &dyn BlockDevice,
@@ -182,7 +185,9 @@ pub fn write_step(
     if step_end > size {
         set_size(tx, ip, step_end);
     }
-    set_times(tx, ip, None, Some(now), Some(now));
+    if now.is_some() {
+        set_times(tx, ip, None, now, now);
+    }
     di::bump_changecount(tx.inode_mut(ip), 1);
     Ok(data.len())
 }

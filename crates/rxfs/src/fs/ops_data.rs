@@ -30,22 +30,31 @@ impl Filesystem {
     /// preallocations back on ENOSPC.
     ///
     /// A block-aligned overwrite of written blocks inside EOF takes the
-    /// fast path of [`Self::overwrite`] (I/O lock shared, no transaction
+    /// fast path of [`Self::overwrite_if`] (I/O lock shared, no transaction
     /// but a timestamp update per clock tick); every other write holds
     /// the I/O lock exclusive.
     pub fn write(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
-        if let Some(n) = self.overwrite(ino, off, data)? {
+        self.write_stamped(ino, off, data, true)
+    }
+
+    /// [`Self::write`]; with `stamp` false, mtime and ctime are left as
+    /// they are: for writes from a cache whose owner keeps the times and
+    /// sets them itself (the kernel's page cache under
+    /// FUSE_WRITEBACK_CACHE: it stamps the times at write(2) and sends them
+    /// with SETATTR, maybe before the pages reach us).
+    pub fn write_stamped(&self, ino: Ino, off: u64, data: &[u8], stamp: bool) -> Result<usize> {
+        if let Some(n) = self.overwrite_if(ino, off, data, stamp, |_| true)? {
             return Ok(n);
         }
         let _io = self.iolock(ino, true);
         let old_size = self.iget(ino)?.core.size;
-        let n = match self.write_inner(ino, off, data) {
+        let n = match self.write_inner(ino, off, data, stamp) {
             Err(Error::NoSpace) if self.trim_all_eof(Some(ino))? => {
-                self.write_inner(ino, off, data)?
+                self.write_inner(ino, off, data, stamp)?
             }
             Ok(n) if n < data.len() && self.trim_all_eof(Some(ino))? => {
                 n + self
-                    .write_inner(ino, off + n as u64, &data[n..])
+                    .write_inner(ino, off + n as u64, &data[n..], stamp)
                     .unwrap_or(0)
             }
             r => r?,
@@ -68,9 +77,9 @@ impl Filesystem {
     /// [`Filesystem::write`].
     pub fn write_exact(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let _io = self.iolock(ino, true);
-        match self.write_inner(ino, off, data) {
+        match self.write_inner(ino, off, data, true) {
             Err(Error::NoSpace) if self.trim_all_eof(Some(ino))? => {
-                self.write_inner(ino, off, data)
+                self.write_inner(ino, off, data, true)
             }
             r => r,
         }
@@ -165,7 +174,13 @@ impl Filesystem {
     }
 
     /// Write `data` at byte `off` of a regular file; returns bytes written.
-    pub(super) fn write_inner(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
+    pub(super) fn write_inner(
+        &self,
+        ino: Ino,
+        off: u64,
+        data: &[u8],
+        stamp: bool,
+    ) -> Result<usize> {
         let _lock = self.ilock(ino)?;
         let mut done = 0usize;
         let mut opts = WriteOpts::now();
@@ -175,7 +190,7 @@ impl Filesystem {
             // (left to metadata: AGFL refills, bmbt splits).
             let budget = self.data_alloc_budget()?;
             let mut tx = self.trans_alloc(Resv::Write)?;
-            opts.now = data::now();
+            opts.now = stamp.then(data::now);
             let step = WriteOpts {
                 max_blocks: opts.max_blocks.min(budget),
                 ..opts

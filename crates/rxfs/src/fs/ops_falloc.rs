@@ -270,8 +270,15 @@ impl Filesystem {
     }
 
     /// Times (mtime = ctime = now), change count, and the size if given
-    /// (growth zeroes written blocks between the old and new EOF).
+    /// (growth zeroes written blocks between the old and new EOF). The
+    /// library's own preallocation past EOF (`who` None, no size) is not a
+    /// change of the file: nothing, as XFS's speculative preallocation
+    /// leaves the times alone (stamping them here put times on disk later
+    /// than those the kernel's write-back cache had shown).
     fn falloc_finish(&self, ino: Ino, size: Option<u64>, who: Option<&Cred>) -> Result<()> {
+        if who.is_none() && size.is_none() {
+            return Ok(());
+        }
         let dev = self.dev();
         self.falloc_tx(ino, |tx, ip| {
             if let Some(who) = who {

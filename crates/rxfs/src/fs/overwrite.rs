@@ -40,12 +40,6 @@ use crate::xact::{MetaTx, Resv};
 pub use crate::bmap::data::TIMESTAMP_TICK_NS;
 
 impl Filesystem {
-    /// Write `data` at `off` if it is a pure overwrite (see the module
-    /// doc); `Ok(None)` if not, having written nothing.
-    pub(super) fn overwrite(&self, ino: Ino, off: u64, data: &[u8]) -> Result<Option<usize>> {
-        self.overwrite_if(ino, off, data, |_| true)
-    }
-
     /// [`Self::write`]'s fast path alone, for a caller with its own rules
     /// about the file: if the write is a pure overwrite (see the module
     /// doc) and `allow` accepts the inode as it is under the shared
@@ -53,12 +47,13 @@ impl Filesystem {
     /// write nothing and return `Ok(None)` (the caller then applies its
     /// rules and calls [`Self::write`]). The FUSE front end passes its
     /// set-gid and sync-flag checks, so an overwrite looks the inode up
-    /// once.
+    /// once. `stamp` as for [`Self::write_stamped`].
     pub fn overwrite_if(
         &self,
         ino: Ino,
         off: u64,
         data: &[u8],
+        stamp: bool,
         allow: impl FnOnce(&Inode) -> bool,
     ) -> Result<Option<usize>> {
         let Some(rw) = self.rw() else {
@@ -108,7 +103,7 @@ impl Filesystem {
             fb += n;
         }
         let now = data::now();
-        let stamp = (ip.core.mtime != now || ip.core.ctime != now).then_some(now);
+        let stamp = (stamp && (ip.core.mtime != now || ip.core.ctime != now)).then_some(now);
         drop(il);
         for (disk, at, n) in first.into_iter().chain(more) {
             self.dev().write_at(&data[at..at + n], disk)?;

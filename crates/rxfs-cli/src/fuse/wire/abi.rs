@@ -103,6 +103,9 @@ pub mod fattr {
 }
 
 pub const FSYNC_FDATASYNC: u32 = 1 << 0;
+/// `fuse_write_in.write_flags`: the write comes from the kernel's page
+/// cache (write-back), not from a write(2) in progress.
+pub const WRITE_CACHE: u32 = 1 << 0;
 pub const NOTIFY_INVAL_INODE: i32 = 2;
 
 /// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)`.
