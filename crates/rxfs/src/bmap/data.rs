@@ -59,22 +59,49 @@ const S_ISUID: u16 = 0o4000;
 const S_ISGID: u16 = 0o2000;
 const S_IXGRP: u16 = 0o0010;
 
-/// The clock tick file times are kept at: the kernel's coarse clock
-/// (`current_time`) with `HZ=250`.
-pub const TIMESTAMP_TICK_NS: u32 = 4_000_000;
+/// The tick of the clock file times are stamped with (see [`now`]): the
+/// kernel's timer tick (4 ms with `HZ=250`), as `clock_getres` reports it
+/// for the coarse clock.
+pub fn timestamp_tick_ns() -> u32 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_getres writes one timespec we own.
+    let r = unsafe { libc::clock_getres(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    if r != 0 || ts.tv_sec != 0 || ts.tv_nsec <= 0 {
+        return 4_000_000;
+    }
+    ts.tv_nsec as u32
+}
 
-/// The current time for inode timestamps, rounded down to the tick as the
-/// kernel's coarse clock is: every operation stamps with this clock, so
-/// times never go backwards, and an overwrite can tell whether the tick
-/// changed since the inode's last stamp (see [`crate::fs::overwrite`]).
+/// The current time for inode timestamps: the kernel's coarse real-time
+/// clock, the one its `current_time` reads for filesystems without
+/// fine-grained stamps (FUSE mounts among them). So the times rxfs stamps
+/// and those the kernel stamps on a FUSE mount's files (its write-back
+/// cache owns mtime and ctime, and relatime compares atime with them)
+/// come from one clock and never go backwards against each other; and an
+/// overwrite can tell whether the tick changed since the inode's last
+/// stamp (see [`crate::fs::overwrite`]).
 pub fn now() -> Timestamp {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec we own.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_REALTIME_COARSE, &mut ts) };
+    if r == 0 && (0..1_000_000_000).contains(&ts.tv_nsec) {
+        return Timestamp {
+            sec: ts.tv_sec,
+            nsec: ts.tv_nsec as u32,
+        };
+    }
     let d = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap_or_default();
-    let nsec = d.subsec_nanos();
     Timestamp {
         sec: d.as_secs() as i64,
-        nsec: nsec - nsec % TIMESTAMP_TICK_NS,
+        nsec: d.subsec_nanos(),
     }
 }
 

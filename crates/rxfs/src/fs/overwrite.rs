@@ -4,7 +4,7 @@
 //! once, and writes its data straight to the blocks.
 //!
 //! The one metadata change left is the time stamp. As in the kernel, file
-//! times move in clock ticks ([`TIMESTAMP_TICK_NS`], see
+//! times move in clock ticks ([`timestamp_tick_ns`], see
 //! [`crate::bmap::data::now`]): the write logs a
 //! transaction that sets mtime and ctime only when the tick changed since
 //! the inode's last stamp, so a stream of overwrites commits at most one
@@ -37,7 +37,7 @@ use crate::inode::Inode;
 use crate::types::{FileBlock, FileType, FsBlock, Ino};
 use crate::xact::{MetaTx, Resv};
 
-pub use crate::bmap::data::TIMESTAMP_TICK_NS;
+pub use crate::bmap::data::timestamp_tick_ns;
 
 impl Filesystem {
     /// [`Self::write`]'s fast path alone, for a caller with its own rules
