@@ -55,10 +55,10 @@ pub struct FuseOpts {
     /// (the fuse module's `enable_uring` parameter); on: the mount fails
     /// if it does not; off: never.
     pub uring: Option<bool>,
-    /// `writeback_cache` (`=on`, the default; `=off` or
-    /// `nowriteback_cache` turn it off): the kernel's page cache keeps
-    /// dirty pages and sends them later (`FUSE_WRITEBACK_CACHE`, see
-    /// [`crate::fuse`]). None: the default.
+    /// `writeback_cache` (`=on`; `=off` or `nowriteback_cache`, the
+    /// default, turn it off): the kernel's page cache keeps dirty pages
+    /// and sends them later (`FUSE_WRITEBACK_CACHE`, see [`crate::fuse`]).
+    /// None: the default (off).
     pub writeback_cache: Option<bool>,
 }
 
@@ -503,9 +503,9 @@ mod tests {
         assert!(p(&["nonsense=1"], true).is_err());
         assert!(p(&["ro=1"], true).is_err());
         assert!(o.read_only);
-        // The write-back cache: on unless turned off; the last word wins.
-        let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache != Some(false);
-        assert!(wb("rw"));
+        // The write-back cache: off unless asked for; the last word wins.
+        let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache == Some(true);
+        assert!(!wb("rw"));
         assert!(wb("writeback_cache"));
         assert!(wb("writeback_cache=on"));
         assert!(!wb("writeback_cache,nowriteback_cache"));

@@ -29,9 +29,9 @@
 //! (reads and writes of the library), so the inode flags of its
 //! destination are checked as for a write.
 //!
-//! Write caching: a read-write mount asks for FUSE_WRITEBACK_CACHE
-//! (`-o nowriteback_cache` or `writeback_cache=off` turn it off). The
-//! kernel then keeps dirty pages and sends them as WRITEs at writeback, fsync,
+//! Write caching: with `-o writeback_cache` (opt-in, see the end of this
+//! paragraph for why it is not the default) the mount asks for
+//! FUSE_WRITEBACK_CACHE. The kernel then keeps dirty pages and sends them as WRITEs at writeback, fsync,
 //! close (FLUSH waits for them), and before a truncate, a punch or zero
 //! range, a copy_file_range or an O_DIRECT write of the range; a WRITE
 //! from writeback carries no caller (set-id bits were dropped by the
@@ -60,8 +60,18 @@
 //! O_APPEND opens of one file.) A write(2) that reaches us directly
 //! (O_DIRECT, or the cache off) stamps them as before.
 //!
-//! Without the cache, every write(2) reaches rxfs before it returns (the
-//! page cache holds clean pages only).
+//! Without the cache (the default), every write(2) reaches rxfs before it
+//! returns (the page cache holds clean pages only). Two differences from
+//! the kernel's XFS keep the cache opt-in: (1) set-id bits on a cached
+//! write by an unprivileged writer are dropped by the kernel's FUSE rule
+//! (set-gid only with group execute) since the WRITE reaches us without
+//! its caller; XFS also drops set-gid when the writer is not in the
+//! file's group (`mount_setid`). The way out is FUSE_HANDLE_KILLPRIV_V2
+//! (the kernel then writes through when privileges must go, with
+//! FUSE_WRITE_KILL_SUIDGID and the caller's credentials). (2) O_DIRECT
+//! writes between cached ones: the mtime the kernel holds from the cached
+//! writes is flushed at unmount over the one the direct write stamped
+//! (`mount_uring`'s tree).
 //!
 //! A trial of the cache in the fuser era (a worker pool: requests of
 //! one file could run out of order, and a RELEASE was answered before
