@@ -142,11 +142,9 @@ pub fn of_mount(root: &Path, content: bool) -> Result<View, String> {
             } else {
                 'p'
             };
-            let xattrs = if kind == 'l' {
-                BTreeMap::new()
-            } else {
-                user_xattrs(&e.path())
-            };
+            // Symlinks too (l*xattr do not follow them): trusted.* and
+            // security.* attributes live on symlinks as on any inode.
+            let xattrs = user_xattrs(&e.path());
             v.insert(
                 path,
                 VNode {
@@ -211,16 +209,14 @@ pub fn of_rxfs(fs: &Filesystem, content: bool) -> Result<View, String> {
                 _ => 'p',
             };
             let mut xattrs = BTreeMap::new();
-            if kind != 'l' {
-                let names = fs
-                    .listxattr(&ip)
-                    .map_err(|e| format!("listxattr {path}: {e}"))?;
-                for n in names.into_iter().filter(|n| shown_xattr(n)) {
-                    let val = fs
-                        .getxattr(&ip, &n)
-                        .map_err(|e| format!("getxattr {path}: {e}"))?;
-                    xattrs.insert(n, val);
-                }
+            let names = fs
+                .listxattr(&ip)
+                .map_err(|e| format!("listxattr {path}: {e}"))?;
+            for n in names.into_iter().filter(|n| shown_xattr(n)) {
+                let val = fs
+                    .getxattr(&ip, &n)
+                    .map_err(|e| format!("getxattr {path}: {e}"))?;
+                xattrs.insert(n, val);
             }
             v.insert(
                 path,
@@ -243,7 +239,9 @@ pub fn diff(want: &View, got: &View) -> String {
     for (p, w) in want {
         match got.get(p) {
             None => out += &format!("missing {p}: {w:?}\n"),
-            Some(g) if g != w => out += &format!("differs {p}:\n  want {w:?}\n  got  {g:?}\n"),
+            Some(g) if g != w => {
+                out += &format!("differs {p}:\n{}", vnode_diff(w, g));
+            }
             _ => {}
         }
     }
@@ -251,5 +249,58 @@ pub fn diff(want: &View, got: &View) -> String {
         out += &format!("extra {p}: {:?}\n", got[p]);
     }
     out.truncate(6000);
+    out
+}
+
+/// What differs between two nodes, field by field; long values (file
+/// data, xattr values) by length and first differing byte, so the
+/// difference is not cut off by the report's length limit.
+fn vnode_diff(w: &VNode, g: &VNode) -> String {
+    let full = format!("  want {w:?}\n  got  {g:?}\n");
+    if full.len() <= 1500 {
+        return full;
+    }
+    fn bytes(what: &str, a: &[u8], b: &[u8]) -> String {
+        if a == b {
+            return String::new();
+        }
+        let at = a
+            .iter()
+            .zip(b)
+            .position(|(x, y)| x != y)
+            .unwrap_or(a.len().min(b.len()));
+        format!(
+            "  {what}: want {} bytes, got {}, first difference at {at}\n",
+            a.len(),
+            b.len()
+        )
+    }
+    let mut out = String::new();
+    if (w.kind, w.nlink) != (g.kind, g.nlink) {
+        out += &format!(
+            "  kind/nlink: want {:?}/{}, got {:?}/{}\n",
+            w.kind, w.nlink, g.kind, g.nlink
+        );
+    }
+    if w.data != g.data {
+        out += &format!("  data (size, hash): want {:?}, got {:?}\n", w.data, g.data);
+    }
+    out += &bytes(
+        "target",
+        w.target.as_deref().unwrap_or(&[]),
+        g.target.as_deref().unwrap_or(&[]),
+    );
+    for (k, v) in &w.xattrs {
+        match g.xattrs.get(k) {
+            None => out += &format!("  xattr {:?} missing\n", String::from_utf8_lossy(k)),
+            Some(gv) => out += &bytes(&format!("xattr {:?}", String::from_utf8_lossy(k)), v, gv),
+        }
+    }
+    for k in g.xattrs.keys().filter(|k| !w.xattrs.contains_key(*k)) {
+        out += &format!("  xattr {:?} extra\n", String::from_utf8_lossy(k));
+    }
+    if out.is_empty() {
+        out = full;
+    }
     out
 }
