@@ -46,6 +46,11 @@ pub fn link(
 ) -> Result<bool> {
     check_name(name)?;
     check_parent(tx, dp)?;
+    // The kernel's order: an existing name first (the VFS finds it before
+    // the filesystem is asked), then a directory source.
+    if name == b"." || name == b".." || dir_lookup(tx, dp, name)?.is_some() {
+        return Err(Error::Exists);
+    }
     let d = tx.inode(ip);
     let ino = Ino(di::ino(d));
     let mode = di::mode(d) as u32;
@@ -58,9 +63,6 @@ pub fn link(
     }
     if nlink == 0 && !linkable {
         return Err(Error::NotFound);
-    }
-    if name == b"." || name == b".." || dir_lookup(tx, dp, name)?.is_some() {
-        return Err(Error::Exists);
     }
     // No entry in an immutable directory; no new link to an immutable or
     // append-only file.

@@ -325,11 +325,12 @@ impl Model {
             }
             Op::Link { src, dst } => {
                 let s = self.lookup(src.dir, &src.name).ok_or(libc::ENOENT)?;
-                if self.nodes[&s].is_dir() {
-                    return Err(libc::EPERM);
-                }
+                // Linux: an existing name first, then a directory source.
                 if self.lookup(dst.dir, &dst.name).is_some() {
                     return Err(libc::EEXIST);
+                }
+                if self.nodes[&s].is_dir() {
+                    return Err(libc::EPERM);
                 }
                 self.nodes.get_mut(&s).unwrap().nlink += 1;
                 self.nodes
