@@ -58,8 +58,7 @@ pub struct FuseOpts {
     /// `writeback_cache` (`=on`; `=off` or `nowriteback_cache`, the
     /// default, turn it off): the kernel's page cache keeps dirty pages
     /// and sends them later (`FUSE_WRITEBACK_CACHE`, see [`crate::fuse`]).
-    /// None: the default (off).
-    pub writeback_cache: Option<bool>,
+    pub writeback_cache: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -236,12 +235,12 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
             }
             ("allow_other", None) => o.fuse.allow_other = true,
             ("auto_unmount", None) => o.fuse.auto_unmount = true,
-            ("writeback_cache", None) => o.fuse.writeback_cache = Some(true),
-            ("nowriteback_cache", None) => o.fuse.writeback_cache = Some(false),
+            ("writeback_cache", None) => o.fuse.writeback_cache = true,
+            ("nowriteback_cache", None) => o.fuse.writeback_cache = false,
             ("writeback_cache", Some(v)) => {
                 o.fuse.writeback_cache = match v {
-                    "on" => Some(true),
-                    "off" => Some(false),
+                    "on" => true,
+                    "off" => false,
                     _ => {
                         return Err(CliError::usage(format!(
                             "bad writeback_cache '{v}' (on or off)"
@@ -504,7 +503,7 @@ mod tests {
         assert!(p(&["ro=1"], true).is_err());
         assert!(o.read_only);
         // The write-back cache: off unless asked for; the last word wins.
-        let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache == Some(true);
+        let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache;
         assert!(!wb("rw"));
         assert!(wb("writeback_cache"));
         assert!(wb("writeback_cache=on"));

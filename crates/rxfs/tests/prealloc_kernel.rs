@@ -11,23 +11,23 @@ use common::*;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::{Filesystem, MountOptions};
 
+/// A fresh image of `size` bytes (fstests' mkfs options), opened.
+fn setup(tag: &str, size: u64) -> (Scratch, std::path::PathBuf, std::sync::Arc<Filesystem>) {
+    require_root();
+    let s = Scratch::new(tag);
+    let img = s.path("img");
+    mkfs_with(&img, size, &[], FSTESTS_ENV);
+    let fs = Filesystem::open_path(&img, None, MountOptions::default()).unwrap();
+    (s, img, fs)
+}
+
 #[test]
 fn interleaved_appends_get_few_extents() {
     if kernel_tests_disabled() {
         return;
     }
-    require_root();
-    let s = Scratch::new("prealloc");
-    let img = s.path("img");
-    mkfs_with(&img, 512 << 20, &[], FSTESTS_ENV);
-    let fs = Filesystem::open_path(&img, None, MountOptions::default()).unwrap();
-    let a = CreateArgs {
-        mode: 0o100644,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        umask: 0,
-    };
+    let (s, img, fs) = setup("prealloc", 512 << 20);
+    let a = CreateArgs::root(0o100644);
     let files: Vec<_> = (0..3)
         .map(|i| {
             fs.create(fs.root_ino(), format!("f{i}").as_bytes(), &a)
@@ -98,19 +98,11 @@ fn unstamped_writes_and_preallocation_keep_the_times() {
     if kernel_tests_disabled() {
         return;
     }
-    require_root();
-    let s = Scratch::new("prealloc_times");
-    let img = s.path("img");
-    mkfs_with(&img, 256 << 20, &[], FSTESTS_ENV);
-    let fs = Filesystem::open_path(&img, None, MountOptions::default()).unwrap();
-    let a = CreateArgs {
-        mode: 0o100644,
-        uid: 0,
-        gid: 0,
-        rdev: 0,
-        umask: 0,
-    };
-    let f = fs.create(fs.root_ino(), b"f", &a).unwrap().ino;
+    let (_s, _img, fs) = setup("prealloc_times", 256 << 20);
+    let f = fs
+        .create(fs.root_ino(), b"f", &CreateArgs::root(0o100644))
+        .unwrap()
+        .ino;
     let t0 = fs.iget(f).unwrap().core.mtime;
     let tick = || std::thread::sleep(std::time::Duration::from_millis(10));
     // Appends (the second and later ones preallocate), a partial-block

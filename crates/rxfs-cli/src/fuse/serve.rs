@@ -121,7 +121,7 @@ pub fn serve(
     let rx = RxFuse::new(fs.clone(), cfg.foreground)
         .with_idmap(cfg.fuse.allow_other)
         .with_uring(cfg.fuse.uring)
-        .with_writeback_cache(cfg.fuse.writeback_cache.unwrap_or(false));
+        .with_writeback_cache(cfg.fuse.writeback_cache);
     let core = rx.core();
     if cfg.fuse.uring == Some(true) {
         if let Err(m) = super::wire::uring::offered() {

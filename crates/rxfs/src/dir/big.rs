@@ -81,6 +81,17 @@ impl LeafBlk {
         }
     }
 
+    /// The block as the kept index holds it (see [`super::skel`]): not
+    /// read, its bound the hash its node entry has once written.
+    pub fn bare(&self) -> LeafBlk {
+        LeafBlk {
+            dablk: self.dablk,
+            hash: self.last_hash().unwrap_or(self.hash),
+            ents: None,
+            chain: self.chain,
+        }
+    }
+
     /// The entries of a block read in this operation.
     pub fn ents(&self) -> &[LeafEntry] {
         self.ents.as_deref().expect("leaf block read")

@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use super::big::{corrupt, write_buf, BigDir, LeafBlk};
-use super::skel::{fingerprint, DirSkel, NodeImg};
+use super::skel::{DirSkel, NodeImg};
 use crate::bmap::fork;
 use crate::bmap::map::ExtentMap;
 use crate::error::{Error, Result};
@@ -86,27 +86,23 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
     let geo = super::dir_geo(tx);
     let owner = Ino(di_ino(tx, dp));
     let uuid = tx.sb().metadata_uuid();
-    if let Some(c) = tx.fork_cache(dp) {
-        if let Ok(sk) = c.downcast::<DirSkel>() {
-            if sk.fp == fingerprint(tx.inode(dp)) {
-                SKEL_HITS.fetch_add(1, Ordering::Relaxed);
-                return Ok(BigDir {
-                    geo,
-                    dp,
-                    owner,
-                    uuid,
-                    old_map: sk.map.clone(),
-                    map: sk.map.clone(),
-                    leaf_form: false,
-                    leaves: sk.leaves.clone(),
-                    bests: sk.bests.clone(),
-                    bufs: BTreeMap::new(),
-                    base: sk,
-                    data: BTreeMap::new(),
-                    delta: 0,
-                });
-            }
-        }
+    if let Some(sk) = DirSkel::kept(tx.fork_cache(dp), tx.inode(dp)) {
+        SKEL_HITS.fetch_add(1, Ordering::Relaxed);
+        return Ok(BigDir {
+            geo,
+            dp,
+            owner,
+            uuid,
+            old_map: sk.map.clone(),
+            map: sk.map.clone(),
+            leaf_form: false,
+            leaves: sk.leaves.clone(),
+            bests: sk.bests.clone(),
+            bufs: BTreeMap::new(),
+            base: sk,
+            data: BTreeMap::new(),
+            delta: 0,
+        });
     }
     let (map, _) = fork::load(tx, dp, WhichFork::Data)?;
     let leaf_dablk = geo.leaf_dablk();
@@ -156,12 +152,9 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
                 format!("index block {:#x} reached twice", w[0]),
             ));
         }
-        let dablks: Vec<u64> = d.leaves.iter().map(|l| l.dablk).collect();
-        for (i, l) in d.leaves.iter_mut().enumerate() {
-            let back = if i > 0 { dablks[i - 1] } else { 0 };
-            l.chain = Some((back, dablks.get(i + 1).copied().unwrap_or(0)));
-            sk.index.insert(l.dablk, BufKind::DirLeafN);
-        }
+        link_chain(&mut d.leaves);
+        sk.index
+            .extend(d.leaves.iter().map(|l| (l.dablk, BufKind::DirLeafN)));
         // Free index blocks.
         let maxb = free_max_bests(n);
         let fsbs = geo.fsbs() as u64;
@@ -202,16 +195,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         return Err(corrupt(owner, "no data block 0"));
     }
     sk.bests = d.bests.clone();
-    sk.leaves = d
-        .leaves
-        .iter()
-        .map(|l| LeafBlk {
-            dablk: l.dablk,
-            hash: l.hash,
-            ents: None,
-            chain: l.chain,
-        })
-        .collect();
+    sk.leaves = d.leaves.iter().map(LeafBlk::bare).collect();
     d.base = Arc::new(sk);
     Ok(d)
 }
@@ -219,6 +203,16 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
 /// Operations that found their directory's index in core (a test and
 /// statistics counter).
 pub static SKEL_HITS: AtomicU64 = AtomicU64::new(0);
+
+/// Set every leaf block's sibling pointers to its neighbours in the list
+/// (as they are on disk once written).
+fn link_chain(leaves: &mut [LeafBlk]) {
+    let dablks: Vec<u64> = leaves.iter().map(|l| l.dablk).collect();
+    for (i, l) in leaves.iter_mut().enumerate() {
+        let back = if i > 0 { dablks[i - 1] } else { 0 };
+        l.chain = Some((back, dablks.get(i + 1).copied().unwrap_or(0)));
+    }
+}
 
 fn di_ino(tx: &dyn MetaTx, dp: InodeId) -> u64 {
     crate::format::dinode_edit::ino(tx.inode(dp))
@@ -740,11 +734,7 @@ impl BigDir {
             }
             write_buf(tx, same, false, daddr, o.kind, &o.bytes)?;
         }
-        let dablks: Vec<u64> = self.leaves.iter().map(|l| l.dablk).collect();
-        for (i, l) in self.leaves.iter_mut().enumerate() {
-            let back = if i > 0 { dablks[i - 1] } else { 0 };
-            l.chain = Some((back, dablks.get(i + 1).copied().unwrap_or(0)));
-        }
+        link_chain(&mut self.leaves);
         // The index as it now is (map and bests are set with the fork).
         let leaf_kind = if self.leaf_form {
             BufKind::DirLeaf1
@@ -761,16 +751,7 @@ impl BigDir {
                 parent.extend(items.iter().map(|&(_, c)| (c, *dablk)));
             }
         }
-        let leaves = self
-            .leaves
-            .iter()
-            .map(|l| LeafBlk {
-                dablk: l.dablk,
-                hash: l.last_hash().unwrap_or(l.hash),
-                ents: None,
-                chain: l.chain,
-            })
-            .collect();
+        let leaves = self.leaves.iter().map(LeafBlk::bare).collect();
         self.base = Arc::new(DirSkel {
             fp: [0; 7],
             map: ExtentMap::new(Vec::new(), 0),

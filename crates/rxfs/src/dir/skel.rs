@@ -31,6 +31,7 @@
 //!   in depth: a path that broke the rule above, or an inode reused).
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::big::LeafBlk;
 use crate::bmap::map::ExtentMap;
@@ -80,6 +81,13 @@ pub fn fingerprint(d: &[u8]) -> [u64; 7] {
 }
 
 impl DirSkel {
+    /// The skeleton in `cache` if it is one and describes the dinode
+    /// `d` (its fingerprint matches).
+    pub fn kept(cache: Option<crate::xact::ForkCache>, d: &[u8]) -> Option<Arc<DirSkel>> {
+        let sk = cache?.downcast::<DirSkel>().ok()?;
+        (sk.fp == fingerprint(d)).then_some(sk)
+    }
+
     /// An empty skeleton of a fork mapped by `map` (filled by loading).
     pub fn empty(map: ExtentMap) -> DirSkel {
         DirSkel {

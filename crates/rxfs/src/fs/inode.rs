@@ -157,10 +157,7 @@ impl Filesystem {
         };
         // A directory's index kept in core holds its data fork's extents
         // (installed with these bytes: see `Trans::commit_one`).
-        let exts = kept
-            .and_then(|c| c.downcast::<crate::dir::skel::DirSkel>().ok())
-            .filter(|s| s.fp == crate::dir::skel::fingerprint(&bytes))
-            .map(|s| s.map.exts.clone());
+        let exts = crate::dir::skel::DirSkel::kept(kept, &bytes).map(|s| s.map.exts.clone());
         crate::inode::decode::decode_inode_known(self, ino, &bytes, exts).ok()
     }
 
