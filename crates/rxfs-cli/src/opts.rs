@@ -38,7 +38,7 @@ pub struct ImageArgs {
 }
 
 /// FUSE-side options of `rxfs mount`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuseOpts {
     pub allow_other: bool,
     pub auto_unmount: bool,
@@ -55,10 +55,26 @@ pub struct FuseOpts {
     /// (the fuse module's `enable_uring` parameter); on: the mount fails
     /// if it does not; off: never.
     pub uring: Option<bool>,
-    /// `writeback_cache` (`=on`; `=off` or `nowriteback_cache`, the
-    /// default, turn it off): the kernel's page cache keeps dirty pages
-    /// and sends them later (`FUSE_WRITEBACK_CACHE`, see [`crate::fuse`]).
+    /// `writeback_cache` (the default, `=on`; `=off` or
+    /// `nowriteback_cache` turn it off): the kernel's page cache keeps
+    /// dirty pages and sends them later (`FUSE_WRITEBACK_CACHE`, see
+    /// [`crate::fuse`]).
     pub writeback_cache: bool,
+}
+
+impl Default for FuseOpts {
+    fn default() -> Self {
+        FuseOpts {
+            allow_other: false,
+            auto_unmount: false,
+            flags: Vec::new(),
+            fsname: None,
+            subtype: None,
+            threads: None,
+            uring: None,
+            writeback_cache: true,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -502,9 +518,11 @@ mod tests {
         assert!(p(&["nonsense=1"], true).is_err());
         assert!(p(&["ro=1"], true).is_err());
         assert!(o.read_only);
-        // The write-back cache: off unless asked for; the last word wins.
+        // The write-back cache: on unless turned off; the last word wins.
         let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache;
-        assert!(!wb("rw"));
+        assert!(wb("rw"));
+        assert!(!wb("nowriteback_cache"));
+        assert!(wb("nowriteback_cache,writeback_cache"));
         assert!(wb("writeback_cache"));
         assert!(wb("writeback_cache=on"));
         assert!(!wb("writeback_cache,nowriteback_cache"));

@@ -1,8 +1,8 @@
 //! Set-id bits dropped by changes through `rxfs mount`, with the kernel's
 //! XFS as the oracle (issue 14: fstests generic/375, 683-685): fallocate,
 //! punch and zero-range by an unprivileged writer, and `setfacl` by an
-//! owner outside the file's group, clear set-gid (and set-uid) exactly
-//! when the kernel's XFS does; root (CAP_FSETID) and a member of the
+//! owner outside the file's group, writes, truncates, chown and chgrp
+//! clear set-gid (and set-uid) exactly when the kernel's XFS does; root (CAP_FSETID) and a member of the
 //! file's group keep them. The same script runs on a kernel loop mount and
 //! on a FUSE mount of identical fresh images; every file's mode, owners
 //! and size must be the same. Then the image is repair-clean.
@@ -25,17 +25,20 @@ enum As {
 }
 
 const FILES: &[&str] = &[
-    "a", "b", "c", "d", "e", "g", "h", "h2", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r",
+    "a", "b", "c", "d", "e", "g", "h", "h2", "i", "j", "k", "l", "m", "n", "o", "p", "q", "r", "s",
+    "t", "u", "v",
 ];
 
 const SCRIPT: &[(As, &str)] = &[
     (
         As::Root,
-        "touch a b c d e g h h2 i j k l m n o p q r && chown 1000:3000 a b c d e h h2 i j k l m n o",
+        "touch a b c d e g h h2 i j k l m n o p q r s t u v && \
+         chown 1000:3000 a b c d e h h2 i j k l m n o s t u v",
     ),
     (
         As::Root,
-        "chmod 2666 a d e h h2 i m n o && chmod 6666 b j && chmod 2676 c k && chmod 4666 l",
+        "chmod 2666 a d e h h2 i m n o s v && chmod 6666 b j t && chmod 2676 c k u && \
+         chmod 4666 l",
     ),
     // g: owned by 1000 in its own group, set-gid without group execute.
     (As::Root, "chown 1000:1000 g && chmod 2666 g"),
@@ -73,6 +76,12 @@ const SCRIPT: &[(As, &str)] = &[
     (As::User(1000, ""), "echo x >> m"),
     (As::User(1000, ""), "truncate -s 100 n"),
     (As::User(1000, "3000"), "echo x >> o"),
+    // chown and chgrp (with FUSE_HANDLE_KILLPRIV_V2 the daemon's to
+    // drop): root drops set-uid always, set-gid only with group execute;
+    // the owner outside the old group drops set-gid, inside it keeps it.
+    (As::Root, "chown 1001 t u"),
+    (As::User(1000, "4000"), "chgrp 4000 s"),
+    (As::User(1000, "3000,4000"), "chgrp 4000 v"),
     // A direct overwrite of written blocks inside EOF (rxfs's fast path,
     // no transaction) drops set-gid alone too.
     (
@@ -152,26 +161,53 @@ fn setid_bits_dropped_as_the_kernel_drops_them() {
     let want_final = &want[want.len() - FILES.len()..];
     // The script exercised what it claims on the kernel.
     for must in [
-        "a 666 ", "b 666 ", "c 676 ", "d 666 ", "e 2666 ", "g 2666 ", "h 666 ", "h2 664 ",
-        "i 2666 ", "j 666 ", "k 676 ", "l 666 ", "m 666 ", "n 666 ", "o 2666 ", "p 666 ", "q 666 ",
+        "a 666 ",
+        "b 666 ",
+        "c 676 ",
+        "d 666 ",
+        "e 2666 ",
+        "g 2666 ",
+        "h 666 ",
+        "h2 664 ",
+        "i 2666 ",
+        "j 666 ",
+        "k 676 ",
+        "l 666 ",
+        "m 666 ",
+        "n 666 ",
+        "o 2666 ",
+        "p 666 ",
+        "q 666 ",
         "r 776 ",
+        "s 666 1000 4000",
+        "t 2666 1001",
+        "u 676 1001",
+        "v 2666 1000 4000",
     ] {
         assert!(
             want_final.iter().any(|l| l.starts_with(must)),
             "the kernel's run lacks {must:?}: {want_final:#?}"
         );
     }
-    let img = s.path("img");
-    mkfs(&img, 512 << 20, &[]);
-    let mnt = s.path("m");
-    let guard = rxfs_mount(&img, &mnt, "rw,allow_other");
-    std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
-    let got = run_script(&mnt);
-    rxfs_umount(&mnt, guard);
-    assert_eq!(got, want, "FUSE mount vs kernel XFS");
-    run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
-    let k = KernelMount::new(&img, &s.path("k2"), "ro");
-    let after = observe(&k.dir);
-    k.umount();
-    assert_eq!(after, want_final, "the kernel's view of the rxfs image");
+    // With the write-back cache (the default) and without it: the
+    // kernel sends writes by other paths.
+    for opts in ["rw,allow_other", "rw,allow_other,nowriteback_cache"] {
+        let img = s.path("img");
+        mkfs(&img, 512 << 20, &[]);
+        let mnt = s.path("m");
+        let guard = rxfs_mount(&img, &mnt, opts);
+        std::fs::set_permissions(&mnt, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        let got = run_script(&mnt);
+        rxfs_umount(&mnt, guard);
+        assert_eq!(got, want, "FUSE mount ({opts}) vs kernel XFS");
+        run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
+        let k = KernelMount::new(&img, &s.path("k2"), "ro");
+        let after = observe(&k.dir);
+        k.umount();
+        assert_eq!(
+            after, want_final,
+            "the kernel's view of the rxfs image ({opts})"
+        );
+    }
 }

@@ -37,9 +37,10 @@ use crate::{CliError, CliResult};
 /// threads=N, fuse_uring=auto|on|off (serve requests over FUSE io_uring:
 /// auto, the default, when the kernel offers it, i.e. with
 /// /sys/module/fuse/parameters/enable_uring on), writeback_cache[=on|off]
-/// (opt-in: the kernel caches writes and sends them at writeback, fsync
-/// or close; data is durable at fsync either way; off, the default, or
-/// nowriteback_cache: every write(2) reaches rxfs before it returns),
+/// (on, the default, on a read-write mount: the kernel caches writes and
+/// sends them at writeback, fsync or close; data is durable at fsync
+/// either way; off or nowriteback_cache: every write(2) reaches rxfs
+/// before it returns),
 /// and the kernel flags dev,
 /// nodev, suid, nosuid, exec, noexec,
 /// atime, noatime, sync, dirsync; generic mount(8) options (defaults,

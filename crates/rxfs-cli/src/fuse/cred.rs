@@ -26,6 +26,10 @@ pub struct Asker {
     pub uid: u32,
     pub gid: u32,
     pub pid: u32,
+    /// Whether the caller holds CAP_FSETID, when the request says so
+    /// (FUSE_HANDLE_KILLPRIV_V2: a WRITE or truncate by a caller without
+    /// it carries a KILL_SUIDGID flag); None: read it from `/proc`.
+    pub fsetid: Option<bool>,
 }
 
 impl Asker {
@@ -34,11 +38,21 @@ impl Asker {
             uid: req.uid(),
             gid: req.gid(),
             pid: req.pid(),
+            fsetid: None,
         }
     }
 
+    /// The same caller, CAP_FSETID as the request told.
+    pub fn with_fsetid(self, fsetid: Option<bool>) -> Asker {
+        Asker { fsetid, ..self }
+    }
+
     pub fn cred(&self) -> Cred {
-        caller_cred(self.uid, self.gid, self.pid)
+        let mut c = caller_cred(self.uid, self.gid, self.pid);
+        if let Some(f) = self.fsetid {
+            c.fsetid = f;
+        }
+        c
     }
 }
 

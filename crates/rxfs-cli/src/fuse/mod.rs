@@ -29,49 +29,55 @@
 //! (reads and writes of the library), so the inode flags of its
 //! destination are checked as for a write.
 //!
-//! Write caching: with `-o writeback_cache` (opt-in, see the end of this
-//! paragraph for why it is not the default) the mount asks for
-//! FUSE_WRITEBACK_CACHE. The kernel then keeps dirty pages and sends them as WRITEs at writeback, fsync,
-//! close (FLUSH waits for them), and before a truncate, a punch or zero
-//! range, a copy_file_range or an O_DIRECT write of the range; a WRITE
-//! from writeback carries no caller (set-id bits were dropped by the
-//! kernel at write(2), before the page was dirtied). For regular files
-//! the kernel owns size, mtime and ctime: it ignores ours in every
-//! answer, extends the size itself after a fallocate or copy_file_range,
-//! and sends its times back in SETATTR (explicit mtime and ctime, see
-//! `SetAttrArgs::flags_allow` for what that means to append-only files).
-//! Durability is unchanged: fsync, fdatasync and O_SYNC/O_DSYNC writes
-//! first write back and wait for the dirty pages, then send FSYNC, which
-//! forces our log; `kill -9` of the daemon loses only what no fsync
-//! covered (the kernel's dirty pages die with the connection, as a
-//! kernel filesystem's do with the machine). Ordering is the kernel's:
-//! it never has two WRITEs of one page in flight, waits for every WRITE
-//! of a file before a SETATTR of its size, and for every WRITE before
-//! the unmount ends the connection; our loops each run a request to the
-//! end, and the session returns only when every loop has ended, so no
-//! request is still running when the filesystem is unmounted.
+//! Write caching: a read-write mount asks for FUSE_WRITEBACK_CACHE
+//! unless mounted with `nowriteback_cache`. The kernel then keeps dirty
+//! pages and sends them as WRITEs at writeback, fsync, close (FLUSH
+//! waits for them), and before a truncate, a punch or zero range, a
+//! copy_file_range or an O_DIRECT write of the range; a WRITE from
+//! writeback carries no caller. For regular files the kernel owns size,
+//! mtime and ctime: it ignores ours in every answer, extends the size
+//! itself after a fallocate or copy_file_range, and sends its times back
+//! in SETATTR (explicit mtime and ctime, see `SetAttrArgs::flags_allow`
+//! for what that means to append-only files). Durability is unchanged:
+//! fsync, fdatasync and O_SYNC/O_DSYNC writes first write back and wait
+//! for the dirty pages, then send FSYNC, which forces our log; `kill -9`
+//! of the daemon loses only what no fsync covered (the kernel's dirty
+//! pages die with the connection, as a kernel filesystem's do with the
+//! machine). Ordering is the kernel's: it never has two WRITEs of one
+//! page in flight, waits for every WRITE of a file before a SETATTR of
+//! its size, and for every WRITE before the unmount ends the connection;
+//! our loops each run a request to the end, and the session returns only
+//! when every loop has ended, so no request is still running when the
+//! filesystem is unmounted. ENOSPC of a cached write is reported by the
+//! close or fsync that writes it back (the write(2) went to the cache).
 //!
-//! Times: a WRITE from the cache (FUSE_WRITE_CACHE) leaves mtime and
-//! ctime alone (`Filesystem::write_stamped`): the kernel stamped them at
-//! the write(2) and sends them in a SETATTR when it writes the inode
-//! back, which may come before the pages. (Stamping them again at the
-//! WRITE, by the library's 4 ms ticks, left times on disk after an
-//! unmount later than those `stat` had shown: `mount_rw`'s three
-//! O_APPEND opens of one file.) A write(2) that reaches us directly
-//! (O_DIRECT, or the cache off) stamps them as before.
+//! Set-id bits: the mount asks for FUSE_HANDLE_KILLPRIV_V2, so dropping
+//! them on write, truncate and chown is ours. A write(2) that must drop
+//! one bypasses the cache (the kernel's rule), so it reaches us with its
+//! caller; WRITE and a truncate's SETATTR carry KILL_SUIDGID when the
+//! caller lacks CAP_FSETID (`cred::Asker::fsetid`), and we drop what
+//! `rxfs::cred` says XFS drops (set-gid also for a writer outside the
+//! file's group, which the kernel's FUSE fallback rule missed). A chown
+//! drops them in the library's setattr, plus set-gid without group
+//! execute for a caller outside the old group (`ops_rw::chown_mode`).
+//! The kernel no longer asks for `security.capability` before every
+//! write (it removes a capability itself, by REMOVEXATTR).
 //!
-//! Without the cache (the default), every write(2) reaches rxfs before it
-//! returns (the page cache holds clean pages only). Two differences from
-//! the kernel's XFS keep the cache opt-in: (1) set-id bits on a cached
-//! write by an unprivileged writer are dropped by the kernel's FUSE rule
-//! (set-gid only with group execute) since the WRITE reaches us without
-//! its caller; XFS also drops set-gid when the writer is not in the
-//! file's group (`mount_setid`). The way out is FUSE_HANDLE_KILLPRIV_V2
-//! (the kernel then writes through when privileges must go, with
-//! FUSE_WRITE_KILL_SUIDGID and the caller's credentials). (2) O_DIRECT
-//! writes between cached ones: the mtime the kernel holds from the cached
-//! writes is flushed at unmount over the one the direct write stamped
-//! (`mount_uring`'s tree).
+//! Times: a WRITE whose times the kernel stamped leaves mtime and ctime
+//! alone (`Filesystem::write_stamped`): with the cache on that is every
+//! WRITE but those through a direct-I/O open ([`ops::FH_DIRECT`], whose
+//! write(2)s the kernel stamps nothing for). The kernel sends its times
+//! in a SETATTR when it writes the inode back, which may come before the
+//! pages; stamping them again at the WRITE left times on disk after an
+//! unmount later than those `stat` had shown. Without the cache every
+//! WRITE stamps them. One difference from the kernel's XFS remains with
+//! the cache on, FUSE's and not ours to mend: since the kernel owns a
+//! cached file's times, `stat` through the mount does not show the
+//! times an O_DIRECT write stamped (they are on disk, and shown once the
+//! kernel forgets the inode, at the latest at the next mount), and a
+//! later write-back of the kernel's older times replaces them
+//! (`mount_uring`'s `/dio`). `nowriteback_cache` gives XFS's behaviour
+//! exactly, at the cost of a round trip per write(2).
 //!
 //! A trial of the cache in the fuser era (a worker pool: requests of
 //! one file could run out of order, and a RELEASE was answered before
@@ -100,7 +106,7 @@ pub mod wire;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
-use wire::abi::{fattr, init, FSYNC_FDATASYNC, WRITE_CACHE};
+use wire::abi::{fattr, init, FSYNC_FDATASYNC, WRITE_CACHE, WRITE_KILL_SUIDGID};
 use wire::types::system_time_of;
 use wire::{
     InitWants, Op, Reply, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus,
@@ -136,8 +142,8 @@ impl RxFuse {
         }
     }
 
-    /// Let the kernel keep dirty pages (FUSE_WRITEBACK_CACHE, opt-in;
-    /// see the module comment).
+    /// Let the kernel keep dirty pages (FUSE_WRITEBACK_CACHE; the mount's
+    /// default, see the module comment).
     pub fn with_writeback_cache(mut self, on: bool) -> Self {
         self.writeback_cache = on;
         self
@@ -234,6 +240,11 @@ impl wire::Handler for RxFuse {
         if self.writeback_cache {
             flags |= init::WRITEBACK_CACHE;
         }
+        // Set-id bits are ours to drop on write, truncate and chown (the
+        // kernel says when the caller lacks CAP_FSETID): the kernel then
+        // writes through its cache when they must go, and stops asking
+        // for security.capability before every write.
+        flags |= init::HANDLE_KILLPRIV_V2;
         // The kernel checks permissions with the ACLs it reads through
         // getxattr; DONT_MASK leaves the umask to us (see `creator`).
         flags |= init::POSIX_ACL | init::DONT_MASK;
@@ -243,6 +254,10 @@ impl wire::Handler for RxFuse {
             max_write: MAX_WRITE_BYTES,
             uring: self.uring,
         }
+    }
+
+    fn granted(&self, flags: u64) {
+        let _ = self.core.granted.set(flags);
     }
 
     fn dispatch(&self, req: &Request, op: Op<'_>, reply: Reply) {
@@ -309,14 +324,27 @@ impl wire::Handler for RxFuse {
             Op::Write { arg, data } => {
                 // The kernel's loff_t: past i64::MAX is negative, which
                 // answers EINVAL.
-                let who = cred::Asker::of(req);
                 let cached = arg.write_flags & WRITE_CACHE != 0;
+                let direct = arg.fh & ops::FH_DIRECT != 0;
+                // Times: see the module comment.
+                let stamp = !cached && (direct || !self.core.granted(init::WRITEBACK_CACHE));
+                let fsetid = self
+                    .core
+                    .granted(init::HANDLE_KILLPRIV_V2)
+                    .then_some(arg.write_flags & WRITE_KILL_SUIDGID == 0);
+                let who = cred::Asker::of(req).with_fsetid(fsetid);
                 let at = arg.offset as i64;
-                self.run(|c| c.write(node, at, data, cached, who, ReplyWrite(reply)))
+                self.run(|c| c.write(node, at, data, stamp, who, ReplyWrite(reply)))
             }
             Op::Setattr(a) => {
+                // With HANDLE_KILLPRIV_V2 a truncate says whether its
+                // caller holds CAP_FSETID; a chown's flag says nothing
+                // (sent for every chown of a non-directory).
+                let chown = a.valid & (fattr::UID | fattr::GID) != 0;
+                let fsetid = (self.core.granted(init::HANDLE_KILLPRIV_V2) && !chown)
+                    .then_some(a.valid & fattr::KILL_SUIDGID == 0);
+                let who = cred::Asker::of(req).with_fsetid(fsetid);
                 let a = setattr_args(&a);
-                let who = cred::Asker::of(req);
                 self.run(|c| c.setattr(node, a, who, ReplyAttr(reply)))
             }
             Op::Fsync(f) | Op::Fsyncdir(f) => {

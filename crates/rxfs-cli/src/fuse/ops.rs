@@ -58,6 +58,23 @@ pub struct Core {
     /// The mount point, once mounted: a read-only remount is the kernel's
     /// (see [`Self::atime_due`]).
     pub mountpoint: std::sync::OnceLock<std::path::PathBuf>,
+    /// The INIT capabilities the kernel granted (`init::*`), set before
+    /// the first request.
+    pub granted: std::sync::OnceLock<u64>,
+}
+
+/// The file handle of an open of a direct-I/O open ([`open_flags`]):
+/// its WRITEs are the only ones for which the kernel stamps no times
+/// when it keeps a write-back cache (see the `fuse` module comment).
+pub const FH_DIRECT: u64 = 1;
+
+/// The file handle an open with `flags` answers: [`FH_DIRECT`] or 0.
+pub fn open_handle(flags: i32) -> FileHandle {
+    FileHandle(if flags & libc::O_DIRECT != 0 {
+        FH_DIRECT
+    } else {
+        0
+    })
 }
 
 /// What an open answers: `O_DIRECT` opens bypass the kernel's page cache
@@ -85,7 +102,13 @@ impl Core {
             rw,
             notifier: std::sync::OnceLock::new(),
             mountpoint: std::sync::OnceLock::new(),
+            granted: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Whether the kernel granted INIT capability `flag`.
+    pub fn granted(&self, flag: u64) -> bool {
+        self.granted.get().is_some_and(|g| g & flag != 0)
     }
 
     /// Make the kernel drop its cached attributes of node `nodeid` after a
@@ -274,7 +297,7 @@ impl Core {
                     _ => Change::Append,
                 };
                 match flags_allow(ip.core.flags, change) {
-                    Ok(()) => reply.opened(FileHandle(0), open_flags(flags)),
+                    Ok(()) => reply.opened(open_handle(flags), open_flags(flags)),
                     Err(e) => reply.fail(e.errno()),
                 }
             }
@@ -283,7 +306,7 @@ impl Core {
                 if flags & libc::O_NOATIME == 0 && self.atime_due(&ip) {
                     f.remove(FopenFlags::FOPEN_KEEP_CACHE);
                 }
-                reply.opened(FileHandle(0), f)
+                reply.opened(open_handle(flags), f)
             }
             Err(e) => reply.fail(self.errno("open", nodeid, &e)),
         }

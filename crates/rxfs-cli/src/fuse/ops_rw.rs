@@ -171,7 +171,7 @@ impl Core {
         match self.fs.create(self.ino(parent), name, &args) {
             Ok(ip) => {
                 let (attr, gen) = self.new_entry(&ip);
-                let fh = super::wire::FileHandle(0);
+                let fh = super::ops::open_handle(flags);
                 reply.created(&self.ttl, &attr, gen, fh, super::ops::open_flags(flags))
             }
             Err(e) => reply.fail(self.errno("create", parent, &e)),
@@ -194,7 +194,7 @@ impl Core {
                 self.nodes.remember(&ip);
                 let attr = file_attr(&self.fs, &ip);
                 let gen = super::wire::Generation(ip.core.gen as u64);
-                let fh = super::wire::FileHandle(0);
+                let fh = super::ops::open_handle(flags);
                 reply.created(&self.ttl, &attr, gen, fh, super::ops::open_flags(flags))
             }
             Err(e) => reply.fail(self.errno("tmpfile", parent, &e)),
@@ -289,17 +289,17 @@ impl Core {
         }
     }
 
-    /// WRITE. `cached`: the kernel's write-back of its page cache
-    /// (FUSE_WRITE_CACHE): the kernel stamped mtime and ctime at the
-    /// write(2) and sends them with SETATTR, maybe before these pages, so
-    /// this write leaves them alone (else the times on disk would be the
-    /// write-back's, later than those `stat` showed).
+    /// WRITE. `stamp`: set mtime and ctime, false when the kernel owns
+    /// them (its write-back cache: it stamped them at the write(2) and
+    /// sends them with SETATTR, maybe before these pages; stamping them
+    /// again here would leave times on disk later than those `stat`
+    /// showed; see the `fuse` module comment).
     pub fn write(
         &self,
         nodeid: u64,
         offset: i64,
         data: &[u8],
-        cached: bool,
+        stamp: bool,
         who: Asker,
         reply: ReplyWrite,
     ) {
@@ -315,7 +315,7 @@ impl Core {
         let plain = |ip: &Inode| ip.core.flags & DIFLAG_SYNC == 0 && setid_to_drop(ip, who) == 0;
         match self
             .fs
-            .overwrite_if(self.ino(nodeid), offset as u64, data, !cached, plain)
+            .overwrite_if(self.ino(nodeid), offset as u64, data, stamp, plain)
         {
             Ok(Some(n)) => return reply.written(n.min(u32::MAX as usize) as u32),
             Ok(None) => {}
@@ -329,7 +329,7 @@ impl Core {
         if let Err(e) = self.drop_setid_before_change(&ip, nodeid, who) {
             return reply.fail(e);
         }
-        match self.fs.write_stamped(ip.ino, offset as u64, data, !cached) {
+        match self.fs.write_stamped(ip.ino, offset as u64, data, stamp) {
             // A file with the sync flag: every write is a data-integrity
             // write (as O_DSYNC), done before it is answered.
             Ok(n) if ip.core.flags & DIFLAG_SYNC != 0 => match self.fs.fsync(ip.ino, true) {
@@ -379,6 +379,10 @@ impl Core {
             if let Err(e) = self.drop_setid_before_change(&ip, nodeid, who) {
                 return reply.fail(e);
             }
+        }
+        let mut set = set;
+        if (set.uid.is_some() || set.gid.is_some()) && set.mode.is_none() {
+            set.mode = chown_mode(&ip, who);
         }
         match self.fs.setattr(self.ino(nodeid), &set) {
             Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
@@ -449,12 +453,14 @@ impl Core {
 
     /// Before a write or truncate by `who`: the set-id bits XFS clears
     /// for a data change by a caller without CAP_FSETID (`rxfs::cred`).
-    /// FUSE's kernel side drops set-uid, and set-gid with group execute,
-    /// itself for buffered writes and truncates (a SETATTR of the mode
-    /// before the change), but never set-gid without group execute when
-    /// the writer is outside the file's group, and nothing at all for a
-    /// direct-I/O write: those are the daemon's to drop (dropping again
-    /// what the kernel already dropped changes nothing). `ip` is node
+    /// With FUSE_HANDLE_KILLPRIV_V2 (asked for, see the `fuse` module
+    /// comment) they are all ours to drop: for writes, truncates,
+    /// fallocate and copy_file_range. (Without it the kernel drops
+    /// set-uid, and set-gid with group execute, itself for buffered writes
+    /// and truncates, but never set-gid without group execute when the
+    /// writer is outside the file's group, and nothing at all for a
+    /// direct-I/O write; dropping again what it dropped changes nothing.)
+    /// `ip` is node
     /// `nodeid` as the caller just looked it up; the caller's groups and
     /// capabilities are read only for a file with a set-id bit.
     fn drop_setid_before_change(&self, ip: &Inode, nodeid: u64, who: Asker) -> Result<(), i32> {
@@ -565,12 +571,34 @@ impl SetAttrArgs {
     }
 }
 
+/// The mode a chown of `ip` by `who` leaves, when it is not the one the
+/// library's chown rule gives (set-uid dropped, set-gid with group
+/// execute): the VFS also drops set-gid without group execute when the
+/// caller is neither in the file's (old) group nor has CAP_FSETID. None
+/// when the library's rule is right (read the caller only for such a
+/// file). The kernel sends the mode itself without
+/// FUSE_HANDLE_KILLPRIV_V2 (the library's rule, then).
+fn chown_mode(ip: &Inode, who: Asker) -> Option<u32> {
+    let mode = ip.core.mode as u32;
+    let sgid_only = libc::S_ISGID | libc::S_IXGRP;
+    if mode & libc::S_IFMT == libc::S_IFDIR || mode & sgid_only != libc::S_ISGID {
+        return None;
+    }
+    if who.cred().in_group_or_capable(ip.core.gid) {
+        return None;
+    }
+    Some(mode & 0o7777 & !(libc::S_ISUID | libc::S_ISGID))
+}
+
 /// The set-id bits a change of `ip`'s data by `who` clears (see
 /// [`Core::drop_setid_before_change`]); 0 for most files without asking
 /// for the caller's credentials.
 fn setid_to_drop(ip: &Inode, who: Asker) -> u32 {
     let mode = ip.core.mode as u32;
-    if mode & libc::S_IFMT != libc::S_IFREG || mode & (libc::S_ISUID | libc::S_ISGID) == 0 {
+    if mode & libc::S_IFMT != libc::S_IFREG
+        || mode & (libc::S_ISUID | libc::S_ISGID) == 0
+        || who.fsetid == Some(true)
+    {
         return 0;
     }
     who.cred().privs_to_drop(mode, ip.core.gid)

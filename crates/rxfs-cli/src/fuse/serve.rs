@@ -121,7 +121,7 @@ pub fn serve(
     let rx = RxFuse::new(fs.clone(), cfg.foreground)
         .with_idmap(cfg.fuse.allow_other)
         .with_uring(cfg.fuse.uring)
-        .with_writeback_cache(cfg.fuse.writeback_cache);
+        .with_writeback_cache(cfg.fuse.writeback_cache && !fs.options().read_only);
     let core = rx.core();
     if cfg.fuse.uring == Some(true) {
         if let Err(m) = super::wire::uring::offered() {

@@ -74,6 +74,9 @@ pub mod init {
     pub const POSIX_ACL: u64 = 1 << 20;
     pub const MAX_PAGES: u64 = 1 << 22;
     pub const CACHE_SYMLINKS: u64 = 1 << 23;
+    /// The daemon drops set-id bits on write, truncate and chown itself
+    /// (the kernel tells it when the caller lacks CAP_FSETID).
+    pub const HANDLE_KILLPRIV_V2: u64 = 1 << 28;
     pub const INIT_EXT: u64 = 1 << 30;
     pub const DIRECT_IO_ALLOW_MMAP: u64 = 1 << 36;
     pub const ALLOW_IDMAP: u64 = 1 << 40;
@@ -100,12 +103,18 @@ pub mod fattr {
     pub const ATIME_NOW: u32 = 1 << 7;
     pub const MTIME_NOW: u32 = 1 << 8;
     pub const CTIME: u32 = 1 << 10;
+    /// With HANDLE_KILLPRIV_V2: a truncate by a caller without
+    /// CAP_FSETID, or any chown of a non-directory.
+    pub const KILL_SUIDGID: u32 = 1 << 11;
 }
 
 pub const FSYNC_FDATASYNC: u32 = 1 << 0;
 /// `fuse_write_in.write_flags`: the write comes from the kernel's page
 /// cache (write-back), not from a write(2) in progress.
 pub const WRITE_CACHE: u32 = 1 << 0;
+/// `fuse_write_in.write_flags`, with HANDLE_KILLPRIV_V2: the writer lacks
+/// CAP_FSETID (set-id bits go as the VFS's rules say).
+pub const WRITE_KILL_SUIDGID: u32 = 1 << 2;
 pub const NOTIFY_INVAL_INODE: i32 = 2;
 
 /// `FUSE_DEV_IOC_CLONE`: `_IOR(229, 0, uint32_t)`.

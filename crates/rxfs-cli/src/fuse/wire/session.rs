@@ -41,6 +41,9 @@ pub struct InitWants {
 pub trait Handler: Send + Sync + 'static {
     /// The capabilities to ask the kernel for.
     fn init(&self) -> InitWants;
+    /// The capabilities the kernel granted (called once, before the
+    /// first request is dispatched).
+    fn granted(&self, _flags: u64) {}
     /// Serve one request. Every op but FORGET and BATCH_FORGET must be
     /// answered through `reply` (dropping it answers EIO).
     fn dispatch(&self, req: &Request, op: Op<'_>, reply: Reply);
@@ -124,9 +127,11 @@ impl Session {
         let wants = h.init();
         let size = buffer_size(wants.max_write);
         let mut buf = vec![0u8; size];
-        let Some(uring) = self.handshake(&mut buf, &wants)? else {
+        let Some(granted) = self.handshake(&mut buf, &wants)? else {
             return Ok(());
         };
+        h.granted(granted);
+        let uring = granted & init::OVER_IO_URING != 0;
         let rings = if uring {
             let queues = uring::possible_cpus();
             let per_queue = (self.threads / queues).max(2);
@@ -167,9 +172,9 @@ impl Session {
         r
     }
 
-    /// Read INIT and answer it: whether io_uring was agreed on, None if
-    /// the connection ended first.
-    fn handshake(&self, buf: &mut [u8], wants: &InitWants) -> io::Result<Option<bool>> {
+    /// Read INIT and answer it: the capabilities granted, None if the
+    /// connection ended first.
+    fn handshake(&self, buf: &mut [u8], wants: &InitWants) -> io::Result<Option<u64>> {
         loop {
             let Some(n) = read_request(&self.ch, buf)? else {
                 return Ok(None);
@@ -224,7 +229,7 @@ impl Session {
                 ..Default::default()
             };
             reply.bytes(&[out.as_bytes()]);
-            return Ok(Some(uring));
+            return Ok(Some(granted));
         }
     }
 }
