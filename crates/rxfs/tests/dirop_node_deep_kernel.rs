@@ -106,6 +106,10 @@ fn node_form_deep_tree_small_fanout() {
     }
     check_mid(&m);
     assert!(node_checks >= 20, "only {node_checks} checks in node form");
+    // Most changes kept the nodes as they were (the commit's fast path,
+    // checked against the disk at every point above).
+    let same = rxfs::dir::index::SKEL_SAME_SHAPE.load(Ordering::Relaxed);
+    assert!(same > 1000, "only {same} commits kept the DA nodes");
     assert!(levels(&fs) < top, "the tree did not shrink");
     fs.unmount().unwrap();
     drop(fs);

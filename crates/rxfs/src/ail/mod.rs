@@ -410,7 +410,7 @@ impl Ail {
         };
         let mut need_force = false;
         // (offset, bytes) to write; (key, item, snapshot) to mark clean.
-        let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
+        let mut writes: Vec<(u64, Arc<Vec<u8>>)> = Vec::new();
         let mut clean: Vec<(Key, AilItem, Arc<Vec<u8>>)> = Vec::new();
         let mut clusters: HashMap<u64, ClusterInodes> = HashMap::new();
         let mut cluster_views = Vec::new();
@@ -440,7 +440,7 @@ impl Ail {
                         if b.st.lock().kind != BufKind::Dino {
                             stamp_and_verify(&mut data, b.daddr.0, key.0, &self.uuid)?;
                         }
-                        writes.push((b.daddr.bytes(), data));
+                        writes.push((b.daddr.bytes(), Arc::new(data)));
                     }
                     clean.push((key, it.clone(), snap));
                 }
@@ -508,20 +508,20 @@ impl Ail {
                 put_be64(&mut base[b..b + n], 112, key.0 .0 as u64);
                 crc::update(&mut base[b..b + n], crate::format::inode::DINODE_CRC_OFF);
             }
-            let snapc = Arc::new(base.clone());
+            let snapc = Arc::new(base);
             st.committed = snapc.clone();
             st.on_disk = true;
             // The cluster's own AIL entry (a new chunk's ordered buffer):
             // this write carries its bytes too.
             if let Some(l) = st.log.ail_lsn {
-                clean.push(((l, cb.id), AilItem::Buf(cb.clone()), snapc));
+                clean.push(((l, cb.id), AilItem::Buf(cb.clone()), snapc.clone()));
             }
             drop(st);
             // The read view may still show the cluster as the transaction
             // that created it left it: drop that layer once written (the
             // tx lock is held until then, so nobody changes the cluster).
             cluster_views.push((cd * 512, _g));
-            writes.push((cd * 512, base));
+            writes.push((cd * 512, snapc.clone()));
             for (key, ip, snap) in inodes {
                 clean.push((key, AilItem::Inode(ip), snap));
             }
@@ -530,14 +530,16 @@ impl Ail {
         let mut ios = 0u64;
         let mut i = 0;
         while i < writes.len() {
+            // A run of adjacent blocks: one vectored write, no copy.
             let start = writes[i].0;
-            let mut run = std::mem::take(&mut writes[i].1);
+            let mut end = start + writes[i].1.len() as u64;
             let mut j = i + 1;
-            while j < writes.len() && writes[j].0 == start + run.len() as u64 {
-                run.extend_from_slice(&writes[j].1);
+            while j < writes.len() && writes[j].0 == end {
+                end += writes[j].1.len() as u64;
                 j += 1;
             }
-            self.dev.write_at(&run, start)?;
+            let run: Vec<&[u8]> = writes[i..j].iter().map(|w| w.1.as_slice()).collect();
+            self.dev.write_vectored_at(&run, start)?;
             ios += 1;
             i = j;
         }

@@ -37,6 +37,18 @@ pub trait BlockDevice: Send + Sync {
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
     /// Write all of `buf` at byte `offset`.
     fn write_at(&self, buf: &[u8], offset: u64) -> Result<()>;
+    /// Write `bufs` one after another from byte `offset` (one request
+    /// where the device can: the AIL's runs of adjacent blocks). The
+    /// default writes them one by one; nothing is ordered or durable
+    /// before [`Self::flush`] either way.
+    fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
+        let mut at = offset;
+        for b in bufs {
+            self.write_at(b, at)?;
+            at += b.len() as u64;
+        }
+        Ok(())
+    }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
     /// Size of the device in bytes.

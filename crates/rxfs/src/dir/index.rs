@@ -129,7 +129,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         let b = tx.read_buf(root, n, BufKind::DirLeaf1)?;
         let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAF1_MAGIC, root, owner, &uuid))?;
         d.bufs.insert(leaf_dablk, (b, BufKind::DirLeaf1));
-        sk.index.insert(leaf_dablk, BufKind::DirLeaf1);
+        Arc::make_mut(&mut sk.index).insert(leaf_dablk, BufKind::DirLeaf1);
         let mut l = LeafBlk::loaded(
             leaf_dablk,
             leaf.entries.into_iter().filter(|e| !e.is_stale()).collect(),
@@ -153,8 +153,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
             ));
         }
         link_chain(&mut d.leaves);
-        sk.index
-            .extend(d.leaves.iter().map(|l| (l.dablk, BufKind::DirLeafN)));
+        Arc::make_mut(&mut sk.index).extend(d.leaves.iter().map(|l| (l.dablk, BufKind::DirLeafN)));
         // Free index blocks.
         let maxb = free_max_bests(n);
         let fsbs = geo.fsbs() as u64;
@@ -186,7 +185,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
             }
             d.bests[f.firstdb as usize..end].copy_from_slice(&f.bests);
             d.bufs.insert(dablk, (b, BufKind::DirFree));
-            sk.index.insert(dablk, BufKind::DirFree);
+            Arc::make_mut(&mut sk.index).insert(dablk, BufKind::DirFree);
         }
         let last = d.bests.iter().rposition(|&b| b != NULL_DATAOFF);
         d.bests.truncate(last.map_or(0, |l| l + 1));
@@ -203,6 +202,10 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
 /// Operations that found their directory's index in core (a test and
 /// statistics counter).
 pub static SKEL_HITS: AtomicU64 = AtomicU64::new(0);
+
+/// Commits that kept the DA nodes and the index map as they were (see
+/// `BigDir::same_shape`; a test and statistics counter).
+pub static SKEL_SAME_SHAPE: AtomicU64 = AtomicU64::new(0);
 
 /// Set every leaf block's sibling pointers to its neighbours in the list
 /// (as they are on disk once written).
@@ -273,8 +276,8 @@ fn walk_tree(
             ));
         }
         d.bufs.insert(dablk, (b, BufKind::DaNode));
-        sk.index.insert(dablk, BufKind::DaNode);
-        sk.nodes.insert(
+        Arc::make_mut(&mut sk.index).insert(dablk, BufKind::DaNode);
+        Arc::make_mut(&mut sk.nodes).insert(
             dablk,
             NodeImg {
                 level: node.level,
@@ -292,7 +295,7 @@ fn walk_tree(
             if child < d.geo.leaf_dablk() || child >= d.geo.free_dablk() {
                 return Err(corrupt(owner, format!("node child {child:#x}")));
             }
-            sk.parent.insert(child, dablk);
+            Arc::make_mut(&mut sk.parent).insert(child, dablk);
             if node.level == 1 {
                 // Reached twice: told after the walk (load_big).
                 d.leaves.push(LeafBlk {
@@ -498,9 +501,33 @@ impl BigDir {
                 self.load_leaf(tx, i)?;
             }
         }
+        // Free index blocks.
+        let maxb = free_max_bests(n);
+        let mut frees: Vec<(u64, usize)> = Vec::new();
+        if !self.leaf_form {
+            for (j, c) in self.bests.chunks(maxb).enumerate() {
+                if c.iter().any(|&b| b != NULL_DATAOFF) {
+                    frees.push((geo.free_dablk() + j as u64 * fsbs, j));
+                }
+            }
+        }
+        // The same leaf blocks under the same node entries, and the same
+        // free index blocks, as the kept index: the DA nodes and the
+        // index map stay as they are (most creates and removes), so
+        // nothing of their size is rebuilt.
+        let fast = self.same_shape()
+            && self
+                .base
+                .index
+                .range(geo.free_dablk()..)
+                .map(|(d, _)| *d)
+                .eq(frees.iter().map(|f| f.0));
+        if fast {
+            SKEL_SAME_SHAPE.fetch_add(1, Ordering::Relaxed);
+        }
         // DA node levels: (dablk, level, entries) rows, root last.
         let mut rows: Vec<Vec<NodeRow>> = Vec::new();
-        if !single {
+        if !single && !fast {
             let cap = fanout((n - DA3_NODE_HDR_SIZE) / 8);
             let mut items: Vec<(u32, u64)> = self
                 .leaves
@@ -554,42 +581,34 @@ impl BigDir {
                 level += 1;
             }
         }
-        // Free index blocks.
-        let maxb = free_max_bests(n);
-        let mut frees: Vec<(u64, usize)> = Vec::new();
-        if !self.leaf_form {
-            for (j, c) in self.bests.chunks(maxb).enumerate() {
-                if c.iter().any(|&b| b != NULL_DATAOFF) {
-                    frees.push((geo.free_dablk() + j as u64 * fsbs, j));
-                }
-            }
-        }
         // Which blocks the new index uses; allocate, then free the rest
         // (those of the index as it was, and any joined since).
         let base = self.base.clone();
-        let mut used: BTreeSet<u64> = self.leaves.iter().map(|l| l.dablk).collect();
-        for row in &rows {
-            used.extend(row.iter().map(|r| r.0));
-        }
-        used.extend(frees.iter().map(|f| f.0));
         let mut daddrs = BTreeMap::new();
-        for &dablk in &used {
-            if self.map.lookup(dablk).is_none() {
-                daddrs.insert(dablk, self.alloc_block(tx, dablk)?);
+        if !fast {
+            let mut used: BTreeSet<u64> = self.leaves.iter().map(|l| l.dablk).collect();
+            for row in &rows {
+                used.extend(row.iter().map(|r| r.0));
             }
-        }
-        let gone: BTreeSet<u64> = base
-            .index
-            .keys()
-            .chain(self.bufs.keys())
-            .filter(|d| !used.contains(d))
-            .copied()
-            .collect();
-        for dablk in gone {
-            let b = self.ensure_joined(tx, dablk)?;
-            tx.stale_buf(b);
-            self.bufs.remove(&dablk);
-            self.free_block(tx, dablk)?;
+            used.extend(frees.iter().map(|f| f.0));
+            for &dablk in &used {
+                if self.map.lookup(dablk).is_none() {
+                    daddrs.insert(dablk, self.alloc_block(tx, dablk)?);
+                }
+            }
+            let gone: BTreeSet<u64> = base
+                .index
+                .keys()
+                .chain(self.bufs.keys())
+                .filter(|d| !used.contains(d))
+                .copied()
+                .collect();
+            for dablk in gone {
+                let b = self.ensure_joined(tx, dablk)?;
+                tx.stale_buf(b);
+                self.bufs.remove(&dablk);
+                self.free_block(tx, dablk)?;
+            }
         }
         // Build the blocks that change: the leaf blocks read, the nodes and
         // free index blocks that differ from the index as it was.
@@ -741,16 +760,21 @@ impl BigDir {
         } else {
             BufKind::DirLeafN
         };
-        let mut index: BTreeMap<u64, BufKind> =
-            self.leaves.iter().map(|l| (l.dablk, leaf_kind)).collect();
-        index.extend(nodes.keys().map(|&d| (d, BufKind::DaNode)));
-        index.extend(frees.iter().map(|&(d, _)| (d, BufKind::DirFree)));
-        let mut parent = BTreeMap::new();
-        for row in &rows {
-            for (dablk, _, items) in row {
-                parent.extend(items.iter().map(|&(_, c)| (c, *dablk)));
+        let (index, parent, nodes) = if fast {
+            (base.index.clone(), base.parent.clone(), base.nodes.clone())
+        } else {
+            let mut index: BTreeMap<u64, BufKind> =
+                self.leaves.iter().map(|l| (l.dablk, leaf_kind)).collect();
+            index.extend(nodes.keys().map(|&d| (d, BufKind::DaNode)));
+            index.extend(frees.iter().map(|&(d, _)| (d, BufKind::DirFree)));
+            let mut parent = BTreeMap::new();
+            for row in &rows {
+                for (dablk, _, items) in row {
+                    parent.extend(items.iter().map(|&(_, c)| (c, *dablk)));
+                }
             }
-        }
+            (Arc::new(index), Arc::new(parent), Arc::new(nodes))
+        };
         let leaves = self.leaves.iter().map(LeafBlk::bare).collect();
         self.base = Arc::new(DirSkel {
             fp: [0; 7],
@@ -762,6 +786,24 @@ impl BigDir {
             index,
         });
         self.commit_data_and_fork(tx)
+    }
+
+    /// Whether the leaf blocks are those of the kept index, in the same
+    /// places, each under a node entry of the same hash: then every DA
+    /// node is as it was (a node's entries are its children's last
+    /// hashes), and commit leaves them (and the node merges the full
+    /// rebuild would consider) alone.
+    fn same_shape(&self) -> bool {
+        let kept = &self.base.leaves;
+        !self.leaf_form
+            && self.leaves.len() > 1
+            && self.leaves.len() == kept.len()
+            && !self.base.nodes.is_empty()
+            && self
+                .leaves
+                .iter()
+                .zip(kept)
+                .all(|(l, k)| l.dablk == k.dablk && l.last_hash() == Some(k.hash))
     }
 
     /// The buffer of index block `dablk` (of the index as it was, or

@@ -8,7 +8,12 @@
 //! btree to walk, and nodes to decode: work that grew every operation
 //! with the directory's size). Commit compares the new index with the
 //! skeleton and rewrites only the node and free index blocks that differ,
-//! then installs the new skeleton.
+//! then installs the new skeleton. When the leaf blocks are the kept ones
+//! under node entries of the same hashes, and the free index blocks the
+//! same (most creates and removes), the DA nodes cannot have changed:
+//! commit skips building them and the new skeleton shares the node, parent
+//! and index maps (behind `Arc`s) with the old one, so an operation costs
+//! memory work in the number of leaf blocks only for the leaf list.
 //!
 //! Invariants:
 //! - a skeleton describes the directory exactly as the transaction that
@@ -60,11 +65,11 @@ pub struct DirSkel {
     /// without trailing holes.
     pub bests: Vec<u16>,
     /// The DA node each index block under a node hangs under.
-    pub parent: BTreeMap<u64, u64>,
+    pub parent: Arc<BTreeMap<u64, u64>>,
     /// Every DA node block, the root included.
-    pub nodes: BTreeMap<u64, NodeImg>,
+    pub nodes: Arc<BTreeMap<u64, NodeImg>>,
     /// Every index block (leaf, DA node, free index) and its kind.
-    pub index: BTreeMap<u64, BufKind>,
+    pub index: Arc<BTreeMap<u64, BufKind>>,
 }
 
 /// The dinode fields a skeleton is checked against.
@@ -95,9 +100,9 @@ impl DirSkel {
             map,
             leaves: Vec::new(),
             bests: Vec::new(),
-            parent: BTreeMap::new(),
-            nodes: BTreeMap::new(),
-            index: BTreeMap::new(),
+            parent: Arc::default(),
+            nodes: Arc::default(),
+            index: Arc::default(),
         }
     }
 }
