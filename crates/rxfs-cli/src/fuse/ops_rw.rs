@@ -346,7 +346,7 @@ impl Core {
     /// _SIZE, _ATIME(_NOW), _MTIME(_NOW), _CTIME). Anything else (lock
     /// owner, file handle, BSD flags) changes nothing.
     pub fn setattr(&self, nodeid: u64, a: SetAttrArgs, who: Asker, reply: super::wire::ReplyAttr) {
-        let set = SetAttr {
+        let mut set = SetAttr {
             mode: a.mode.map(|m| m & 0o7777),
             uid: a.uid,
             gid: a.gid,
@@ -380,7 +380,6 @@ impl Core {
                 return reply.fail(e);
             }
         }
-        let mut set = set;
         if (set.uid.is_some() || set.gid.is_some()) && set.mode.is_none() {
             set.mode = chown_mode(&ip, who);
         }

@@ -32,6 +32,20 @@ pub use record::{ReadRecord, RecordingDevice};
 
 use crate::error::Result;
 
+/// Write `bufs` one after another from byte `offset`, one
+/// [`BlockDevice::write_at`] each: the default vectored write, and the
+/// one devices fall back to when they cannot do better.
+pub fn write_each<D: BlockDevice + ?Sized>(dev: &D, bufs: &[&[u8]], offset: u64) -> Result<()> {
+    let mut at = offset;
+    for b in bufs.iter().filter(|b| !b.is_empty()) {
+        dev.write_at(b, at)?;
+        at += b.len() as u64;
+    }
+    Ok(())
+}
+
+/// Where every byte rxfs reads or writes goes: an image file, a block
+/// device, memory, or one of the simulators wrapping them.
 pub trait BlockDevice: Send + Sync {
     /// Read exactly `buf.len()` bytes at byte `offset`.
     fn read_at(&self, buf: &mut [u8], offset: u64) -> Result<()>;
@@ -42,12 +56,7 @@ pub trait BlockDevice: Send + Sync {
     /// default writes them one by one; nothing is ordered or durable
     /// before [`Self::flush`] either way.
     fn write_vectored_at(&self, bufs: &[&[u8]], offset: u64) -> Result<()> {
-        let mut at = offset;
-        for b in bufs {
-            self.write_at(b, at)?;
-            at += b.len() as u64;
-        }
-        Ok(())
+        write_each(self, bufs, offset)
     }
     /// Make every completed write durable.
     fn flush(&self) -> Result<()>;
