@@ -104,6 +104,8 @@ pub struct Opts {
     pub strictatime: bool,
     /// `nodiratime` / `diratime`: the last given.
     pub nodiratime: bool,
+    /// `rtsumcache=none|minlevel|memory` (benchmarks; default memory).
+    pub rtsumcache: rxfs::cache::rtsum::RtSumMode,
     pub fuse: FuseOpts,
 }
 
@@ -242,11 +244,16 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                     })?;
                 o.inject_latency_us = Some(us);
             }
+            ("rtsumcache", Some(v)) => {
+                o.rtsumcache = rxfs::cache::rtsum::RtSumMode::parse(v).ok_or_else(|| {
+                    CliError::usage(format!("bad rtsumcache '{v}' (none, minlevel or memory)"))
+                })?;
+            }
             _ if !mount => {
                 return Err(CliError::usage(format!(
                     "unknown option '{opt}' (known: ro, norecovery, rtdev=FILE, odirect, \
                      logbufs=N, logbsize=SIZE, allocsize=SIZE, ablate_delaylog, \
-                     inject_latency_us=N)"
+                     inject_latency_us=N, rtsumcache=MODE)"
                 )))
             }
             ("allow_other", None) => o.fuse.allow_other = true,
@@ -446,6 +453,7 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
         inject_latency: opts.inject_latency_us.map(std::time::Duration::from_micros),
         atime: opts.atime_mode(),
         nodiratime: opts.nodiratime,
+        rtsumcache: opts.rtsumcache,
     };
     Filesystem::open_path(image, opts.rtdev.as_deref(), mo).map_err(|e| CliError::fs(&shown, &e))
 }

@@ -23,7 +23,7 @@
 //!   5    xact cred inode
 //!   6    ag btree
 //!   7    rmap
-//!   8    alloc
+//!   8    alloc rtalloc
 //!   9    ialloc bmap
 //!  10    dir symlink rt
 //!  11    attr
@@ -54,6 +54,8 @@
 //!   and its reads over [`inode::ReadCtx`] (inode allocation, file data,
 //!   directories, attributes); speculative preallocation's policy
 //!   ([`bmap::prealloc`]).
+//! - [`rtalloc`]: the realtime allocator (bitmap and summary changes on a
+//!   [`xact::MetaTx`], under the realtime lock).
 //! - [`symlink`]: reading symlink targets (inline and remote blocks).
 //! - [`rt`]: the realtime section: checks at open, bitmap and summary
 //!   reads, free-space queries.
@@ -73,8 +75,8 @@
 //! 1. inode locks (`ilock`), ascending inode number;
 //! 2. the log reservation (grant heads may wait for the AIL; nothing below
 //!    is held while waiting);
-//! 3. AGI buffers, then AGF buffers, ascending AG; then other buffers
-//!    ([`xact`]);
+//! 3. AGI buffers (ascending AG), the realtime lock, AGF buffers
+//!    (ascending AG); then other buffers ([`xact`]);
 //! 4. the CIL's push order, context, item and list locks ([`cil`]);
 //! 5. the AIL lock, then an item's state ([`ail`]);
 //! 6. the log writer's core lock, then the grant heads' lock ([`log`]).
@@ -107,6 +109,7 @@ pub mod populate;
 pub mod recover;
 pub mod rmap;
 pub mod rt;
+pub mod rtalloc;
 pub mod symlink;
 pub mod types;
 pub mod xact;

@@ -26,6 +26,7 @@ const RO: MountOptions = MountOptions {
     inject_latency: None,
     atime: rxfs::fs::atime::AtimeMode::Relatime,
     nodiratime: false,
+    rtsumcache: rxfs::cache::rtsum::RtSumMode::Memory,
 };
 
 /// A kernel-populated image: a directory of 200 small files (several inode

@@ -437,7 +437,8 @@ impl Ail {
                     if !st.on_disk && !st.stale {
                         let mut data = (*snap).clone();
                         drop(st);
-                        if b.st.lock().kind != BufKind::Dino {
+                        let kind = b.st.lock().kind;
+                        if kind != BufKind::Dino && kind.has_header() {
                             stamp_and_verify(&mut data, b.daddr.0, key.0, &self.uuid)?;
                         }
                         writes.push((b.daddr.bytes(), Arc::new(data)));

@@ -200,14 +200,24 @@ pub fn write_step(
         zero_written(&*tx, ip, dev, &old, size, off)?;
     }
     let (new, converted) = prepare_write(tx, ip, ino, FileBlock(fb0), cut - fb0, opts.place)?;
+    let rt = super::is_rt(tx.inode(ip));
     // Old written mappings: in place, read-modify-write of partial blocks.
     for e in overlapping(&old, fb0, cut).filter(|e| !e.unwritten) {
-        write_run(&*tx, dev, e, off, data, false)?;
+        write_run(&*tx, dev, rt, e, off, data, false)?;
     }
     // New and formerly unwritten mappings: whole blocks, zero-filled
     // around the data.
     for e in new.iter().chain(&converted) {
-        write_run(&*tx, dev, e, off, data, true)?;
+        write_run(&*tx, dev, rt, e, off, data, true)?;
+    }
+    if rt {
+        // Whole rt extents were mapped: zero their blocks the data does
+        // not reach.
+        let (d0, d1) = (off >> bl, step_end.div_ceil(bs));
+        for e in &new {
+            zero_blocks(&*tx, dev, e, e.off.0, e.end().min(d0))?;
+            zero_blocks(&*tx, dev, e, e.off.0.max(d1), e.end())?;
+        }
     }
     if step_end > size {
         set_size(tx, ip, step_end);
@@ -228,9 +238,40 @@ fn overlapping(map: &ExtentMap, fb0: u64, fb1: u64) -> impl Iterator<Item = &Ext
 /// Write the part of `data` (file bytes from `off`) that falls in extent
 /// `e`. `fresh`: the blocks are new, so whole blocks are written with zeros
 /// around the data; else partial blocks are read first.
+/// Byte address of block `blk` of a data fork mapping: an rt block on
+/// the realtime device (`rt`), else a filesystem block.
+pub fn disk_bytes(tx: &dyn MetaTx, rt: bool, blk: u64) -> u64 {
+    let geo = tx.geo();
+    if rt {
+        blk << geo.blocklog
+    } else {
+        geo.fsb_to_daddr(FsBlock(blk)).bytes()
+    }
+}
+
+/// Write zeros to file blocks `[fb0, fb1)` of the (realtime) mapping `e`.
+fn zero_blocks(
+    tx: &dyn MetaTx,
+    dev: &dyn BlockDevice,
+    e: &Extent,
+    fb0: u64,
+    fb1: u64,
+) -> Result<()> {
+    let bl = tx.geo().blocklog;
+    let mut b = fb0;
+    while b < fb1 {
+        let n = (fb1 - b).min(ZERO_CHUNK_BYTES >> bl);
+        let zeros = vec![0u8; (n << bl) as usize];
+        dev.write_at(&zeros, disk_bytes(tx, true, e.start + (b - e.off.0)))?;
+        b += n;
+    }
+    Ok(())
+}
+
 fn write_run(
     tx: &dyn MetaTx,
     dev: &dyn BlockDevice,
+    rt: bool,
     e: &Extent,
     off: u64,
     data: &[u8],
@@ -248,7 +289,7 @@ fn write_run(
     let b0 = lo >> bl;
     let b1 = hi.div_ceil(bs);
     let mut buf = vec![0u8; ((b1 - b0) << bl) as usize];
-    let disk = geo.fsb_to_daddr(FsBlock(e.start + (b0 - e.off.0))).bytes();
+    let disk = disk_bytes(tx, rt, e.start + (b0 - e.off.0));
     let nb = buf.len();
     if !fresh {
         if lo & (bs - 1) != 0 {
@@ -279,6 +320,7 @@ pub fn zero_written(
     if from >= to {
         return Ok(());
     }
+    let rt = super::is_rt(tx.inode(ip));
     let mut zeros = Vec::new();
     for e in overlapping(map, from >> bl, to.div_ceil(geo.blocksize as u64)) {
         if e.unwritten {
@@ -291,7 +333,7 @@ pub fn zero_written(
         }
         let mut lo = from.max(e.off.0 << bl);
         let hi = to.min(e.end() << bl);
-        let base = geo.fsb_to_daddr(FsBlock(e.start)).bytes();
+        let base = disk_bytes(tx, rt, e.start);
         while lo < hi {
             let n = (hi - lo).min(ZERO_CHUNK_BYTES);
             dev.write_at(&zeros[..n as usize], base + (lo - (e.off.0 << bl)))?;

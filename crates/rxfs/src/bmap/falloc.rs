@@ -16,11 +16,11 @@
 use super::data::{refuse_reflink, require_regular};
 use super::fork::store_with;
 use super::map::{self, ExtentMap};
-use super::{load, store, Placement, TxSpace};
+use super::{alloc_unit, is_rt, load, release, store, Placement, RtSpace, TxSpace, RT_TX_EXTENTS};
 use crate::error::{Error, Result};
 use crate::format::bmbt::MAX_STARTOFF;
+use crate::types::Ino;
 use crate::types::WhichFork;
-use crate::types::{FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 
 /// Most new blocks one preallocation step maps.
@@ -45,13 +45,24 @@ pub fn prealloc_step(
     if fb1 > MAX_STARTOFF + 1 {
         return Err(Error::Invalid("range past the largest file offset".into()));
     }
+    let rt = is_rt(tx.inode(ip));
+    let unit = alloc_unit(&*tx, tx.inode(ip));
+    // Realtime: whole rt extents (the kernel rounds the same way).
+    let (fb0, fb1) = (fb0 - fb0 % unit, fb1.div_ceil(unit) * unit);
+    if rt {
+        tx.rt_lock()?;
+    }
     let (mut map, max_recs) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
-    let mut budget = max_blocks.min(FALLOC_TX_BLOCKS);
+    // At least one allocation unit (an rt extent may be larger than a
+    // step's usual budget).
+    let mut budget = max_blocks
+        .min(FALLOC_TX_BLOCKS)
+        .max(if rt { unit } else { 0 });
     let mut cut = fb1;
     for (h, n) in map.holes(fb0, fb1.saturating_sub(fb0)) {
         if n > budget {
-            cut = h + budget;
+            cut = (h + budget) / unit * unit;
             break;
         }
         budget -= n;
@@ -60,6 +71,18 @@ pub fn prealloc_step(
         return Err(Error::NoSpace);
     }
     if map.holes(fb0, cut - fb0).is_empty() {
+        return Ok(cut);
+    }
+    if rt {
+        let mut space = RtSpace {
+            tx: &mut *tx,
+            r: unit,
+        };
+        let new = map::fill(&mut map, fb0, cut - fb0, max_recs, None, true, &mut space)?;
+        if !new.is_empty() {
+            let added: u64 = new.iter().map(|e| e.len).sum();
+            store(tx, ip, WhichFork::Data, &old, &map, added as i64)?;
+        }
         return Ok(cut);
     }
     let geo = tx.geo();
@@ -97,27 +120,35 @@ pub fn unmap_step(
     low_first: bool,
 ) -> Result<u64> {
     require_regular(&*tx, ip)?;
+    let d = tx.inode(ip);
+    let (rt, unit) = (is_rt(d), alloc_unit(&*tx, d));
+    let step = if rt { RT_TX_EXTENTS } else { FALLOC_TX_EXTENTS };
+    // Realtime: only whole rt extents are unmapped; the caller zeroes
+    // the partial ones at either end.
+    let (fb0, end) = (fb0.div_ceil(unit) * unit, fb1 / unit * unit);
+    if fb0 >= end {
+        return Ok(fb1);
+    }
+    if rt {
+        tx.rt_lock()?;
+    }
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let i = map.exts.partition_point(|e| e.end() <= fb0);
-    let j = map.exts.partition_point(|e| e.off.0 < fb1);
+    let j = map.exts.partition_point(|e| e.off.0 < end);
     if i >= j {
         return Ok(fb1);
     }
     refuse_reflink(&*tx, ip)?;
-    let cut = if j - i > FALLOC_TX_EXTENTS {
-        map.exts[i + FALLOC_TX_EXTENTS].off.0.max(fb0 + 1)
+    let cut = if j - i > step {
+        let c = map.exts[i + step].off.0;
+        (c - c % unit).max(fb0 + unit)
     } else {
-        fb1
+        end
     };
-    let mut freed = map.remove_range(fb0, cut);
-    freed.sort_unstable();
+    let freed = map.remove_range(fb0, cut);
     let total: u64 = freed.iter().map(|f| f.1).sum();
-    for (start, len) in freed {
-        let geo = tx.geo();
-        let f = FsBlock(start);
-        tx.defer_free(geo.fsb_agno(f), geo.fsb_agbno(f), len as u32)?;
-    }
+    release(tx, rt, freed)?;
     store_with(
         tx,
         ip,
@@ -127,7 +158,7 @@ pub fn unmap_step(
         -(total as i64),
         low_first,
     )?;
-    Ok(cut)
+    Ok(if cut >= end { fb1 } else { cut })
 }
 
 /// Collapse step: move the mappings at or past file block `from` left by

@@ -81,11 +81,7 @@ pub fn load(tx: &mut dyn MetaTx, ip: InodeId, which: WhichFork) -> Result<(Exten
     let d = tx.inode(ip);
     let at = Location::Ino(di::ino(d));
     let bad = |detail: String| Error::corrupt(which.name(), at, detail);
-    if which == WhichFork::Data && di::flags(d) & DIFLAG_REALTIME != 0 {
-        return Err(Error::NotSupported(
-            "realtime files: data fork editing".into(),
-        ));
-    }
+    let rt = which == WhichFork::Data && di::flags(d) & DIFLAG_REALTIME != 0;
     if which == WhichFork::Attr && di::forkoff(d) == 0 {
         return Err(Error::Invalid("the inode has no attr fork".into()));
     }
@@ -114,9 +110,17 @@ pub fn load(tx: &mut dyn MetaTx, ip: InodeId, which: WhichFork) -> Result<(Exten
         }
     };
     let geo = tx.geo();
+    let rblocks = tx.sb().rblocks;
     let mut exts = Vec::with_capacity(raw.len());
     for (i, e) in raw.into_iter().enumerate() {
-        if !geo.fsb_extent_valid(FsBlock(e.start), e.len) {
+        if rt {
+            if e.start.checked_add(e.len).is_none_or(|end| end > rblocks) {
+                return Err(bad(format!(
+                    "extent {i} ({} blocks at rt block {}) past the realtime device",
+                    e.len, e.start
+                )));
+            }
+        } else if !geo.fsb_extent_valid(FsBlock(e.start), e.len) {
             return Err(bad(format!(
                 "extent {i} ({} blocks at fsblock {}) outside one AG",
                 e.len, e.start
@@ -127,7 +131,8 @@ pub fn load(tx: &mut dyn MetaTx, ip: InodeId, which: WhichFork) -> Result<(Exten
         }
         exts.push(e);
     }
-    let map = ExtentMap::new(exts, geo.agblklog);
+    // Realtime blocks are one linear space: any two may merge.
+    let map = ExtentMap::new(exts, if rt { 63 } else { geo.agblklog });
     map.check().map_err(bad)?;
     Ok((map, limit))
 }
@@ -286,11 +291,6 @@ pub fn set_forkoff(tx: &mut dyn MetaTx, ip: InodeId, forkoff: u8) -> Result<()> 
             di::set_forkoff(tx.inode_mut(ip), forkoff);
             return Ok(());
         }
-    }
-    if di::flags(d) & DIFLAG_REALTIME != 0 {
-        return Err(Error::NotSupported(
-            "realtime files: data fork editing".into(),
-        ));
     }
     let (map, _) = load(tx, ip, which)?;
     let fits = map.exts.len() <= new_size / EXTENT_REC_SIZE;

@@ -41,9 +41,18 @@
 //! removes them in its own transaction, the deferred free that follows
 //! only frees space.
 //!
-//! Not handled (refused with `NotSupported`): realtime files, and freeing
-//! blocks of inodes flagged REFLINK (they may be shared: the refcount
-//! btree would have to decide).
+//! Realtime files (DIFLAG_REALTIME) map rt blocks of the realtime
+//! device: their new blocks come from [`crate::rtalloc`] ([`RtSpace`]) in
+//! whole realtime extents, file offsets aligned to `rextsize` as the
+//! kernel aligns them (a write's range is widened to whole rt extents and
+//! the caller zeroes what the data does not cover), and unmapped rt
+//! extents are freed in the unmapping transaction itself ([`release`]).
+//! The realtime lock is taken before anything else a data-fork change
+//! locks (the bmbt's AGFs), see [`crate::xact`].
+//!
+//! Not handled (refused with `NotSupported`): freeing blocks of inodes
+//! flagged REFLINK (they may be shared: the refcount btree would have to
+//! decide).
 
 pub mod attrfork;
 pub mod bmbt;
@@ -105,8 +114,70 @@ use crate::format::inode::{Timestamp, DIFLAG2_REFLINK};
 use crate::types::{AgBlock, AgNumber, FileBlock, FsBlock, Ino};
 use crate::xact::{InodeId, MetaTx};
 
+use crate::format::inode::DIFLAG_REALTIME;
 use crate::types::WhichFork;
 pub use fork::{load, store};
+
+/// Most extents one transaction frees from a realtime file (each may
+/// change many bitmap blocks; see the reservation in `fs::trans`).
+pub const RT_TX_EXTENTS: usize = 4;
+
+/// Whether the dinode `d` is a realtime file (its data fork maps rt blocks).
+pub fn is_rt(d: &[u8]) -> bool {
+    di::flags(d) & DIFLAG_REALTIME != 0
+}
+
+/// Blocks per allocation unit of the data fork of `d`: `rextsize` for a
+/// realtime file, else 1.
+pub fn alloc_unit(tx: &dyn MetaTx, d: &[u8]) -> u64 {
+    if is_rt(d) {
+        tx.sb().rextsize.max(1) as u64
+    } else {
+        1
+    }
+}
+
+/// Most extents one truncate step unmaps from the data fork of `d`.
+pub fn step_extents(d: &[u8]) -> usize {
+    if is_rt(d) {
+        RT_TX_EXTENTS
+    } else {
+        TRUNCATE_TX_EXTENTS
+    }
+}
+
+/// Free block ranges just unmapped from a data fork: AG blocks as
+/// deferred frees, realtime blocks (`rt`) now, whole rt extents (ranges
+/// that touch are merged first; a range that leaves a partial rt extent
+/// is refused, as callers unmap whole ones).
+pub fn release(tx: &mut dyn MetaTx, rt: bool, mut freed: Vec<(u64, u64)>) -> Result<()> {
+    freed.sort_unstable();
+    if !rt {
+        for (start, len) in freed {
+            let geo = tx.geo();
+            let fsb = FsBlock(start);
+            tx.defer_free(geo.fsb_agno(fsb), geo.fsb_agbno(fsb), len as u32)?;
+        }
+        return Ok(());
+    }
+    let r = tx.sb().rextsize.max(1) as u64;
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (s, l) in freed {
+        match merged.last_mut() {
+            Some((ps, pl)) if *ps + *pl == s => *pl += l,
+            _ => merged.push((s, l)),
+        }
+    }
+    for (s, l) in merged {
+        if s % r != 0 || l % r != 0 {
+            return Err(Error::Invalid(format!(
+                "freeing rt blocks {s}+{l}: not whole rt extents of {r} blocks"
+            )));
+        }
+        crate::rtalloc::free(tx, s / r, l / r)?;
+    }
+    Ok(())
+}
 pub use map::{ExtentMap, Space};
 
 /// Where new blocks go.
@@ -167,6 +238,10 @@ fn map_range(
     convert: bool,
     place: Placement,
 ) -> Result<(Vec<Extent>, Vec<Extent>)> {
+    let rt = is_rt(tx.inode(ip));
+    if rt {
+        tx.rt_lock()?;
+    }
     let (mut map, max_recs) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let converted = if convert {
@@ -174,6 +249,9 @@ fn map_range(
     } else {
         Vec::new()
     };
+    if rt {
+        return map_range_rt(tx, ip, map, old, max_recs, converted, off.0, count);
+    }
     if map.exts.len() > max_recs {
         return Err(Error::NotSupported(
             "more extents than the fork's counter allows".into(),
@@ -215,11 +293,75 @@ fn map_range(
     Ok((new, converted))
 }
 
+/// [`map_range`] of a realtime file: the range widened to whole rt
+/// extents (new mappings may then start before `off` or end after
+/// `off + count`: the caller zeroes those blocks), allocated by
+/// [`RtSpace`].
+#[allow(clippy::too_many_arguments)]
+fn map_range_rt(
+    tx: &mut dyn MetaTx,
+    ip: InodeId,
+    mut map: ExtentMap,
+    old: ExtentMap,
+    max_recs: usize,
+    converted: Vec<Extent>,
+    off: u64,
+    count: u64,
+) -> Result<(Vec<Extent>, Vec<Extent>)> {
+    if map.exts.len() > max_recs {
+        return Err(Error::NotSupported(
+            "more extents than the fork's counter allows".into(),
+        ));
+    }
+    let r = tx.sb().rextsize.max(1) as u64;
+    let lo = off - off % r;
+    let hi = off.saturating_add(count).div_ceil(r) * r;
+    let mut space = RtSpace { tx: &mut *tx, r };
+    let new = map::fill(&mut map, lo, hi - lo, max_recs, None, false, &mut space)?;
+    if !new.is_empty() || !converted.is_empty() {
+        let added: u64 = new.iter().map(|e| e.len).sum();
+        store(tx, ip, WhichFork::Data, &old, &map, added as i64)?;
+    }
+    Ok((new, converted))
+}
+
+/// [`Space`] on the realtime device: whole rt extents from
+/// [`crate::rtalloc`], block numbers in rt blocks.
+pub(crate) struct RtSpace<'a> {
+    pub(crate) tx: &'a mut dyn MetaTx,
+    /// `rextsize`.
+    pub(crate) r: u64,
+}
+
+impl Space for RtSpace<'_> {
+    fn alloc(&mut self, near: Option<u64>, maxlen: u64) -> Result<(u64, u64)> {
+        let want = maxlen / self.r;
+        if want == 0 {
+            return Err(Error::Invalid(format!(
+                "realtime allocation of {maxlen} blocks, less than one rt extent of {}",
+                self.r
+            )));
+        }
+        let (x, n) = crate::rtalloc::alloc(&mut *self.tx, near.map(|b| b / self.r), 1, want)?;
+        Ok((x * self.r, n * self.r))
+    }
+
+    fn free(&mut self, start: u64, len: u64) -> Result<()> {
+        crate::rtalloc::free(&mut *self.tx, start / self.r, len / self.r)
+    }
+}
+
 /// Remove every mapping at or beyond file block `from` and free its blocks
 /// (truncate). The caller sets di_size. The frees are deferred
 /// ([`MetaTx::defer_free`]): this transaction logs the unmapping and an
 /// extent-free intent, follow-up transactions free the space.
 pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<()> {
+    let rt = is_rt(tx.inode(ip));
+    let from =
+        FileBlock(from.0.div_ceil(alloc_unit(tx, tx.inode(ip))) * alloc_unit(tx, tx.inode(ip)));
+    if rt {
+        tx.rt_lock()?;
+    }
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let old = map.clone();
     let d = tx.inode(ip);
@@ -228,19 +370,13 @@ pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<(
             "freeing blocks of a reflinked file (shared extents)".into(),
         ));
     }
-    let mut freed = map.truncate(from.0);
+    let freed = map.truncate(from.0);
     if freed.is_empty() {
         return Ok(());
     }
     // Ascending fsblock = ascending AG: the AGF lock order.
-    freed.sort_unstable();
     let total: u64 = freed.iter().map(|f| f.1).sum();
-    for (start, len) in freed {
-        let geo = tx.geo();
-        let fsb = FsBlock(start);
-        let (agno, agbno) = (geo.fsb_agno(fsb), geo.fsb_agbno(fsb));
-        tx.defer_free(agno, agbno, len as u32)?;
-    }
+    release(tx, rt, freed)?;
     store(tx, ip, WhichFork::Data, &old, &map, -(total as i64))
 }
 
@@ -258,6 +394,13 @@ pub fn free_tail(
     from: FileBlock,
     low_first: bool,
 ) -> Result<bool> {
+    let d = tx.inode(ip);
+    let (rt, unit, step) = (is_rt(d), alloc_unit(tx, d), step_extents(d));
+    // A realtime file keeps the partial rt extent at the cut.
+    let from = FileBlock(from.0.div_ceil(unit) * unit);
+    if rt {
+        tx.rt_lock()?;
+    }
     let (mut map, _) = load(tx, ip, WhichFork::Data)?;
     let first = map.exts.partition_point(|e| e.end() <= from.0);
     let n = map.exts.len() - first;
@@ -270,19 +413,17 @@ pub fn free_tail(
         ));
     }
     let old = map.clone();
-    let (cut, more) = if n > TRUNCATE_TX_EXTENTS {
-        (map.exts[map.exts.len() - TRUNCATE_TX_EXTENTS].off.0, true)
+    let (cut, more) = if n > step {
+        // Whole rt extents: the cut goes down to one (never below `from`,
+        // which is aligned).
+        let c = map.exts[map.exts.len() - step].off.0;
+        ((c - c % unit).max(from.0), true)
     } else {
         (from.0, false)
     };
-    let mut freed = map.truncate(cut);
-    freed.sort_unstable();
+    let freed = map.truncate(cut);
     let total: u64 = freed.iter().map(|f| f.1).sum();
-    for (start, len) in freed {
-        let geo = tx.geo();
-        let fsb = FsBlock(start);
-        tx.defer_free(geo.fsb_agno(fsb), geo.fsb_agbno(fsb), len as u32)?;
-    }
+    release(tx, rt, freed)?;
     fork::store_with(
         tx,
         ip,

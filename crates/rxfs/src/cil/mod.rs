@@ -355,7 +355,7 @@ impl Cil {
                 stale_ranges.push((off, tb.data.len() as u64));
             } else {
                 let mut data = tb.data;
-                if let Some(h) = meta_header(&data) {
+                if let Some(h) = meta_header(&data).filter(|_| tb.kind.has_header()) {
                     crc::update(&mut data, h.crc_off);
                 }
                 let snap = Arc::new(data);

@@ -41,6 +41,10 @@ pub enum BufKind {
     AttrLeaf,
     AttrRmt,
     Symlink,
+    /// A block of the realtime bitmap file: raw bitmap words, no header.
+    RtBitmap,
+    /// A block of the realtime summary file: raw counters, no header.
+    RtSummary,
 }
 
 impl BufKind {
@@ -64,6 +68,8 @@ impl BufKind {
             AttrLeaf => 16,
             AttrRmt => 17,
             Sb => 18,
+            RtBitmap => 19,
+            RtSummary => 20,
         }
     }
 
@@ -91,12 +97,35 @@ impl BufKind {
             AttrLeaf => "attr leaf block",
             AttrRmt => "attr remote block",
             Symlink => "symlink block",
+            RtBitmap => "rt bitmap block",
+            RtSummary => "rt summary block",
+        }
+    }
+
+    /// Whether blocks of this kind carry a v5 header (magic, CRC, LSN).
+    /// Realtime bitmap and summary blocks are raw words: nothing may
+    /// guess a header into them by their first bytes (the CIL's CRC,
+    /// the AIL's LSN stamp and recovery's LSN rule all skip them).
+    pub fn has_header(self) -> bool {
+        !matches!(self, BufKind::RtBitmap | BufKind::RtSummary)
+    }
+
+    /// The kind logged with `XFS_BLFT_*` type `blft`, for the kinds
+    /// whose log items recovery must treat differently (raw blocks).
+    pub fn raw_from_blft(blft: u8) -> Option<BufKind> {
+        match blft {
+            19 => Some(BufKind::RtBitmap),
+            20 => Some(BufKind::RtSummary),
+            _ => None,
         }
     }
 
     /// Does `buf` start with this kind's magic number?
     pub fn magic_ok(self, buf: &[u8]) -> bool {
         use BufKind::*;
+        if !self.has_header() {
+            return true;
+        }
         if buf.len() < 16 {
             return false;
         }
@@ -124,6 +153,7 @@ impl BufKind {
             AttrLeaf => m16_at8 == 0x3bee,
             AttrRmt => m32 == 0x5841_524d,
             Symlink => m32 == 0x5853_4c4d,
+            RtBitmap | RtSummary => true,
         }
     }
 
@@ -135,7 +165,7 @@ impl BufKind {
         if !self.magic_ok(buf) {
             return Err(Error::corrupt(self.name(), at, "bad magic number"));
         }
-        if self == BufKind::Dino {
+        if self == BufKind::Dino || !self.has_header() {
             return Ok(());
         }
         // Remote attr and symlink blocks carry one header per run; the

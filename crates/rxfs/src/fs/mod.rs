@@ -78,6 +78,9 @@ pub struct MountOptions {
     pub atime: atime::AtimeMode,
     /// `nodiratime`: reads of directories never update atime.
     pub nodiratime: bool,
+    /// Benchmarks only: how the realtime allocator searches the summary
+    /// (`rtsumcache=none|minlevel|memory`, see [`crate::cache::rtsum`]).
+    pub rtsumcache: crate::cache::rtsum::RtSumMode,
 }
 
 /// Inodes kept decoded in memory.
@@ -228,6 +231,17 @@ impl Filesystem {
     }
     pub fn rtdev(&self) -> Option<&dyn BlockDevice> {
         self.rtdev.as_deref()
+    }
+
+    /// The device holding the data of a file: the realtime device for a
+    /// realtime file (`rt`), else the data device.
+    pub(crate) fn file_dev(&self, rt: bool) -> Result<&dyn BlockDevice> {
+        if !rt {
+            return Ok(self.dev());
+        }
+        self.rtdev().ok_or_else(|| {
+            Error::Invalid("a realtime file needs the realtime device (-o rtdev=FILE)".into())
+        })
     }
     /// What log recovery replayed at open, if the log was dirty.
     pub fn recovery_stats(&self) -> Option<&crate::recover::RecoveryStats> {

@@ -95,6 +95,11 @@ impl Filesystem {
         if ip.core.size != size || ip.file_type() != Some(crate::types::FileType::Regular) {
             return;
         }
+        if ip.is_realtime() {
+            // As the kernel: realtime files allocate whole rt extents
+            // and get no speculative preallocation.
+            return;
+        }
         let eof = size.div_ceil(bs);
         if ip.data.map(FileBlock(eof)).0.is_some() {
             return;
@@ -182,22 +187,31 @@ impl Filesystem {
         stamp: bool,
     ) -> Result<usize> {
         let _lock = self.ilock(ino)?;
+        // The realtime flag changes only under the inode lock we hold.
+        let rt = self.iget(ino)?.is_realtime();
+        let dev = self.file_dev(rt)?;
         let mut done = 0usize;
         let mut opts = WriteOpts::now();
         while done < data.len() {
             let pos = off + done as u64;
             // Data never takes the blocks statfs does not count as free
-            // (left to metadata: AGFL refills, bmbt splits).
-            let budget = self.data_alloc_budget()?;
+            // (left to metadata: AGFL refills, bmbt splits); realtime
+            // data comes from the realtime device, which says NoSpace
+            // itself.
+            let budget = if rt {
+                data::WRITE_TX_BLOCKS
+            } else {
+                self.data_alloc_budget()?
+            };
             let mut tx = self.trans_alloc(Resv::Write)?;
             opts.now = stamp.then(data::now);
             let step = WriteOpts {
                 max_blocks: opts.max_blocks.min(budget),
                 ..opts
             };
-            let r = tx.ijoin(ino).and_then(|ip| {
-                data::write_step(&mut tx, self.dev(), ip, ino, pos, &data[done..], step)
-            });
+            let r = tx
+                .ijoin(ino)
+                .and_then(|ip| data::write_step(&mut tx, dev, ip, ino, pos, &data[done..], step));
             let n = match r {
                 Ok(n) => n,
                 Err(Error::NoSpace)
@@ -246,10 +260,11 @@ impl Filesystem {
             } else {
                 Resv::SetAttr
             };
+            let dev = self.file_dev(self.iget(ino)?.is_realtime())?;
             let mut tx = self.trans_alloc(resv)?;
             let now = data::now();
             let r = tx.ijoin(ino).and_then(|ip| {
-                data::setattr(&mut tx, self.dev(), ip, attr, now)?;
+                data::setattr(&mut tx, dev, ip, attr, now)?;
                 if attr.mode.is_some() {
                     crate::attr::acl::chmod(&mut tx, ip, now)?;
                 }
@@ -318,6 +333,11 @@ impl Filesystem {
         });
         let forced = self.log_force_inode(ino, datasync)?;
         if overwritten || !forced {
+            // Realtime data is on the realtime device (a log force
+            // flushes it before its commit record).
+            if self.iget(ino).is_ok_and(|ip| ip.is_realtime()) {
+                self.flush_rtdev()?;
+            }
             self.dev().flush()?;
         }
         Ok(())

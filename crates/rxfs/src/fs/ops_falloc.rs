@@ -113,6 +113,13 @@ impl Filesystem {
         }
         let size = ip.core.size;
         let bs = self.geo().blocksize as u64;
+        // A realtime file shifts whole rt extents only (as the kernel's
+        // xfs_is_falloc_aligned).
+        let shift_unit = if ip.is_realtime() {
+            bs * self.sb().rextsize.max(1) as u64
+        } else {
+            bs
+        };
         match kind {
             0 => {
                 self.falloc_prealloc(ino, off / bs, end.div_ceil(bs))?;
@@ -129,7 +136,7 @@ impl Filesystem {
                 self.falloc_finish(ino, (!keep && end > size).then_some(end), who)
             }
             FALLOC_FL_COLLAPSE_RANGE if !keep => {
-                if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) {
+                if !off.is_multiple_of(shift_unit) || !len.is_multiple_of(shift_unit) {
                     return Err(Error::Invalid("collapse range not block aligned".into()));
                 }
                 if end >= size {
@@ -144,7 +151,7 @@ impl Filesystem {
                 self.falloc_finish(ino, Some(size - len), who)
             }
             FALLOC_FL_INSERT_RANGE if !keep => {
-                if !off.is_multiple_of(bs) || !len.is_multiple_of(bs) {
+                if !off.is_multiple_of(shift_unit) || !len.is_multiple_of(shift_unit) {
                     return Err(Error::Invalid("insert range not block aligned".into()));
                 }
                 if off >= size {
@@ -189,8 +196,13 @@ impl Filesystem {
     fn falloc_prealloc(&self, ino: Ino, fb0: u64, fb1: u64) -> Result<()> {
         let mut pos = fb0;
         let mut place = Placement::Near;
+        let rt = self.iget(ino)?.is_realtime();
         while pos < fb1 {
-            let budget = self.data_alloc_budget()?;
+            let budget = if rt {
+                crate::bmap::falloc::FALLOC_TX_BLOCKS
+            } else {
+                self.data_alloc_budget()?
+            };
             let step =
                 |tx: &mut dyn MetaTx, ip| prealloc_step(tx, ip, ino, (pos, fb1), place, budget);
             match self.falloc_tx(ino, step) {
@@ -250,16 +262,26 @@ impl Filesystem {
     /// the device, whole blocks unmapped.
     fn falloc_punch(&self, ino: Ino, off: u64, end: u64) -> Result<()> {
         let bs = self.geo().blocksize as u64;
-        let (fb0, fb1) = (off.div_ceil(bs), end / bs);
-        let dev = self.dev();
+        let rt = self.iget(ino)?.is_realtime();
+        // The unit that is unmapped: a block, or a whole rt extent (the
+        // partial rt extents at the ends are zeroed instead, as the
+        // kernel does).
+        let ub = if rt {
+            bs * self.sb().rextsize.max(1) as u64
+        } else {
+            bs
+        };
+        let (e0, e1) = (off.div_ceil(ub) * ub, end / ub * ub);
+        let (fb0, fb1) = (e0 / bs, e1 / bs);
+        let dev = self.file_dev(rt)?;
         self.falloc_tx(ino, |tx, ip| {
             let map = crate::bmap::falloc::data_map(tx, ip)?;
-            if fb0 > fb1 {
-                // Inside one block.
+            if e0 > e1 {
+                // Inside one unit.
                 zero_written(&*tx, ip, dev, &map, off, end)?;
             } else {
-                zero_written(&*tx, ip, dev, &map, off, fb0 * bs)?;
-                zero_written(&*tx, ip, dev, &map, fb1 * bs, end)?;
+                zero_written(&*tx, ip, dev, &map, off, e0)?;
+                zero_written(&*tx, ip, dev, &map, e1, end)?;
             }
             Ok(())
         })?;
@@ -279,7 +301,7 @@ impl Filesystem {
         if who.is_none() && size.is_none() {
             return Ok(());
         }
-        let dev = self.dev();
+        let dev = self.file_dev(self.iget(ino)?.is_realtime())?;
         self.falloc_tx(ino, |tx, ip| {
             if let Some(who) = who {
                 let d = tx.inode_mut(ip);

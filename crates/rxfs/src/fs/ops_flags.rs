@@ -167,9 +167,16 @@ impl Filesystem {
                     "realtime flag without a realtime section".into(),
                 ));
             }
-            if rt_new || rt_now {
-                return Err(Error::NotSupported(
-                    "realtime files are read-only in rxfs (issue 17)".into(),
+            // A realtime file's hint is whole rt extents (the kernel:
+            // xfs_ioctl_setattr_xflags).
+            let hint = if fsx {
+                new.extsize / bs
+            } else {
+                di::extsize(d)
+            };
+            if rt_new && hint % self.sb().rextsize.max(1) != 0 {
+                return Err(Error::Invalid(
+                    "realtime flag with an extent size hint that is not whole rt extents".into(),
                 ));
             }
             if x & XFLAG_DAX != 0 && flags2 & DIFLAG2_REFLINK != 0 {

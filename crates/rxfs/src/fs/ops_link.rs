@@ -260,11 +260,14 @@ impl Filesystem {
                 {
                     return Ok(false);
                 }
+                // Realtime extents are freed in the unmapping transaction:
+                // fewer per step.
+                let step = FREE_STEP_EXTENTS.min(crate::bmap::step_extents(d));
                 let map = crate::bmap::read_map(tx, ip)?;
-                if map.len() <= FREE_STEP_EXTENTS {
+                if map.len() <= step {
                     return Ok(false);
                 }
-                let from = map[map.len() - FREE_STEP_EXTENTS].off;
+                let from = map[map.len() - step].off;
                 crate::bmap::free_range(tx, ip, from)?;
                 Ok(true)
             })?;

@@ -55,6 +55,8 @@ pub struct SbCounters {
     pub fdblocks: i64,
     pub icount: i64,
     pub ifree: i64,
+    /// Free realtime extents (`sb_frextents`).
+    pub frextents: i64,
 }
 
 /// What [`Filesystem::shutdown`] makes stable before it stops (the flags
@@ -99,6 +101,9 @@ pub struct RwCore {
     allocbt_hint: AtomicU64,
     /// Inodes with speculative preallocation (see [`crate::bmap::prealloc`]).
     pub(crate) prealloc: crate::bmap::prealloc::Prealloc,
+    /// The realtime lock and the allocator's in-core state (`None`
+    /// without a realtime section; see [`crate::cache::rtsum`]).
+    pub(crate) rt: Option<Mutex<crate::cache::rtsum::RtSumCache>>,
 }
 
 impl RwCore {
@@ -106,11 +111,12 @@ impl RwCore {
         self.next_id.fetch_add(1, Relaxed)
     }
 
-    pub(crate) fn apply_sb_delta(&self, d: [i64; 3]) {
+    pub(crate) fn apply_sb_delta(&self, d: [i64; 4]) {
         let mut c = self.counters.lock();
         c.fdblocks += d[0];
         c.icount += d[1];
         c.ifree += d[2];
+        c.frextents += d[3];
     }
 
     pub(crate) fn count_commit(&self) {}
@@ -164,8 +170,11 @@ pub(crate) fn check_writable(sb: &Superblock, geo: &Geometry, dev: &dyn BlockDev
             "the device is read-only: mount with -o ro".into(),
         ));
     }
-    if sb.rblocks > 0 || sb.rextents > 0 {
-        return no("filesystems with a realtime section");
+    if sb.rextents > 0 && sb.has_rmapbt() {
+        return no("realtime filesystems with reverse mapping (rtgroups)");
+    }
+    if sb.rextents > 0 && sb.agcount >= crate::rtalloc::RT_BUSY_AG {
+        return no("realtime filesystems of 2^31 AGs or more");
     }
     if sb.logstart == 0 {
         return no("filesystems with an external log");
@@ -197,6 +206,13 @@ impl Filesystem {
         let sb = crate::geometry::read_primary_sb(&*dev)?;
         let geo = Geometry::new(&sb);
         check_writable(&sb, &geo, &*dev)?;
+        if sb.rextents > 0 && rtdev.is_none() {
+            return Err(Error::Invalid(
+                "the filesystem has a realtime section: give its device with -o rtdev=FILE \
+                 (or mount read-only)"
+                    .into(),
+            ));
+        }
         let need = geo.dblocks << geo.blocklog;
         if dev.size() < need {
             return Err(Error::corrupt(
@@ -258,6 +274,7 @@ impl Filesystem {
             fdblocks: sb.fdblocks as i64,
             icount: sb.icount as i64,
             ifree: sb.ifree as i64,
+            frextents: sb.frextents as i64,
         };
         let core = RwCore {
             raw: dev,
@@ -277,6 +294,13 @@ impl Filesystem {
             rename_lock: Mutex::new(()),
             allocbt_hint: AtomicU64::new(0),
             prealloc: Default::default(),
+            rt: (sb.rextents > 0).then(|| {
+                Mutex::new(crate::cache::rtsum::RtSumCache::new(
+                    opts.rtsumcache,
+                    sb.rextslog as u32 + 1,
+                    sb.rbmblocks,
+                ))
+            }),
         };
         let dev: Arc<dyn BlockDevice> = view;
         let fname = sb.fname;
@@ -304,7 +328,40 @@ impl Filesystem {
             }
             tracing::info!("log recovered: {want}");
         }
+        if fs.sb.rextents > 0 {
+            if let Err(e) = fs.init_rt() {
+                fs.abandon();
+                return Err(e);
+            }
+        }
         Ok(fs)
+    }
+
+    /// Make completed writes to the realtime device stable (none: Ok).
+    pub(crate) fn flush_rtdev(&self) -> Result<()> {
+        match &self.rtdev {
+            Some(d) => d.flush(),
+            None => Ok(()),
+        }
+    }
+
+    /// A realtime section: find the bitmap and summary blocks for the
+    /// allocator and, after a recovery, recount `sb_frextents` from the
+    /// bitmap (the kernel does the same at mount: the counter is lazy).
+    fn init_rt(&self) -> Result<()> {
+        let rw = self.rw_live()?;
+        if let Some(d) = &self.rtdev {
+            rw.log.add_data_device(d.clone());
+        }
+        let maps = crate::rt::maps(self)?;
+        if let Some(m) = &rw.rt {
+            m.lock().maps = Some(Arc::new(maps));
+        }
+        if self.recovery.is_some() {
+            let free = crate::rt::free_extents(self)?;
+            rw.counters.lock().frextents = free as i64;
+        }
+        Ok(())
     }
 
     /// The write path, on read-write mounts.
@@ -375,6 +432,7 @@ impl Filesystem {
     /// sync(2): file data and every committed transaction on disk.
     pub fn sync(&self) -> Result<()> {
         let rw = self.rw_live()?;
+        self.flush_rtdev()?;
         rw.raw.flush()?;
         rw.cil.force_all()
     }
@@ -385,6 +443,7 @@ impl Filesystem {
     /// tests use it to put a known state on disk before a crash.
     pub fn flush_metadata(&self) -> Result<()> {
         let rw = self.rw_live()?;
+        self.flush_rtdev()?;
         rw.raw.flush()?;
         rw.cil.force_all()?;
         rw.ail.drain(Duration::from_secs(120))
@@ -416,6 +475,7 @@ impl Filesystem {
             ail_pinned_skips: a.pinned,
             log: rw.log.stats(),
             locks: rw.inodes.locks.stats(),
+            rt: rw.rt.as_ref().map(|m| m.lock().stats).unwrap_or_default(),
         }
     }
 
@@ -442,6 +502,7 @@ impl Filesystem {
         // went: their last close is now.
         self.trim_all_eof(None)?;
         self.free_open_orphans()?;
+        self.flush_rtdev()?;
         rw.raw.flush()?;
         rw.cil.force_all()?;
         rw.ail.drain(drain)?;
@@ -454,7 +515,8 @@ impl Filesystem {
         put_be64(d, 128, c.icount.max(0) as u64);
         put_be64(d, 136, c.ifree.max(0) as u64);
         put_be64(d, 144, c.fdblocks.max(0) as u64);
-        tp.log_buf(b, 128..152);
+        put_be64(d, 152, c.frextents.max(0) as u64);
+        tp.log_buf(b, 128..160);
         let seq = tp.commit()?;
         rw.cil.force_seq(seq)?;
         rw.ail.drain(drain)?;
@@ -488,7 +550,10 @@ impl Filesystem {
         if let Some(rw) = self.rw.as_ref().filter(|rw| !rw.shut.load(Relaxed)) {
             r = match how {
                 ShutdownFlush::All => self.flush_metadata(),
-                ShutdownFlush::Log => rw.raw.flush().and_then(|()| rw.cil.force_all()),
+                ShutdownFlush::Log => self
+                    .flush_rtdev()
+                    .and_then(|()| rw.raw.flush())
+                    .and_then(|()| rw.cil.force_all()),
                 ShutdownFlush::Nothing => Ok(()),
             };
         }
@@ -597,6 +662,8 @@ pub struct FsStats {
     pub log: LogStats,
     /// Inode lock acquisitions (see [`crate::cache::ilock`]).
     pub locks: LockStats,
+    /// The realtime allocator's work (see [`crate::cache::rtsum`]).
+    pub rt: crate::cache::rtsum::RtAllocStats,
 }
 
 impl FsStats {
@@ -642,6 +709,12 @@ impl FsStats {
             ("ilock_shared", self.locks.ilock_shared),
             ("ilock_excl", self.locks.ilock_excl),
             ("ilock_waits", self.locks.ilock_waits),
+            ("rt_allocs", self.rt.allocs),
+            ("rt_frees", self.rt.frees),
+            ("rt_summary_reads", self.rt.summary_reads),
+            ("rt_summary_skips", self.rt.summary_skips),
+            ("rt_bitmap_reads", self.rt.bitmap_reads),
+            ("rt_cache_invalidations", self.rt.invalidations),
         ]
     }
 }

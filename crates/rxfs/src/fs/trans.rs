@@ -57,7 +57,7 @@ pub struct Trans<'a> {
     by_addr: HashMap<u64, BufId>,
     inodes: Vec<TInode>,
     by_ino: HashMap<u64, InodeId>,
-    sb_delta: [i64; 3],
+    sb_delta: [i64; 4],
     busy: Vec<(AgNumber, AgBlock, u32)>,
     raw: Vec<RawItem>,
     /// Extents to free after commit (EFI now, EFD in follow-ups).
@@ -65,6 +65,9 @@ pub struct Trans<'a> {
     /// The caller changes only inode timestamps (see
     /// [`Trans::timestamps_only`]).
     timestamps_only: bool,
+    /// The realtime lock, from the first [`MetaTx::rt_lock`] to commit
+    /// or cancel.
+    rt: Option<parking_lot::MutexGuard<'a, crate::cache::rtsum::RtSumCache>>,
     _open: crate::cache::ilock::OpenMark,
 }
 
@@ -90,6 +93,22 @@ pub const EFI_MAX_EXTENTS: usize = 16;
 /// (see [`reservation`]): a path of 7 and a sibling for each.
 const DIR_PATH_BLOCKS: usize = 14;
 
+/// Realtime bitmap and summary blocks one data transaction may change:
+/// [`crate::bmap::RT_TX_EXTENTS`] extents allocated or freed, each of up to
+/// the longest mapping (its bits spread over that many bitmap blocks, plus
+/// the neighbours' first and last), three summary counters each; never
+/// more than the files hold. 0 without a realtime section.
+fn rt_blocks(geo: &Geometry) -> usize {
+    if geo.rextents == 0 {
+        return 0;
+    }
+    let bits = geo.blocksize as u64 * 8;
+    let per_ext = crate::format::bmbt::MAX_EXTLEN / geo.rextsize.max(1) as u64 / bits + 2;
+    let n = crate::bmap::RT_TX_EXTENTS as u64;
+    let bitmap = (n * per_ext).min(geo.rbmblocks as u64);
+    (bitmap + 3 * n) as usize
+}
+
 /// Log bytes one transaction of kind `r` may need (generous: whole
 /// buffers of every block an operation of that kind can touch).
 pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
@@ -106,8 +125,9 @@ pub fn reservation(geo: &Geometry, r: Resv) -> u32 {
         Resv::Misc => 2 * blk + 2 * ino,
         Resv::AllSuperblocks => geo.agcount as usize * (geo.sectsize as usize + 256) + blk,
         Resv::SetAttr => blk * 2 + ino * 2,
-        Resv::Create | Resv::Mkdir | Resv::Remove => 24 * blk + 4 * ino + 3 * dir,
-        Resv::Write | Resv::Truncate | Resv::Fallocate => 64 * blk + 2 * ino,
+        Resv::Create | Resv::Mkdir => 24 * blk + 4 * ino + 3 * dir,
+        Resv::Remove => 24 * blk + 4 * ino + 3 * dir + rt_blocks(geo) * blk,
+        Resv::Write | Resv::Truncate | Resv::Fallocate => 64 * blk + 2 * ino + rt_blocks(geo) * blk,
         Resv::Link => 24 * blk + 2 * ino + 3 * dir,
         Resv::Symlink => 32 * blk + 4 * ino + 3 * dir,
         Resv::Rename => 48 * blk + 4 * ino + 6 * dir,
@@ -130,11 +150,12 @@ impl<'a> Trans<'a> {
             by_addr: HashMap::new(),
             inodes: Vec::new(),
             by_ino: HashMap::new(),
-            sb_delta: [0; 3],
+            sb_delta: [0; 4],
             busy: Vec::new(),
             raw: Vec::new(),
             deferred: Vec::new(),
             timestamps_only: false,
+            rt: None,
             _open: crate::cache::ilock::OpenMark::new(),
         }
     }
@@ -478,6 +499,11 @@ impl<'a> Trans<'a> {
         }
         self.bufs.clear();
         self.inodes.clear();
+        if let Some(mut rt) = self.rt.take() {
+            // What this transaction changed or read under the lock is
+            // gone with it (see crate::cache::rtsum).
+            rt.invalidate();
+        }
     }
 }
 
@@ -666,11 +692,21 @@ impl MetaTx for Trans<'_> {
             SbCounter::FreeBlocks => 0,
             SbCounter::ICount => 1,
             SbCounter::IFree => 2,
+            SbCounter::FreeRtExtents => 3,
         };
         self.sb_delta[i] += delta;
     }
     fn mark_busy(&mut self, agno: AgNumber, agbno: AgBlock, len: u32) {
         self.busy.push((agno, agbno, len));
+    }
+    fn rt_lock(&mut self) -> Result<&mut crate::cache::rtsum::RtSumCache> {
+        if self.rt.is_none() {
+            let m = self.core().rt.as_ref().ok_or_else(|| {
+                Error::Invalid("realtime allocation without a realtime section".into())
+            })?;
+            self.rt = Some(m.lock());
+        }
+        Ok(self.rt.as_mut().expect("rt lock held"))
     }
     fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)> {
         self.busy

@@ -162,6 +162,9 @@ impl Shared {
         let (pieces, spare) = record_pieces(job, self.cfg.size_bbs);
         let r = (|| {
             if flush {
+                if let Some(d) = self.data_dev.get() {
+                    d.flush()?;
+                }
                 self.dev.flush()?;
                 Counters::add(&self.stats.flushes, 1);
             }

@@ -134,6 +134,11 @@ pub(super) struct Shared {
     pub(super) io_cvs: Vec<Condvar>,
     pub(super) stats: Counters,
     pub(super) next_tid: AtomicU32,
+    /// Another device holding data that committed metadata points at
+    /// (the realtime device): flushed with the log device before every
+    /// commit record, so a mapping never reaches the log before its data
+    /// is stable (see [`LogWriter::add_data_device`]).
+    pub(super) data_dev: std::sync::OnceLock<Arc<dyn BlockDevice>>,
 }
 
 /// The log writer of one filesystem (see the module doc of [`crate::log`]).
@@ -143,6 +148,13 @@ pub struct LogWriter {
 }
 
 impl LogWriter {
+    /// Flush `dev` too before every commit record (the pre-flush that
+    /// makes earlier data writes stable covers it): the realtime device,
+    /// whose file data the log's mappings point at. Set once.
+    pub fn add_data_device(&self, dev: Arc<dyn BlockDevice>) {
+        let _ = self.sh.data_dev.set(dev);
+    }
+
     /// Start writing the log described by `cfg` on `dev`.
     pub fn new(
         dev: Arc<dyn BlockDevice>,
@@ -211,6 +223,7 @@ impl LogWriter {
             gate_cv: Condvar::new(),
             stats: Counters::default(),
             next_tid: AtomicU32::new(seed | 1),
+            data_dev: std::sync::OnceLock::new(),
         });
         let threads = (0..sh.cfg.logbufs)
             .map(|i| {

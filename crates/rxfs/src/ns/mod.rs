@@ -30,9 +30,7 @@ use crate::dir::{
 };
 use crate::error::{Error, Location, Result};
 use crate::format::dinode_edit as di;
-use crate::format::inode::{
-    Timestamp, DIFLAG2_REFLINK, DIFLAG_REALTIME, FMT_BTREE, FMT_EXTENTS, FMT_LOCAL,
-};
+use crate::format::inode::{Timestamp, DIFLAG2_REFLINK, FMT_BTREE, FMT_EXTENTS, FMT_LOCAL};
 use crate::format::xflags::{flags_allow, Change};
 use crate::ialloc::{ifree, NewInode};
 use crate::types::{AgIno, AgNumber, FileBlock, FileType, Ino};
@@ -176,9 +174,6 @@ pub fn mkdir(
 pub(super) fn check_can_free(tx: &dyn MetaTx, ip: InodeId) -> Result<()> {
     let d = tx.inode(ip);
     let mapped = matches!(di::format(d), FMT_EXTENTS | FMT_BTREE);
-    if mapped && di::flags(d) & DIFLAG_REALTIME != 0 {
-        return Err(Error::NotSupported("freeing realtime file blocks".into()));
-    }
     if mapped && di::flags2(d) & DIFLAG2_REFLINK != 0 {
         return Err(Error::NotSupported(
             "freeing blocks of a reflinked file".into(),

@@ -107,6 +107,15 @@ pub(super) fn replay(r: &mut Replay<'_>, lsn: Lsn, f: &BufFormat, item: &LogItem
         r.stats.inode_buf_replayed += 1;
         return r.write(f.blkno, &buf);
     }
+    if crate::format::bufkind::BufKind::raw_from_blft(f.buf_type()).is_some() {
+        // Raw realtime bitmap/summary words: no LSN to compare, no header
+        // to stamp; the kernel replays these unconditionally too.
+        for (off, data) in &runs {
+            buf[*off..*off + data.len()].copy_from_slice(data);
+        }
+        r.stats.buf_replayed += 1;
+        return r.write(f.blkno, &buf);
+    }
     let uuid = r.uuid();
     if r.v5() {
         // A block whose CRC fails was torn by a crash during its write

@@ -52,6 +52,10 @@ pub struct MemTx {
     /// The directory rotor to use (tests share one per image so that
     /// placement does not depend on other tests); `None`: process-wide.
     pub dir_rotor: Option<Arc<std::sync::atomic::AtomicU32>>,
+    /// How the realtime allocator of this transaction searches (tests of
+    /// the three modes); its state lives and dies with the transaction.
+    pub rt_mode: crate::cache::rtsum::RtSumMode,
+    rt: Option<crate::cache::rtsum::RtSumCache>,
 }
 
 impl MemTx {
@@ -71,6 +75,8 @@ impl MemTx {
             busy: Vec::new(),
             raw_items: Vec::new(),
             dir_rotor: None,
+            rt_mode: Default::default(),
+            rt: None,
         })
     }
 
@@ -110,7 +116,7 @@ impl MemTx {
                 continue;
             }
             let mut data = b.data.clone();
-            if let Some(h) = meta_header(&data) {
+            if let Some(h) = meta_header(&data).filter(|_| b.kind.has_header()) {
                 crc::update(&mut data, h.crc_off);
             }
             b.kind.verify(&data, b.daddr, &self.sb.metadata_uuid())?;
@@ -128,7 +134,12 @@ impl MemTx {
         if !self.sb_delta.is_empty() {
             let mut s = vec![0u8; self.geo.sectsize as usize];
             self.dev.read_at(&mut s, 0)?;
-            for (name, off) in [("icount", 128), ("ifree", 136), ("fdblocks", 144)] {
+            for (name, off) in [
+                ("icount", 128),
+                ("ifree", 136),
+                ("fdblocks", 144),
+                ("frextents", 152),
+            ] {
                 let d = self.sb_delta.get(name).copied().unwrap_or(0);
                 let v = be64(&s, off) as i64 + d;
                 if v < 0 {
@@ -274,6 +285,7 @@ impl MetaTx for MemTx {
             SbCounter::FreeBlocks => "fdblocks",
             SbCounter::ICount => "icount",
             SbCounter::IFree => "ifree",
+            SbCounter::FreeRtExtents => "frextents",
         };
         *self.sb_delta.entry(name).or_insert(0) += delta;
     }
@@ -289,5 +301,11 @@ impl MetaTx for MemTx {
     fn force_busy(&mut self) -> Result<()> {
         self.busy.clear();
         Ok(())
+    }
+    fn rt_lock(&mut self) -> Result<&mut crate::cache::rtsum::RtSumCache> {
+        let (mode, levels, rbm) = (self.rt_mode, self.sb.rextslog as u32 + 1, self.sb.rbmblocks);
+        Ok(self
+            .rt
+            .get_or_insert_with(|| crate::cache::rtsum::RtSumCache::new(mode, levels, rbm)))
     }
 }

@@ -186,6 +186,32 @@ fn meta_inode(
     Ok(ip)
 }
 
+/// The disk addresses of every block of the bitmap and summary files
+/// (both checked: fully mapped, written), for the allocator.
+pub fn maps(fs: &(impl ReadCtx + ?Sized)) -> Result<crate::cache::rtsum::RtMaps> {
+    let l = layout(fs);
+    let blocks = |ip: &Inode, bytes: u64| -> Vec<crate::types::Daddr> {
+        let n = bytes >> fs.geo().blocklog;
+        let mut out = Vec::with_capacity(n as usize);
+        if let Fork::Extents { list, .. } = &ip.data {
+            for e in list.iter() {
+                for i in 0..e.len {
+                    if e.off.0 + i < n {
+                        out.push(fs.geo().fsb_to_daddr(crate::types::FsBlock(e.start + i)));
+                    }
+                }
+            }
+        }
+        out
+    };
+    let bmp = bitmap_inode(fs)?;
+    let sum = summary_inode(fs)?;
+    Ok(crate::cache::rtsum::RtMaps {
+        bitmap: blocks(&bmp, l.bitmap_bytes()),
+        summary: blocks(&sum, l.summary_bytes()),
+    })
+}
+
 /// Read bitmap block `bbno` of the (checked) bitmap inode `bmp`.
 pub fn bitmap_block(fs: &(impl ReadCtx + ?Sized), bmp: &Inode, bbno: u64) -> Result<Vec<u8>> {
     let l = layout(fs);

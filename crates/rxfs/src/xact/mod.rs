@@ -45,12 +45,14 @@
 //! ## Lock order (outermost first)
 //! 1. inode locks (`ilock`), several in ascending inode number;
 //! 2. AGI buffers, ascending AG;
-//! 3. AGF buffers, ascending AG (an allocation that must move to another
+//! 3. the realtime lock ([`MetaTx::rt_lock`], held to commit or cancel;
+//!    it guards every realtime bitmap and summary buffer);
+//! 4. AGF buffers, ascending AG (an allocation that must move to another
 //!    AG only moves to a higher one within one transaction, else it
 //!    commits/rolls first);
-//! 4. btree, AGFL, directory and other buffers (guarded by the AG header or
+//! 5. btree, AGFL, directory and other buffers (guarded by the AG header or
 //!    inode lock above them);
-//! 5. the CIL's internal locks, then the log's (see [`crate::log`]).
+//! 6. the CIL's internal locks, then the log's (see [`crate::log`]).
 
 use crate::error::Result;
 use crate::format::bufkind::BufKind;
@@ -80,6 +82,9 @@ pub enum SbCounter {
     ICount,
     /// `sb_ifree`: free inodes in allocated chunks.
     IFree,
+    /// `sb_frextents`: free realtime extents (the bitmap is the truth;
+    /// recovery recounts it, as the kernel does).
+    FreeRtExtents,
 }
 
 /// Space reservations, by operation (sizes decided by the implementation).
@@ -235,6 +240,17 @@ pub trait MetaTx {
 
     /// Change an in-core superblock counter by `delta` at commit.
     fn mod_sb(&mut self, c: SbCounter, delta: i64);
+    /// Take the realtime lock for the rest of this transaction (see the
+    /// lock order above; taking it again returns the same state) and
+    /// return the realtime allocator's in-core state. A cancel of a
+    /// transaction that held it invalidates that state
+    /// ([`crate::cache::rtsum`]). Transactions without realtime support
+    /// refuse.
+    fn rt_lock(&mut self) -> Result<&mut crate::cache::rtsum::RtSumCache> {
+        Err(crate::error::Error::NotSupported(
+            "realtime allocation in this kind of transaction".into(),
+        ))
+    }
     /// `len` blocks at `agbno` were freed: busy until this transaction's
     /// checkpoint is on disk.
     fn mark_busy(&mut self, agno: AgNumber, agbno: AgBlock, len: u32);

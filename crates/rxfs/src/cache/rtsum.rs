@@ -1,0 +1,244 @@
+//! The realtime allocator's in-core state: the summary cache of seed 001
+//! and the in-memory copy of the whole summary.
+//!
+//! The summary file counts, for every size class `log` and bitmap block
+//! `b`, the free runs of `[2^log, 2^(log+1))` rt extents that start in
+//! `b` (see [`crate::format::rt`]). It is stored level-major, so the
+//! allocator's most frequent question, "does bitmap block `b` start any
+//! free run of at least `2^log` extents?", reads one counter per level,
+//! each in a different summary block. Two answers to that cost, chosen
+//! by [`RtSumMode`] (`-o rtsumcache=`, for the ablation of seed 001):
+//!
+//! - **min-level cache** ([`RtSumMode::MinLevel`], the kernel's
+//!   `m_rsum_cache` as first proposed): one byte per bitmap block.
+//!   *Invariant:* `minlevel[b] <= ` the lowest level whose counter for
+//!   `b` is non-zero (`levels` when every counter of `b` is zero). It is
+//!   a lower bound, never exact by necessity: a counter below it is
+//!   known to be zero and is not read. It is *loosened* (lowered) by
+//!   every counter increment below it, at the moment the increment is
+//!   made, and *tightened* (raised) only by a search that read every
+//!   counter of `b` from the bound up to the level it stops at and found
+//!   them zero. Both happen under the realtime lock, on the counters the
+//!   locking transaction sees; if that transaction is cancelled, its
+//!   changes vanish and so may the zeros a tightening saw, so a cancel
+//!   resets every bound to 0 ([`RtSumCache::invalidate`]), the loosest,
+//!   always-true value.
+//! - **in-memory summary** ([`RtSumMode::Memory`], the thread's second
+//!   proposal): the whole summary as counters in memory, searched without
+//!   reading a single summary block; every change is made to it and to
+//!   the summary block it belongs to, which the transaction logs, so the
+//!   log carries exactly the changed blocks. *Invariant:* outside a
+//!   transaction holding the realtime lock, the copy equals the committed
+//!   summary file. A cancel drops the copy; the next user loads it again.
+//! - [`RtSumMode::None`]: every question reads summary counters through
+//!   the transaction's buffers (the baseline).
+//!
+//! The bounds of the min-level cache are kept in every mode (the memory
+//! mode then uses them for free; they cost nothing to maintain).
+//!
+//! Locking: one [`RtSumCache`] per mount, inside the realtime lock (a
+//! mutex the transaction holds from its first realtime allocation or free
+//! to its commit or cancel, the kernel's `rbmip` ILOCK). That lock also
+//! serialises every access to the bitmap and summary buffers, and comes
+//! after inode locks and AGI buffers and before AGF buffers in the lock
+//! order (see [`crate::xact`]): an unlink holds its AGI when it frees the
+//! file's extents; a bmbt split under a write takes an AGF after them.
+
+/// Largest summary kept in memory (a bigger one is searched through its
+/// blocks with the min-level bounds instead).
+pub const MAX_MEM_SUMMARY_BYTES: u64 = 256 << 20;
+
+/// How the realtime allocator answers summary questions (see the module
+/// documentation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RtSumMode {
+    /// Read every counter from the summary blocks.
+    None,
+    /// Skip counters below a per-bitmap-block lower bound.
+    MinLevel,
+    /// Search an in-memory copy of the whole summary.
+    #[default]
+    Memory,
+}
+
+impl RtSumMode {
+    /// Parse a mount option value (`none`, `minlevel`, `memory`).
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "none" => Some(RtSumMode::None),
+            "minlevel" => Some(RtSumMode::MinLevel),
+            "memory" => Some(RtSumMode::Memory),
+            _ => None,
+        }
+    }
+}
+
+/// Work the realtime allocator did (for `rxfs stats` and the benchmark).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RtAllocStats {
+    /// Extents allocated.
+    pub allocs: u64,
+    /// Extents freed.
+    pub frees: u64,
+    /// Summary counters read from summary blocks (a buffer access each).
+    pub summary_reads: u64,
+    /// Counter reads skipped because of the min-level bound.
+    pub summary_skips: u64,
+    /// Bitmap block accesses.
+    pub bitmap_reads: u64,
+    /// Times the cache was dropped by a cancelled transaction.
+    pub invalidations: u64,
+}
+
+/// Where the blocks of the bitmap and summary files are (disk addresses
+/// of their filesystem blocks, in file order): fixed while mounted, as
+/// rxfs never grows the realtime section.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RtMaps {
+    pub bitmap: Vec<crate::types::Daddr>,
+    pub summary: Vec<crate::types::Daddr>,
+}
+
+/// The in-core realtime allocator state (see the module documentation).
+#[derive(Debug)]
+pub struct RtSumCache {
+    /// The bitmap and summary blocks (set at mount).
+    pub maps: Option<std::sync::Arc<RtMaps>>,
+    mode: RtSumMode,
+    levels: u32,
+    rbmblocks: u32,
+    minlevel: Vec<u8>,
+    mem: Option<Vec<u32>>,
+    pub stats: RtAllocStats,
+}
+
+impl RtSumCache {
+    /// State for a summary of `levels` levels of `rbmblocks` counters.
+    pub fn new(mode: RtSumMode, levels: u32, rbmblocks: u32) -> Self {
+        let bytes = levels as u64 * rbmblocks as u64 * 4;
+        let mode = if mode == RtSumMode::Memory && bytes > MAX_MEM_SUMMARY_BYTES {
+            RtSumMode::MinLevel
+        } else {
+            mode
+        };
+        RtSumCache {
+            maps: None,
+            mode,
+            levels,
+            rbmblocks,
+            minlevel: vec![0; rbmblocks as usize],
+            mem: None,
+            stats: RtAllocStats::default(),
+        }
+    }
+
+    pub fn mode(&self) -> RtSumMode {
+        self.mode
+    }
+
+    /// Whether the min-level bounds may be used to skip counters.
+    pub fn use_bounds(&self) -> bool {
+        self.mode != RtSumMode::None
+    }
+
+    /// The lower bound for bitmap block `bbno` (0 when unknown).
+    pub fn min_level(&self, bbno: u64) -> u32 {
+        self.minlevel.get(bbno as usize).map_or(0, |&l| l as u32)
+    }
+
+    /// A counter of `bbno` at `log` becomes non-zero: lower the bound.
+    pub fn loosen(&mut self, bbno: u64, log: u32) {
+        if let Some(l) = self.minlevel.get_mut(bbno as usize) {
+            if (*l as u32) > log {
+                *l = log as u8;
+            }
+        }
+    }
+
+    /// Every counter of `bbno` below `log` was read as zero under the
+    /// realtime lock: raise the bound to `log` (at most `levels`).
+    pub fn tighten(&mut self, bbno: u64, log: u32) {
+        let log = log.min(self.levels);
+        if let Some(l) = self.minlevel.get_mut(bbno as usize) {
+            if (*l as u32) < log {
+                *l = log as u8;
+            }
+        }
+    }
+
+    /// The in-memory summary, when loaded (memory mode only).
+    pub fn mem(&self) -> Option<&[u32]> {
+        self.mem.as_deref()
+    }
+
+    /// Mutable in-memory summary, when loaded.
+    pub fn mem_mut(&mut self) -> Option<&mut Vec<u32>> {
+        self.mem.as_mut()
+    }
+
+    /// Install a freshly loaded summary (memory mode) and set every bound
+    /// exactly from it.
+    pub fn set_mem(&mut self, counters: Vec<u32>) {
+        debug_assert_eq!(
+            counters.len() as u64,
+            self.levels as u64 * self.rbmblocks as u64
+        );
+        let rbm = self.rbmblocks as usize;
+        for b in 0..rbm {
+            let low = (0..self.levels as usize)
+                .find(|&l| counters[l * rbm + b] != 0)
+                .unwrap_or(self.levels as usize);
+            self.minlevel[b] = low as u8;
+        }
+        if self.mode == RtSumMode::Memory {
+            self.mem = Some(counters);
+        }
+    }
+
+    /// A transaction that changed counters was cancelled: forget what it
+    /// may have taught us.
+    pub fn invalidate(&mut self) {
+        self.minlevel.iter_mut().for_each(|l| *l = 0);
+        self.mem = None;
+        self.stats.invalidations += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_loosen_tighten_and_reset() {
+        let mut c = RtSumCache::new(RtSumMode::MinLevel, 5, 3);
+        assert_eq!(c.min_level(1), 0);
+        c.tighten(1, 3);
+        assert_eq!(c.min_level(1), 3);
+        c.tighten(1, 2); // never lowered by a tightening
+        assert_eq!(c.min_level(1), 3);
+        c.loosen(1, 4); // above the bound: no change
+        assert_eq!(c.min_level(1), 3);
+        c.loosen(1, 1);
+        assert_eq!(c.min_level(1), 1);
+        c.tighten(2, 99);
+        assert_eq!(c.min_level(2), 5, "capped at levels");
+        c.invalidate();
+        assert_eq!((c.min_level(1), c.min_level(2)), (0, 0));
+        assert_eq!(c.min_level(7), 0, "outside: unknown");
+    }
+
+    #[test]
+    fn loading_sets_exact_bounds_and_keeps_memory_only_in_memory_mode() {
+        // 3 levels x 2 blocks, level-major: block 0 has a run at level 2,
+        // block 1 none.
+        let counters = vec![0, 0, 0, 0, 1, 0];
+        let mut m = RtSumCache::new(RtSumMode::Memory, 3, 2);
+        m.set_mem(counters.clone());
+        assert_eq!((m.min_level(0), m.min_level(1)), (2, 3));
+        assert_eq!(m.mem(), Some(&counters[..]));
+        let mut n = RtSumCache::new(RtSumMode::MinLevel, 3, 2);
+        n.set_mem(counters);
+        assert!(n.mem().is_none());
+        assert_eq!(n.min_level(0), 2);
+    }
+}

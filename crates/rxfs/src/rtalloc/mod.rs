@@ -1,0 +1,307 @@
+//! The realtime allocator: free space of the realtime device, in realtime
+//! extents, kept in the bitmap file and counted by run size in the
+//! summary file (formats: [`crate::format::rt`]; in-core state and the
+//! seed-001 summary cache: [`crate::cache::rtsum`]).
+//!
+//! Every change is a logged buffer change of a bitmap or summary block
+//! (`XFS_BLFT_RTBITMAP_BUF` / `_RTSUMMARY_BUF`), made in the transaction
+//! that maps or unmaps the extents, as the kernel without rtgroups does:
+//! there is no intent item for realtime frees, the unmapping and the free
+//! commit together. Every call takes the realtime lock first
+//! ([`MetaTx::rt_lock`]; lock order in [`crate::xact`]).
+//!
+//! ## Invariants (after every committed transaction)
+//! - bit `x` of the bitmap is 1 iff rt extent `x` is mapped by no file;
+//! - counter `(log, b)` of the summary = the number of maximal free runs
+//!   of `[2^log, 2^(log+1))` extents whose first extent is in bitmap block
+//!   `b`; allocating or freeing a range removes the counts of the runs it
+//!   touches and adds those of the runs it leaves;
+//! - `sb_frextents` (in-core, lazy) = the number of 1 bits;
+//! - an extent freed is busy until the freeing checkpoint is on disk, and
+//!   is not handed out before (its old owner's mapping could still be
+//!   recovered, and would then see the new owner's data). Busy realtime
+//!   ranges share the CIL's busy list under keys no AG uses
+//!   ([`busy_key`]).
+//!
+//! ## Search (the kernel's policy)
+//! - `near` given: exactly there if free, else bitmap blocks in order of
+//!   distance from its block, each one tried only if the summary says a
+//!   run of at least `minlen` starts in it;
+//! - no `near`: by size: levels from `log2(maxlen)` up, every bitmap block
+//!   whose counter at that level is non-zero; then levels below, down to
+//!   `log2(minlen)`.
+//!
+//! Inside a bitmap block the first free run of `maxlen` wins, else the
+//! longest of at least `minlen`.
+
+mod bits;
+#[cfg(test)]
+mod tests;
+
+pub use bits::level_of;
+use bits::RtBits;
+
+use crate::error::{Error, Location, Result};
+use crate::types::{AgBlock, AgNumber};
+use crate::xact::{MetaTx, SbCounter};
+
+/// First AG number of the busy keys of realtime extents: above every real
+/// AG (read-write mounts of realtime filesystems refuse `agcount >=`
+/// this, see `fs::rw::check_writable`; mkfs makes a few dozen).
+pub const RT_BUSY_AG: u32 = 1 << 31;
+/// Extents per busy key "AG".
+const RT_BUSY_SPAN: u64 = 1 << 30;
+
+/// The busy-list key of rt extent `x`: a pseudo-AG and block. Ranges are
+/// split at multiples of [`RT_BUSY_SPAN`], so that no key range
+/// overflows a u32.
+pub fn busy_key(x: u64) -> (AgNumber, AgBlock) {
+    (
+        AgNumber(RT_BUSY_AG + (x / RT_BUSY_SPAN) as u32),
+        AgBlock((x % RT_BUSY_SPAN) as u32),
+    )
+}
+
+fn busy_pieces(x: u64, n: u64) -> impl Iterator<Item = (AgNumber, AgBlock, u32)> {
+    let mut p = x;
+    let end = x + n;
+    std::iter::from_fn(move || {
+        if p >= end {
+            return None;
+        }
+        let (a, b) = busy_key(p);
+        let len = (RT_BUSY_SPAN - p % RT_BUSY_SPAN).min(end - p);
+        p += len;
+        Some((a, b, len as u32))
+    })
+}
+
+/// Allocate between `minlen` and `maxlen` free rt extents (see the module
+/// doc for where); returns `(first extent, count)`. `NoSpace` when no
+/// free run of `minlen` exists.
+pub fn alloc(
+    tx: &mut dyn MetaTx,
+    near: Option<u64>,
+    minlen: u64,
+    maxlen: u64,
+) -> Result<(u64, u64)> {
+    if minlen == 0 || maxlen < minlen {
+        return Err(Error::Invalid(format!(
+            "realtime allocation of {minlen}..={maxlen} extents"
+        )));
+    }
+    let mut forced = false;
+    loop {
+        let mut b = RtBits::new(tx)?;
+        let maxlen = maxlen.min(b.l.rextents);
+        if minlen > maxlen {
+            return Err(Error::NoSpace);
+        }
+        let near = near.filter(|&t| t < b.l.rextents);
+        let Some((x, n)) = search(&mut b, near, minlen, maxlen)? else {
+            return Err(Error::NoSpace);
+        };
+        let busy = busy_pieces(x, n).any(|(a, k, l)| b.tx.busy_overlap(a, k, l).is_some());
+        if busy {
+            if forced {
+                return Err(Error::Invalid(format!(
+                    "rt extents {x}+{n} are busy after a log force (freed in this transaction)"
+                )));
+            }
+            // Rare: an extent freed moments ago. Make every free stable
+            // and search again.
+            drop(b);
+            tx.force_busy()?;
+            forced = true;
+            continue;
+        }
+        take(&mut b, x, n)?;
+        b.tx.rt_lock()?.stats.allocs += 1;
+        return Ok((x, n));
+    }
+}
+
+/// Free `n` rt extents from `x` (all must be in use).
+pub fn free(tx: &mut dyn MetaTx, x: u64, n: u64) -> Result<()> {
+    let mut b = RtBits::new(tx)?;
+    let end = x.checked_add(n).filter(|&e| n > 0 && e <= b.l.rextents);
+    let Some(end) = end else {
+        return Err(Error::Invalid(format!(
+            "freeing rt extents {x}+{n} of {}",
+            b.l.rextents
+        )));
+    };
+    if b.run_end(x, end, false)? != end {
+        return Err(Error::corrupt(
+            "rt bitmap inode",
+            Location::Daddr(0),
+            format!("freeing rt extents {x}+{n}, some already free"),
+        ));
+    }
+    let bpb = b.l.bits_per_block();
+    let first = if x > 0 && b.is_free(x - 1)? {
+        b.run_start(x - 1, true)?
+    } else {
+        x
+    };
+    let last = if end < b.l.rextents {
+        b.run_end(end, b.l.rextents, true)?
+    } else {
+        end
+    };
+    if first < x {
+        b.sum_add(level_of(x - first), first / bpb, -1)?;
+    }
+    if last > end {
+        b.sum_add(level_of(last - end), end / bpb, -1)?;
+    }
+    b.sum_add(level_of(last - first), first / bpb, 1)?;
+    b.set_range(x, n, true)?;
+    b.tx.mod_sb(SbCounter::FreeRtExtents, n as i64);
+    for (a, k, l) in busy_pieces(x, n) {
+        b.tx.mark_busy(a, k, l);
+    }
+    b.tx.rt_lock()?.stats.frees += 1;
+    Ok(())
+}
+
+/// Mark free extents `[x, x + n)` used: the run holding them loses its
+/// count, what is left of it on either side gains one.
+fn take(b: &mut RtBits<'_>, x: u64, n: u64) -> Result<()> {
+    let bpb = b.l.bits_per_block();
+    let end = x + n;
+    if !b.is_free(x)? || b.run_end(x, b.l.rextents, true)? < end {
+        return Err(Error::corrupt(
+            "rt bitmap inode",
+            Location::Daddr(0),
+            format!("allocating rt extents {x}+{n}, not all free"),
+        ));
+    }
+    let first = b.run_start(x, true)?;
+    let last = b.run_end(end, b.l.rextents, true)?;
+    b.sum_add(level_of(last - first), first / bpb, -1)?;
+    if first < x {
+        b.sum_add(level_of(x - first), first / bpb, 1)?;
+    }
+    if last > end {
+        b.sum_add(level_of(last - end), end / bpb, 1)?;
+    }
+    b.set_range(x, n, false)?;
+    b.tx.mod_sb(SbCounter::FreeRtExtents, -(n as i64));
+    Ok(())
+}
+
+fn search(
+    b: &mut RtBits<'_>,
+    near: Option<u64>,
+    minlen: u64,
+    maxlen: u64,
+) -> Result<Option<(u64, u64)>> {
+    let top = b.l.rextslog as u32;
+    let rbm = b.l.rbmblocks as u64;
+    if let Some(t) = near {
+        if b.is_free(t)? {
+            let e = b.run_end(t, (t + maxlen).min(b.l.rextents), true)?;
+            if e - t >= minlen {
+                return Ok(Some((t, e - t)));
+            }
+        }
+        let home = t / b.l.bits_per_block();
+        let low = level_of(minlen);
+        for d in 0..rbm {
+            let mut tried = false;
+            for i in [home.checked_add(d), home.checked_sub(d)] {
+                let Some(i) = i.filter(|&i| i < rbm) else {
+                    continue;
+                };
+                if d == 0 && tried {
+                    continue;
+                }
+                tried = true;
+                if any_run(b, low, top, i)? {
+                    if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                        return Ok(Some(r));
+                    }
+                }
+            }
+            if !tried {
+                break;
+            }
+        }
+        return Ok(None);
+    }
+    let hi = level_of(maxlen);
+    for l in hi..=top {
+        for i in 0..rbm {
+            if has_run(b, l, i)? {
+                if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                    return Ok(Some(r));
+                }
+            }
+        }
+    }
+    for l in (level_of(minlen)..hi).rev() {
+        for i in 0..rbm {
+            if has_run(b, l, i)? {
+                if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                    return Ok(Some(r));
+                }
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Whether counter `(l, i)` is non-zero, skipping the read when the
+/// min-level bound says it is zero and raising the bound when a read at
+/// the bound finds zero.
+fn has_run(b: &mut RtBits<'_>, l: u32, i: u64) -> Result<bool> {
+    let st = b.tx.rt_lock()?;
+    let bounds = st.use_bounds();
+    let bound = st.min_level(i);
+    if bounds && l < bound {
+        st.stats.summary_skips += 1;
+        return Ok(false);
+    }
+    let v = b.sum_get(l, i)?;
+    if v == 0 && bounds && l == bound {
+        b.tx.rt_lock()?.tighten(i, l + 1);
+    }
+    Ok(v > 0)
+}
+
+/// Whether some free run of level `low..=high` starts in bitmap block `i`.
+fn any_run(b: &mut RtBits<'_>, low: u32, high: u32, i: u64) -> Result<bool> {
+    for l in low..=high {
+        if has_run(b, l, i)? {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// The first free run of `maxlen` starting in bitmap block `i` (cut to
+/// `maxlen`), else the longest of at least `minlen`.
+fn in_block(b: &mut RtBits<'_>, i: u64, minlen: u64, maxlen: u64) -> Result<Option<(u64, u64)>> {
+    let bpb = b.l.bits_per_block();
+    let start = i * bpb;
+    let end = ((i + 1) * bpb).min(b.l.rextents);
+    let mut best: Option<(u64, u64)> = None;
+    let mut x = start;
+    while x < end {
+        let f = b.run_end(x, end, false)?;
+        if f >= end {
+            break;
+        }
+        let e = b.run_end(f, (f + maxlen).min(b.l.rextents), true)?;
+        let n = e - f;
+        if n >= maxlen {
+            return Ok(Some((f, maxlen)));
+        }
+        if n >= minlen && best.is_none_or(|(_, m)| n > m) {
+            best = Some((f, n));
+        }
+        x = e;
+    }
+    Ok(best)
+}

@@ -1,0 +1,328 @@
+//! Realtime files written by rxfs (issue 17), with xfsprogs as the oracle
+//! (this kernel has no CONFIG_XFS_RT and cannot mount them): mkfs.xfs
+//! makes an image with a realtime device, rxfs creates realtime files in
+//! an RTINHERIT directory and writes, overwrites, truncates, punches,
+//! preallocates and removes them; then `xfs_repair -n -r` must be clean,
+//! rxfs's own bitmap/summary/sb_frextents check must be clean, and every
+//! file must read back as a model of it says, after a clean unmount and
+//! after a crash (the log left dirty) recovered by rxfs.
+//!
+//! Each workload runs under the three summary modes (`rtsumcache=`): the
+//! search is the same, only how the summary is read differs, so the
+//! three bitmaps must come out identical.
+//!
+//! Needs mkfs.xfs and xfs_repair (not root). Fails when they are missing,
+//! unless RXFS_SKIP_KERNEL_TESTS=1.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use common::*;
+use rxfs::bmap::data::SetAttr;
+use rxfs::cache::rtsum::RtSumMode;
+use rxfs::cred::Cred;
+use rxfs::format::xflags::{XFLAG_REALTIME, XFLAG_RTINHERIT};
+use rxfs::fs::ops_ns::CreateArgs;
+use rxfs::types::Ino;
+use rxfs::{Filesystem, MountOptions};
+
+const KEEP_SIZE: i32 = 0x01;
+const PUNCH_HOLE: i32 = 0x02;
+const ZERO_RANGE: i32 = 0x10;
+
+/// Make a data image and a realtime device; returns (image, rt device).
+fn make(s: &Scratch, tag: &str, block: u32, rext: u32) -> (PathBuf, PathBuf) {
+    let img = s.path(&format!("{tag}.img"));
+    let rt = s.path(&format!("{tag}.rt"));
+    let f = std::fs::File::create(&rt).unwrap();
+    f.set_len(64 << 20).unwrap();
+    drop(f);
+    let b = format!("size={block}");
+    let r = format!("rtdev={},extsize={rext}", rt.display());
+    mkfs_with(&img, 256 << 20, &["-b", &b, "-r", &r], FSTESTS_ENV);
+    (img, rt)
+}
+
+fn open(img: &Path, rt: &Path, mode: RtSumMode) -> Arc<Filesystem> {
+    let o = MountOptions {
+        rtsumcache: mode,
+        ..Default::default()
+    };
+    Filesystem::open_path(img, Some(rt), o).unwrap()
+}
+
+fn repair_clean(img: &Path, rt: &Path) {
+    let out = run_output(
+        "xfs_repair",
+        &["-n", "-r", rt.to_str().unwrap(), img.to_str().unwrap()],
+    );
+    assert!(
+        out.status.success(),
+        "xfs_repair -n -r: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn args(mode: u32) -> CreateArgs {
+    CreateArgs::root(mode)
+}
+
+/// Files: name -> expected bytes.
+type Model = BTreeMap<String, Vec<u8>>;
+
+fn write(fs: &Filesystem, ino: Ino, m: &mut Vec<u8>, off: u64, data: &[u8]) {
+    assert_eq!(fs.write(ino, off, data).unwrap(), data.len());
+    let end = off as usize + data.len();
+    if m.len() < end {
+        m.resize(end, 0);
+    }
+    m[off as usize..end].copy_from_slice(data);
+}
+
+/// The workload: returns the model and the rt directory's inode.
+fn workload(fs: &Filesystem, rext_bytes: u64) -> (Model, Ino) {
+    let root = fs.root_ino();
+    let dir = fs.mkdir(root, b"rt", &args(0o40755)).unwrap().ino;
+    let mut x = fs.get_fsxattr(dir).unwrap();
+    x.xflags |= XFLAG_RTINHERIT;
+    fs.set_fsxattr(dir, &x, true, &Cred::root()).unwrap();
+    let mut model = Model::new();
+    let mut inos = BTreeMap::new();
+    for (i, name) in ["seq", "sparse", "odd", "gone", "punched", "falloc"]
+        .iter()
+        .enumerate()
+    {
+        let ip = fs.create(dir, name.as_bytes(), &args(0o100644)).unwrap();
+        assert!(ip.is_realtime(), "{name}: RTINHERIT makes realtime files");
+        assert_ne!(fs.get_fsxattr(ip.ino).unwrap().xflags & XFLAG_REALTIME, 0);
+        inos.insert(name.to_string(), ip.ino);
+        model.insert(name.to_string(), Vec::new());
+        // A non-realtime neighbour, to interleave data-device allocations.
+        let n = format!("plain{i}");
+        let p = fs.create(root, n.as_bytes(), &args(0o100644)).unwrap();
+        assert!(!p.is_realtime());
+        let mut m = Vec::new();
+        write(fs, p.ino, &mut m, 0, &pattern(i as u64 + 100, 20_000));
+        model.insert(n, m);
+    }
+    let m = |model: &mut Model, n: &str| std::mem::take(model.get_mut(n).unwrap());
+    // Sequential, in pieces of odd sizes.
+    let (ino, mut b) = (inos["seq"], m(&mut model, "seq"));
+    let mut off = 0;
+    for k in 0..40u64 {
+        let d = pattern(k, 7_777 + (k as usize * 977) % 20_000);
+        write(fs, ino, &mut b, off, &d);
+        off += d.len() as u64;
+    }
+    // Overwrite in the middle.
+    write(fs, ino, &mut b, 123_457, &pattern(999, 50_000));
+    model.insert("seq".into(), b);
+    // Sparse: far apart, unaligned.
+    let (ino, mut b) = (inos["sparse"], m(&mut model, "sparse"));
+    for (k, o) in [5_000_000u64, 3, 1_234_567, 9_999_999, 700_001]
+        .iter()
+        .enumerate()
+    {
+        write(
+            fs,
+            ino,
+            &mut b,
+            *o,
+            &pattern(k as u64 + 7, 3_000 + k * 5_000),
+        );
+    }
+    model.insert("sparse".into(), b);
+    // Grow, truncate down to an odd size, grow again past a partial rt
+    // extent (whose kept blocks must read as zeros).
+    let (ino, mut b) = (inos["odd"], m(&mut model, "odd"));
+    write(fs, ino, &mut b, 0, &pattern(31, 300_000));
+    let cut = 70_001u64;
+    fs.setattr(
+        ino,
+        &SetAttr {
+            size: Some(cut),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    b.truncate(cut as usize);
+    write(
+        fs,
+        ino,
+        &mut b,
+        cut + rext_bytes / 2 + 5,
+        &pattern(32, 1_000),
+    );
+    model.insert("odd".into(), b);
+    // Written, then removed.
+    let ino = inos["gone"];
+    let mut b = m(&mut model, "gone");
+    write(fs, ino, &mut b, 0, &pattern(41, 2_000_000));
+    fs.unlink(dir, b"gone").unwrap();
+    model.remove("gone");
+    // Punch holes (aligned and not) and zero a range.
+    let (ino, mut b) = (inos["punched"], m(&mut model, "punched"));
+    write(fs, ino, &mut b, 0, &pattern(51, 1_500_000));
+    for (o, l) in [
+        (100_000u64, 300_000u64),
+        (777_777, 12_345),
+        (1_200_000, 65_536),
+    ] {
+        fs.fallocate(ino, PUNCH_HOLE | KEEP_SIZE, o, l).unwrap();
+        b[o as usize..(o + l) as usize].fill(0);
+    }
+    fs.fallocate(ino, ZERO_RANGE | KEEP_SIZE, 50_000, 20_000)
+        .unwrap();
+    b[50_000..70_000].fill(0);
+    model.insert("punched".into(), b);
+    // Preallocated (unwritten, reads as zeros), then written in part.
+    let (ino, mut b) = (inos["falloc"], m(&mut model, "falloc"));
+    fs.fallocate(ino, 0, 0, 1_000_000).unwrap();
+    b.resize(1_000_000, 0);
+    write(fs, ino, &mut b, 333_333, &pattern(61, 100_000));
+    model.insert("falloc".into(), b);
+    (model, dir)
+}
+
+fn check_model(fs: &Filesystem, dir: Ino, model: &Model) {
+    let root = fs.iget(fs.root_ino()).unwrap();
+    let d = fs.iget(dir).unwrap();
+    for (name, want) in model {
+        let parent = if name.starts_with("plain") { &root } else { &d };
+        let ino = fs.lookup(parent, name.as_bytes()).unwrap();
+        let ip = fs.iget(ino).unwrap();
+        assert_eq!(ip.core.size, want.len() as u64, "{name}: size");
+        assert_eq!(ip.is_realtime(), !name.starts_with("plain"), "{name}");
+        let mut got = vec![0xa5u8; want.len()];
+        let n = fs.read_file(&ip, 0, &mut got).unwrap();
+        assert_eq!(n, want.len(), "{name}: short read");
+        if got != *want {
+            let at = got.iter().zip(want).position(|(a, b)| a != b).unwrap();
+            panic!("{name}: differs at byte {at}");
+        }
+    }
+    assert!(fs.lookup(&d, b"gone").is_err());
+}
+
+fn bitmap(img: &Path, rt: &Path) -> Vec<u8> {
+    let fs = Filesystem::open_path(
+        img,
+        Some(rt),
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let bmp = rxfs::rt::bitmap_inode(&*fs).unwrap();
+    let l = rxfs::rt::layout(&*fs);
+    (0..l.rbmblocks as u64)
+        .flat_map(|b| rxfs::rt::bitmap_block(&*fs, &bmp, b).unwrap())
+        .collect()
+}
+
+fn run_geometry(tag: &str, block: u32, rext: u32) {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    let s = Scratch::new(&format!("rtw-{tag}"));
+    let mut maps = Vec::new();
+    for mode in [RtSumMode::None, RtSumMode::MinLevel, RtSumMode::Memory] {
+        let t = format!("{tag}-{mode:?}");
+        let (img, rt) = make(&s, &t, block, rext);
+        let fs = open(&img, &rt, mode);
+        let free0 = fs.rw().unwrap().counters().frextents;
+        let (model, dir) = workload(&fs, rext as u64);
+        let st = fs.stats();
+        assert!(st.rt.allocs > 0 && st.rt.frees > 0, "{t}: {:?}", st.rt);
+        match mode {
+            RtSumMode::Memory => assert_eq!(st.rt.summary_reads, 0, "{t}: {:?}", st.rt),
+            _ => assert!(st.rt.summary_reads > 0, "{t}: {:?}", st.rt),
+        }
+        let free1 = fs.rw().unwrap().counters().frextents;
+        assert!(free1 < free0, "{t}: frextents {free0} -> {free1}");
+        check_model(&fs, dir, &model);
+        fs.unmount().unwrap();
+        drop(fs);
+        repair_clean(&img, &rt);
+        let ro = Filesystem::open_path(
+            &img,
+            Some(&rt),
+            MountOptions {
+                read_only: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let c = rxfs::rt::check(&*ro).unwrap();
+        assert!(c.is_clean(), "{t}: {c:?}");
+        assert_eq!(c.free_extents, free1 as u64, "{t}: in-core frextents");
+        check_model(&ro, dir, &model);
+        drop(ro);
+        maps.push(bitmap(&img, &rt));
+    }
+    assert!(
+        maps.windows(2).all(|w| w[0] == w[1]),
+        "{tag}: modes allocated differently"
+    );
+}
+
+#[test]
+fn rt_files_4k_blocks_rextsize_1() {
+    run_geometry("b4k-r1", 4096, 4096);
+}
+
+#[test]
+fn rt_files_1k_blocks_rextsize_16() {
+    run_geometry("b1k-r16", 1024, 16384);
+}
+
+/// A crash (the daemon gone, the log as it was) after fsync: rxfs
+/// recovers, recounts sb_frextents from the bitmap, and the image is
+/// clean with every fsync'd byte.
+#[test]
+fn rt_crash_recovers() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    let s = Scratch::new("rtw-crash");
+    let (img, rt) = make(&s, "c", 4096, 8192);
+    let fs = open(&img, &rt, RtSumMode::Memory);
+    let (model, dir) = workload(&fs, 8192);
+    for name in model.keys() {
+        let parent = if name.starts_with("plain") {
+            fs.iget(fs.root_ino()).unwrap()
+        } else {
+            fs.iget(dir).unwrap()
+        };
+        let ino = fs.lookup(&parent, name.as_bytes()).unwrap();
+        fs.fsync(ino, false).unwrap();
+    }
+    fs.abandon();
+    drop(fs);
+    let fs = open(&img, &rt, RtSumMode::MinLevel);
+    assert!(fs.recovery_stats().is_some(), "the log was dirty");
+    check_model(&fs, dir, &model);
+    let free = fs.rw().unwrap().counters().frextents;
+    fs.unmount().unwrap();
+    drop(fs);
+    repair_clean(&img, &rt);
+    let ro = Filesystem::open_path(
+        &img,
+        Some(&rt),
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = rxfs::rt::check(&*ro).unwrap();
+    assert!(c.is_clean(), "{c:?}");
+    assert_eq!(c.free_extents, free as u64);
+}
