@@ -36,9 +36,9 @@ use crate::{CliError, CliResult};
 /// one directory; prints creates/s per window of directory sizes
 /// (`--windows`). Times of fsmark and dirscale exclude the open and the
 /// unmount (the JSON has the unmount's seconds).
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct Args {
-    /// `overwrite`, `fsync`, `fsmark` or `dirscale`.
+    /// `overwrite`, `fsync`, `fsmark`, `dirscale` or `rtalloc`.
     pub workload: String,
     /// A scratch XFS image (made by mkfs.xfs).
     pub image: PathBuf,
@@ -75,6 +75,12 @@ pub struct Args {
     /// them, else the kernel's 32 KiB or the log stripe unit).
     #[arg(long)]
     pub logbsize: Option<u32>,
+    /// The realtime device of IMAGE (rtalloc).
+    #[arg(long)]
+    pub rtdev: Option<PathBuf>,
+    /// Seed of the random sizes (rtalloc).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
 }
 
 fn open(a: &Args) -> CliResult<Arc<Filesystem>> {
@@ -102,14 +108,14 @@ fn args_file() -> CreateArgs {
 }
 
 /// Where the table and the JSON points go.
-struct Out {
+pub(super) struct Out {
     /// The JSON goes to stdout, so the table goes to stderr.
     json_stdout: bool,
-    points: Vec<serde_json::Value>,
+    pub(super) points: Vec<serde_json::Value>,
 }
 
 impl Out {
-    fn line(&self, s: &str) {
+    pub(super) fn line(&self, s: &str) {
         if self.json_stdout {
             eprintln!("{s}");
         } else {
@@ -141,8 +147,9 @@ pub fn run(a: Args) -> CliResult<()> {
         "fsync" => fsync(&a, &threads, &mut out),
         "fsmark" => fsmark(&a, &threads, &mut out),
         "dirscale" => dirscale(&a, &mut out),
+        "rtalloc" => super::bench_rt::rtalloc(&a, &mut out),
         w => Err(CliError::usage(format!(
-            "unknown workload '{w}' (overwrite, fsync, fsmark, dirscale)"
+            "unknown workload '{w}' (overwrite, fsync, fsmark, dirscale, rtalloc)"
         ))),
     }?;
     let Some(path) = &a.json else {
@@ -167,7 +174,7 @@ pub fn run(a: Args) -> CliResult<()> {
 }
 
 /// A small deterministic generator (xorshift64*).
-fn next(s: &mut u64) -> u64 {
+pub(super) fn next(s: &mut u64) -> u64 {
     *s ^= *s >> 12;
     *s ^= *s << 25;
     *s ^= *s >> 27;

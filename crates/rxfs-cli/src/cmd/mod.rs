@@ -2,6 +2,7 @@
 //! subcommand's `--help` text as its doc comment) and a `run`.
 
 pub mod bench;
+mod bench_rt;
 pub mod cat;
 pub mod check;
 pub mod debug;

@@ -342,7 +342,12 @@ impl Space for RtSpace<'_> {
                 self.r
             )));
         }
-        let (x, n) = crate::rtalloc::alloc(&mut *self.tx, near.map(|b| b / self.r), 1, want)?;
+        // No neighbour to follow: a new file, placed by the rotor.
+        let near = match near {
+            Some(b) => Some(b / self.r),
+            None => Some(crate::rtalloc::pick_start(&mut *self.tx, want)?).filter(|&x| x > 0),
+        };
+        let (x, n) = crate::rtalloc::alloc(&mut *self.tx, near, 1, want)?;
         Ok((x * self.r, n * self.r))
     }
 

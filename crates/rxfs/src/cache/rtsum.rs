@@ -88,6 +88,8 @@ pub struct RtAllocStats {
     pub bitmap_reads: u64,
     /// Times the cache was dropped by a cancelled transaction.
     pub invalidations: u64,
+    /// Nanoseconds spent searching and taking extents (under the lock).
+    pub alloc_ns: u64,
 }
 
 /// Where the blocks of the bitmap and summary files are (disk addresses
@@ -110,6 +112,9 @@ pub struct RtSumCache {
     minlevel: Vec<u8>,
     mem: Option<Vec<u32>>,
     pub stats: RtAllocStats,
+    /// The current search stepped over a busy extent (a search that
+    /// finds nothing then forces the log and tries again).
+    pub busy_seen: bool,
 }
 
 impl RtSumCache {
@@ -129,6 +134,7 @@ impl RtSumCache {
             minlevel: vec![0; rbmblocks as usize],
             mem: None,
             stats: RtAllocStats::default(),
+            busy_seen: false,
         }
     }
 

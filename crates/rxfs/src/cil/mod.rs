@@ -46,6 +46,7 @@
 //!   that context's checkpoint is stable (or the log is shut down).
 //! - Checkpoint `n`'s commit record is written after checkpoint `n-1`'s.
 
+mod busy;
 pub mod format;
 
 use crate::log::LogVec;
@@ -84,15 +85,6 @@ pub struct TxInode {
     /// Only timestamps changed: `fdatasync` need not force this change
     /// (see [`crate::cache::ItemLog::last_dsync_seq`]).
     pub timestamps_only: bool,
-}
-
-/// A busy extent: freed in checkpoint `seq`, reusable once it is stable.
-#[derive(Debug, Clone, Copy)]
-pub struct Busy {
-    pub agno: AgNumber,
-    pub agbno: AgBlock,
-    pub len: u32,
-    pub seq: u64,
 }
 
 enum CtxItem {
@@ -157,7 +149,7 @@ pub struct Cil {
     cur_seq: AtomicU64,
     done: Mutex<Done>,
     done_cv: Condvar,
-    busy: Mutex<Vec<Busy>>,
+    busy: Mutex<busy::BusyList>,
     /// Push when a context holds more than this many bytes.
     space_limit: usize,
     /// Ticket overhead per payload byte: record headers per buffer.
@@ -222,7 +214,7 @@ impl Cil {
                 ..Default::default()
             }),
             done_cv: Condvar::new(),
-            busy: Mutex::new(Vec::new()),
+            busy: Mutex::new(busy::BusyList::default()),
             space_limit: (log_bytes / 8).max(64 * 1024),
             hdr_bytes: crate::log::iclog::header_bbs(logbsize) as usize * 512,
             capacity: crate::log::iclog::payload_capacity(logbsize),
@@ -434,12 +426,9 @@ impl Cil {
         };
         if !busy.is_empty() {
             let mut b = self.busy.lock();
-            b.extend(busy.into_iter().map(|(agno, agbno, len)| Busy {
-                agno,
-                agbno,
-                len,
-                seq,
-            }));
+            for (agno, agbno, len) in busy {
+                b.insert(agno, agbno, len, seq);
+            }
         }
         drop(_shared);
         self.c.commits.fetch_add(1, Relaxed);
@@ -550,7 +539,7 @@ impl Cil {
 
     /// Called when checkpoint `seq` is stable: busy extents of it are free.
     pub fn checkpoint_stable(&self, seq: u64) {
-        self.busy.lock().retain(|b| b.seq > seq);
+        self.busy.lock().retire(seq);
         let mut d = self.done.lock();
         d.stable = d.stable.max(seq);
         d.commit_lsn.retain(|s, _| *s > seq);
@@ -599,16 +588,12 @@ impl Cil {
 
     /// The first busy extent overlapping the range, if any.
     pub fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)> {
-        self.busy
-            .lock()
-            .iter()
-            .find(|b| b.agno == agno && b.agbno.0 < agbno.0 + len && agbno.0 < b.agbno.0 + b.len)
-            .map(|b| (b.agbno, b.len))
+        self.busy.lock().overlap(agno, agbno, len)
     }
 
     /// Make every busy extent reusable: force the log until none is left.
     pub fn force_busy(self: &Arc<Self>) -> Result<()> {
-        let max = self.busy.lock().iter().map(|b| b.seq).max();
+        let max = self.busy.lock().max_seq();
         if let Some(s) = max {
             self.force_seq(s)?;
             // Completions run asynchronously: wait for the busy list.

@@ -90,6 +90,8 @@ pub fn alloc(
             "realtime allocation of {minlen}..={maxlen} extents"
         )));
     }
+    let t0 = std::time::Instant::now();
+    tx.rt_lock()?.busy_seen = false;
     let mut forced = false;
     loop {
         let mut b = RtBits::new(tx)?;
@@ -99,26 +101,102 @@ pub fn alloc(
         }
         let near = near.filter(|&t| t < b.l.rextents);
         let Some((x, n)) = search(&mut b, near, minlen, maxlen)? else {
-            return Err(Error::NoSpace);
-        };
-        let busy = busy_pieces(x, n).any(|(a, k, l)| b.tx.busy_overlap(a, k, l).is_some());
-        if busy {
-            if forced {
-                return Err(Error::Invalid(format!(
-                    "rt extents {x}+{n} are busy after a log force (freed in this transaction)"
-                )));
+            if forced || !b.tx.rt_lock()?.busy_seen {
+                return Err(Error::NoSpace);
             }
-            // Rare: an extent freed moments ago. Make every free stable
-            // and search again.
+            // Only extents freed moments ago were left: make every free
+            // stable (a log force) and search once more.
             drop(b);
             tx.force_busy()?;
+            tx.rt_lock()?.busy_seen = false;
             forced = true;
             continue;
-        }
+        };
         take(&mut b, x, n)?;
-        b.tx.rt_lock()?.stats.allocs += 1;
+        let st = &mut b.tx.rt_lock()?.stats;
+        st.allocs += 1;
+        st.alloc_ns += t0.elapsed().as_nanos() as u64;
         return Ok((x, n));
     }
+}
+
+/// The first busy range overlapping rt extents `[x, x + n)`, in extents.
+fn first_busy(tx: &dyn MetaTx, x: u64, n: u64) -> Option<(u64, u64)> {
+    busy_pieces(x, n).find_map(|(a, k, l)| {
+        tx.busy_overlap(a, k, l).map(|(bk, bl)| {
+            let base = (a.0 - RT_BUSY_AG) as u64 * RT_BUSY_SPAN;
+            (base + bk.0 as u64, bl as u64)
+        })
+    })
+}
+
+/// The first piece of free run `[f, f + len)` that no busy extent
+/// overlaps and that holds at least `minlen` extents (cut to `maxlen`).
+/// Busy extents are skipped, not waited for (a log force per collision
+/// would make every allocation after a free wait for the disk).
+fn unbusy(
+    b: &mut RtBits<'_>,
+    mut f: u64,
+    len: u64,
+    minlen: u64,
+    maxlen: u64,
+) -> Result<Option<(u64, u64)>> {
+    let end = f + len;
+    while end - f >= minlen {
+        let n = (end - f).min(maxlen);
+        match first_busy(&*b.tx, f, n) {
+            None => return Ok(Some((f, n))),
+            Some((bs, bl)) => {
+                b.tx.rt_lock()?.busy_seen = true;
+                if bs > f && bs - f >= minlen {
+                    return Ok(Some((f, bs - f)));
+                }
+                f = (bs + bl).max(f + 1);
+            }
+        }
+        if f >= end {
+            break;
+        }
+    }
+    Ok(None)
+}
+
+/// Where the first extent of a new realtime file should go (the kernel's
+/// `xfs_rtpick_extent`): a sequence number kept in the bitmap inode's
+/// atime (seconds; the inode gets NEWRTBM when it starts) spreads new
+/// files over the device at 0, 1/2, 1/4, 3/4, 1/8, 3/8... of it, so that
+/// files can grow in place. The bitmap inode is logged; the realtime lock
+/// is its lock. Returns the target extent (0 for the first file: then the
+/// search is by size).
+pub fn pick_start(tx: &mut dyn MetaTx, len: u64) -> Result<u64> {
+    use crate::format::dinode_edit as di;
+    use crate::format::inode::{Timestamp, DIFLAG_NEWRTBM};
+    tx.rt_lock()?;
+    let rextents = tx.sb().rextents;
+    let ip = tx.ijoin(crate::types::Ino(tx.sb().rbmino))?;
+    let d = tx.inode_mut(ip);
+    let mut seq = di::atime(d).sec.max(0) as u64;
+    if di::flags(d) & DIFLAG_NEWRTBM == 0 {
+        di::set_flags(d, di::flags(d) | DIFLAG_NEWRTBM);
+        seq = 0;
+    }
+    let b = if seq == 0 {
+        0
+    } else {
+        let log2 = 63 - seq.leading_zeros();
+        let resid = (seq - (1u64 << log2)) as u128;
+        let b = ((rextents as u128 * ((resid << 1) + 1)) >> (log2 + 1)) as u64;
+        let b = if b >= rextents { b % rextents } else { b };
+        b.min(rextents.saturating_sub(len))
+    };
+    di::set_atime(
+        d,
+        Timestamp {
+            sec: (seq + 1) as i64,
+            nsec: 0,
+        },
+    );
+    Ok(b)
 }
 
 /// Free `n` rt extents from `x` (all must be in use).
@@ -203,7 +281,9 @@ fn search(
         if b.is_free(t)? {
             let e = b.run_end(t, (t + maxlen).min(b.l.rextents), true)?;
             if e - t >= minlen {
-                return Ok(Some((t, e - t)));
+                if let Some(r) = unbusy(b, t, e - t, minlen, maxlen)? {
+                    return Ok(Some(r));
+                }
             }
         }
         let home = t / b.l.bits_per_block();
@@ -219,7 +299,7 @@ fn search(
                 }
                 tried = true;
                 if any_run(b, low, top, i)? {
-                    if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                    if let Some(r) = in_block(b, i, minlen, maxlen, top)? {
                         return Ok(Some(r));
                     }
                 }
@@ -234,7 +314,7 @@ fn search(
     for l in hi..=top {
         for i in 0..rbm {
             if has_run(b, l, i)? {
-                if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                if let Some(r) = in_block(b, i, minlen, maxlen, top)? {
                     return Ok(Some(r));
                 }
             }
@@ -243,7 +323,7 @@ fn search(
     for l in (level_of(minlen)..hi).rev() {
         for i in 0..rbm {
             if has_run(b, l, i)? {
-                if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                if let Some(r) = in_block(b, i, minlen, maxlen, top)? {
                     return Ok(Some(r));
                 }
             }
@@ -280,28 +360,75 @@ fn any_run(b: &mut RtBits<'_>, low: u32, high: u32, i: u64) -> Result<bool> {
     Ok(false)
 }
 
+/// The highest level at or below `top` whose counter for bitmap block `i`
+/// is non-zero (the min-level bound ends the walk down), if any.
+fn top_level(b: &mut RtBits<'_>, top: u32, i: u64) -> Result<Option<u32>> {
+    for l in (0..=top).rev() {
+        if has_run(b, l, i)? {
+            return Ok(Some(l));
+        }
+        let st = b.tx.rt_lock()?;
+        if st.use_bounds() && l <= st.min_level(i) {
+            break;
+        }
+    }
+    Ok(None)
+}
+
 /// The first free run of `maxlen` starting in bitmap block `i` (cut to
-/// `maxlen`), else the longest of at least `minlen`.
-fn in_block(b: &mut RtBits<'_>, i: u64, minlen: u64, maxlen: u64) -> Result<Option<(u64, u64)>> {
+/// `maxlen`), else the longest of at least `minlen`; the scan stops at
+/// the first run as long as the longest the summary says starts in the
+/// block (of its highest level), where the kernel would scan on for a
+/// longer one of the same level. Busy extents are stepped over: a run is
+/// checked for them only when it would be the answer (most are not).
+fn in_block(
+    b: &mut RtBits<'_>,
+    i: u64,
+    minlen: u64,
+    maxlen: u64,
+    top: u32,
+) -> Result<Option<(u64, u64)>> {
+    let enough = match top_level(b, top, i)? {
+        Some(l) => (1u64 << l).min(maxlen),
+        None => maxlen,
+    };
     let bpb = b.l.bits_per_block();
     let start = i * bpb;
     let end = ((i + 1) * bpb).min(b.l.rextents);
-    let mut best: Option<(u64, u64)> = None;
+    // Runs of at least `minlen`, each longer than the ones before.
+    let mut runs: Vec<(u64, u64)> = Vec::new();
     let mut x = start;
     while x < end {
         let f = b.run_end(x, end, false)?;
         if f >= end {
             break;
         }
-        let e = b.run_end(f, (f + maxlen).min(b.l.rextents), true)?;
+        // The run, up to four times what is asked (it may go on past
+        // this block), so that busy extents in it can be stepped over.
+        let e = b.run_end(f, (f + 4 * maxlen).min(b.l.rextents), true)?;
         let n = e - f;
-        if n >= maxlen {
-            return Ok(Some((f, maxlen)));
-        }
-        if n >= minlen && best.is_none_or(|(_, m)| n > m) {
-            best = Some((f, n));
+        if n >= minlen
+            && runs
+                .last()
+                .is_none_or(|&(_, m)| n.min(maxlen) > m.min(maxlen))
+        {
+            if n >= maxlen {
+                if let Some(r) = unbusy(b, f, n, maxlen, maxlen)? {
+                    return Ok(Some(r));
+                }
+            }
+            runs.push((f, n));
+            if n >= enough && unbusy(b, f, n, n.min(maxlen), maxlen)?.is_some() {
+                break;
+            }
         }
         x = e;
     }
-    Ok(best)
+    // The longest run first; the first whose free part is long enough.
+    for (f, n) in runs.into_iter().rev() {
+        if let Some(r) = unbusy(b, f, n, minlen, maxlen)? {
+            return Ok(Some(r));
+        }
+    }
+    Ok(None)
 }
