@@ -78,6 +78,7 @@ fn clean_image_no_findings_and_ordered_progress() {
         "inodes",
         "directories",
         "space map",
+        "realtime",
         "done",
     ];
     let mut at = 0;

@@ -276,6 +276,12 @@ fn check_fixture(fx: &Fixture) {
     let check = rxfs::rt::check(&*fs).unwrap();
     assert!(check.is_clean(), "{check:?}");
     assert_eq!(check.free_extents, frextents);
+    // The whole checker (realtime extents against the bitmap included)
+    // finds nothing either.
+    let report = rxfs::check::check(&fs, &mut |_, _, _| {});
+    assert!(report.clean(), "rxfs check: {:?}", report.findings);
+    assert!(report.notes.is_empty(), "{:?}", report.notes);
+    assert_eq!(report.stats.rt_free_extents, frextents);
 
     // xfs_repair -n agrees, and a full xfs_repair regenerates exactly the
     // bitmap and summary the fixture wrote.

@@ -3,7 +3,8 @@
 //! makes an image with a realtime device, rxfs creates realtime files in
 //! an RTINHERIT directory and writes, overwrites, truncates, punches,
 //! preallocates and removes them; then `xfs_repair -n -r` must be clean,
-//! rxfs's own bitmap/summary/sb_frextents check must be clean, and every
+//! rxfs's own bitmap/summary/sb_frextents check and `rxfs check` (realtime
+//! extents against the bitmap included) must be clean, and every
 //! file must read back as a model of it says, after a clean unmount and
 //! after a crash (the log left dirty) recovered by rxfs.
 //!
@@ -261,6 +262,8 @@ fn run_geometry(tag: &str, block: u32, rext: u32) {
         .unwrap();
         let c = rxfs::rt::check(&*ro).unwrap();
         assert!(c.is_clean(), "{t}: {c:?}");
+        let r = rxfs::check::check(&ro, &mut |_, _, _| {});
+        assert!(r.clean(), "{t}: rxfs check: {:?}", r.findings);
         assert_eq!(c.free_extents, free1 as u64, "{t}: in-core frextents");
         check_model(&ro, dir, &model);
         drop(ro);
@@ -324,5 +327,7 @@ fn rt_crash_recovers() {
     .unwrap();
     let c = rxfs::rt::check(&*ro).unwrap();
     assert!(c.is_clean(), "{c:?}");
+    let r = rxfs::check::check(&ro, &mut |_, _, _| {});
+    assert!(r.clean(), "rxfs check: {:?}", r.findings);
     assert_eq!(c.free_extents, free as u64);
 }

@@ -10,24 +10,31 @@ use std::path::PathBuf;
 use rxfs::check::{Finding, Report};
 use rxfs::{Error, Filesystem, MountOptions};
 
+use crate::opts::ImageArgs;
 use crate::{CliError, CliResult};
 
 /// Check an image for consistency without changing it (like xfs_repair -n).
 ///
 /// Reads every superblock, AG header, btree, inode, directory and
-/// attribute fork, and the space map (every block claimed exactly once).
-/// Prints one line per finding (`CODE: [ag N] [block B] [inode I]:
-/// message`), then a summary. A dirty log is a finding (`log-dirty`); the
-/// on-disk state is checked anyway, without replaying the log. Exit
-/// status: 0 clean, 1 findings, 2 usage or I/O errors.
+/// attribute fork, the space map (every block claimed exactly once) and
+/// the realtime section (realtime files' extents against the bitmap, the
+/// bitmap against the summary and sb_frextents). Prints one line per
+/// finding (`CODE: [ag N] [block B] [inode I]: message`), then notes on
+/// what was not checked (`note: ...`), then a summary. A dirty log is a
+/// finding (`log-dirty`); the on-disk state is checked anyway, without
+/// replaying the log. The realtime bitmap and summary live on the data
+/// device, so the realtime section is checked without `-o rtdev=FILE` too;
+/// given, the realtime device's size is checked as well. Exit status: 0
+/// clean, 1 findings, 2 usage or I/O errors.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The image file or block device.
     pub image: PathBuf,
-    /// The realtime device or image of a filesystem with a realtime section.
-    #[arg(long, value_name = "FILE")]
-    pub rtdev: Option<PathBuf>,
-    /// Print one JSON object: clean, findings, stats.
+    /// `-o ro,norecovery,rtdev=FILE,odirect` and `--rtdev FILE` (the image
+    /// is always opened read-only, without log recovery).
+    #[command(flatten)]
+    pub img: ImageArgs,
+    /// Print one JSON object: clean, findings, notes, stats.
     #[arg(long)]
     pub json: bool,
     /// No progress bar.
@@ -36,12 +43,17 @@ pub struct Args {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
+    let o = a.img.parse(false)?;
     let opts = MountOptions {
         read_only: true,
         norecovery: true,
+        direct_io: o.direct_io,
         ..Default::default()
     };
-    let report = match Filesystem::open_path(&a.image, a.rtdev.as_deref(), opts) {
+    if let Some(rt) = &o.rtdev {
+        std::fs::metadata(rt).map_err(|e| CliError::io(rt.display(), &e))?;
+    }
+    let report = match Filesystem::open_path(&a.image, o.rtdev.as_deref(), opts) {
         Ok(fs) => run_check(&fs, a.quiet),
         // A corrupt primary superblock is a finding; a feature rxfs does
         // not know, or a device that fails, is not.
@@ -108,6 +120,9 @@ fn render_text(r: &Report) -> String {
             r.stats.findings as usize - r.findings.len()
         ));
     }
+    for n in &r.notes {
+        o.push_str(&format!("note: {n}\n"));
+    }
     if r.clean() {
         o.push_str("clean: no findings\n");
     } else {
@@ -135,6 +150,11 @@ fn render_json(r: &Report) -> String {
     for (k, v) in r.stats.lines() {
         stats.insert(k.to_string(), json!(v));
     }
-    let v = json!({ "clean": r.clean(), "findings": findings, "stats": stats });
+    let v = json!({
+        "clean": r.clean(),
+        "findings": findings,
+        "notes": r.notes,
+        "stats": stats,
+    });
     format!("{v}\n")
 }

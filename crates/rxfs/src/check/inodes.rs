@@ -8,9 +8,10 @@
 //! inode decodes (verifier, fork format vs mode, extents in range, sorted,
 //! not overlapping, bmbt consistent) and its di_nblocks equals the blocks
 //! its forks map plus its bmbt blocks. Every chunk block, extent and bmbt
-//! block is claimed in the space map. The AGI unlinked lists are walked
-//! (bounded by the AG's inode count) to know which inodes may be
-//! unreferenced.
+//! block is claimed in the space map; a realtime file's data extents in
+//! the realtime claim map instead (see `realtime`). The AGI unlinked lists
+//! are walked (bounded by the AG's inode count) to know which inodes may
+//! be unreferenced.
 
 use super::ag::walk_tree;
 use super::space::Owner;
@@ -267,16 +268,19 @@ fn claim_fork(
         c.claim_fsb(*b, 1, Owner::Bmbt(ino.0, attr));
     }
     let geo = c.fs.geo();
+    // The last rt extent the previous realtime mapping touched.
+    let mut rt_prev = None;
     for e in &extents {
         total += e.len;
         c.report.stats.extents += 1;
-        if realtime {
-            continue;
-        }
         // The largest file offset is 2^63 - 1 bytes.
         if (e.off.0 + e.len) > (1u64 << 63) >> geo.blocklog {
             let msg = format!("extent {e:?} past the largest file offset");
             c.add_ino("inode-extent-bad", ino.0, msg);
+        }
+        if realtime {
+            c.claim_rt(ino.0, e, &mut rt_prev);
+            continue;
         }
         if e.len == 0 || !geo.fsb_extent_valid(crate::types::FsBlock(e.start), e.len) {
             let msg = format!("extent {e:?} outside the data device");
