@@ -39,7 +39,13 @@ pub struct BtreeMap {
 
 /// Walk the btree rooted in `root` (the fork bytes of inode `ino`),
 /// visiting at most `cap` tree blocks.
-pub fn btree_fork_map(tx: &mut dyn MetaTx, root: &[u8], ino: Ino, cap: u64) -> Result<BtreeMap> {
+pub fn btree_fork_map(
+    tx: &mut dyn MetaTx,
+    root: &[u8],
+    ino: Ino,
+    cap: u64,
+    rt: bool,
+) -> Result<BtreeMap> {
     let bad = |d: String| Err(Error::corrupt("bmap btree", Location::Ino(ino.0), d));
     if root.len() < 4 + 16 {
         return bad(format!("root of {} bytes", root.len()));
@@ -88,9 +94,10 @@ pub fn btree_fork_map(tx: &mut dyn MetaTx, root: &[u8], ino: Ino, cap: u64) -> R
             for i in 0..nr {
                 let at = LBLOCK_HDR_SIZE + i * EXTENT_REC_SIZE;
                 let e = Extent::decode(&blk[at..at + EXTENT_REC_SIZE]);
-                if e.len == 0 || !tx.geo().fsb_extent_valid(FsBlock(e.start), e.len) {
+                if !super::iunlink::extent_ok(&*tx, &e, rt) {
                     return bad(format!(
-                        "extent of {} blocks at fsb {} is not inside one AG",
+                        "extent of {} blocks at block {} is not inside one AG (or the \
+                         realtime device)",
                         e.len, e.start
                     ));
                 }

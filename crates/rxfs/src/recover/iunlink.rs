@@ -21,7 +21,10 @@
 //!    tree ([`super::bmbt`]); metadata blocks (directory, symlink,
 //!    attribute and bmap btree blocks) are also cancelled with
 //!    [`MetaTx::stale_buf`], block by block; local and device forks hold
-//!    no blocks; realtime and reflink data are refused (`NotSupported`);
+//!    no blocks; realtime data extents go back to the realtime bitmap
+//!    ([`crate::bmap::release`]: whole rt extents, before any AG block, the
+//!    realtime lock's place in the lock order); reflink data is refused
+//!    (`NotSupported`);
 //! 2. unhook it: the bucket points at its successor, its own
 //!    `di_next_unlinked` becomes NULLAGINO;
 //! 3. size, block and extent counts to zero, attribute fork removed, and
@@ -201,19 +204,24 @@ fn free_forks(tx: &mut dyn MetaTx, ip: InodeId, ino: Ino) -> Result<u64> {
             ino.0
         )))
     };
-    if mapped && realtime {
-        return refuse("realtime extents");
-    }
     if mapped && reflink {
         return refuse("the extents of a reflink file");
     }
     let cap = de::nblocks(d).saturating_add(1);
-    let data = fork_map(tx, ip, ino, dfmt, dn, true, cap)?;
+    let mut data = fork_map(tx, ip, ino, dfmt, dn, true, cap, realtime)?;
+    let mut blocks = 0;
+    if mapped && realtime {
+        // Realtime extents first: the realtime lock comes before the
+        // AGFs that freeing the fork's tree blocks takes.
+        let rt: Vec<(u64, u64)> = data.extents.iter().map(|e| (e.start, e.len)).collect();
+        blocks += rt.iter().map(|r| r.1).sum::<u64>();
+        crate::bmap::release(tx, true, rt)?;
+        data.extents.clear();
+    }
     let attr = match has_attr {
-        true => fork_map(tx, ip, ino, afmt, an, false, cap)?,
+        true => fork_map(tx, ip, ino, afmt, an, false, cap, false)?,
         false => BtreeMap::default(),
     };
-    let mut blocks = 0;
     let forks = [
         (data, data_meta, WhichFork::Data),
         (attr, Some(BufKind::AttrLeaf), WhichFork::Attr),
@@ -272,6 +280,7 @@ fn free(tx: &mut dyn MetaTx, fsb: FsBlock, len: u32, owner: &RmapOwner) -> Resul
 /// What a fork of format `fmt` with `n` extents maps: its extents and, for
 /// a btree fork, the tree blocks (at most `cap` of them). Local and device
 /// forks map nothing.
+#[allow(clippy::too_many_arguments)]
 fn fork_map(
     tx: &mut dyn MetaTx,
     ip: InodeId,
@@ -280,6 +289,7 @@ fn fork_map(
     n: u64,
     data: bool,
     cap: u64,
+    rt: bool,
 ) -> Result<BtreeMap> {
     let d = tx.inode(ip);
     let fork = if data {
@@ -290,16 +300,31 @@ fn fork_map(
     .to_vec();
     match fmt {
         FMT_EXTENTS => Ok(BtreeMap {
-            extents: fork_extents(tx, &fork, n, ino)?,
+            extents: fork_extents(tx, &fork, n, ino, rt)?,
             blocks: Vec::new(),
         }),
-        FMT_BTREE => btree_fork_map(tx, &fork, ino, cap),
+        FMT_BTREE => btree_fork_map(tx, &fork, ino, cap, rt),
         _ => Ok(BtreeMap::default()),
     }
 }
 
+/// Whether extent `e` lies inside one AG, or (`rt`: a realtime file's
+/// data) inside the realtime device.
+pub(super) fn extent_ok(tx: &dyn MetaTx, e: &Extent, rt: bool) -> bool {
+    if e.len == 0 {
+        return false;
+    }
+    if rt {
+        return e
+            .start
+            .checked_add(e.len)
+            .is_some_and(|end| end <= tx.sb().rblocks);
+    }
+    tx.geo().fsb_extent_valid(FsBlock(e.start), e.len)
+}
+
 /// The `n` extent records of a fork, each checked against the geometry.
-fn fork_extents(tx: &dyn MetaTx, fork: &[u8], n: u64, ino: Ino) -> Result<Vec<Extent>> {
+fn fork_extents(tx: &dyn MetaTx, fork: &[u8], n: u64, ino: Ino, rt: bool) -> Result<Vec<Extent>> {
     let bad = |d: String| Err(Error::corrupt("inode fork", Location::Ino(ino.0), d));
     let room = (fork.len() / EXTENT_REC_SIZE) as u64;
     if n > room {
@@ -308,9 +333,9 @@ fn fork_extents(tx: &dyn MetaTx, fork: &[u8], n: u64, ino: Ino) -> Result<Vec<Ex
     let mut out = Vec::with_capacity(n as usize);
     for rec in fork.chunks_exact(EXTENT_REC_SIZE).take(n as usize) {
         let e = Extent::decode(rec);
-        if e.len == 0 || !tx.geo().fsb_extent_valid(FsBlock(e.start), e.len) {
+        if !extent_ok(tx, &e, rt) {
             return bad(format!(
-                "extent of {} blocks at fsb {} is not inside one AG",
+                "extent of {} blocks at block {} is not inside one AG (or the realtime device)",
                 e.len, e.start
             ));
         }

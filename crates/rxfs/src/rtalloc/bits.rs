@@ -11,6 +11,56 @@ use crate::format::bufkind::BufKind;
 use crate::format::rt::{self as fmt, RtLayout, RTWORD_BITS, RTWORD_BYTES};
 use crate::xact::{BufId, MetaTx};
 
+/// The blocks of the bitmap and summary files, from their dinodes as the
+/// transaction sees them (for transactions of a mount that did not load
+/// them: recovery's). Extents-format forks only (the files mkfs makes);
+/// every block below the file's size must be mapped.
+fn maps_from_dinodes(tx: &mut dyn MetaTx, l: &RtLayout) -> Result<RtMaps> {
+    use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
+    use crate::format::dinode_edit as di;
+    use crate::format::inode::FMT_EXTENTS;
+    let (rbmino, rsumino) = (tx.sb().rbmino, tx.sb().rsumino);
+    let mut one = |ino: u64, bytes: u64, what: &'static str| -> Result<Vec<crate::types::Daddr>> {
+        let d = tx.read_dinode_raw(crate::types::Ino(ino))?;
+        let at = Location::Ino(ino);
+        if di::format(&d) != FMT_EXTENTS {
+            return Err(Error::NotSupported(format!(
+                "{what} in btree format (a realtime section this large)"
+            )));
+        }
+        let n = di::nextents(&d) as usize;
+        let fork = di::data_fork(&d);
+        if n * EXTENT_REC_SIZE > fork.len() {
+            return Err(Error::corrupt(what, at, format!("{n} extents do not fit")));
+        }
+        let want = bytes >> tx.geo().blocklog;
+        let mut out = Vec::with_capacity(want as usize);
+        for rec in fork.chunks_exact(EXTENT_REC_SIZE).take(n) {
+            let e = Extent::decode(rec);
+            if e.off.0 != out.len() as u64 || e.unwritten {
+                return Err(Error::corrupt(what, at, "hole or unwritten extent"));
+            }
+            if !tx
+                .geo()
+                .fsb_extent_valid(crate::types::FsBlock(e.start), e.len)
+            {
+                return Err(Error::corrupt(what, at, "extent outside the AGs"));
+            }
+            for i in 0..e.len.min(want - out.len() as u64) {
+                out.push(tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start + i)));
+            }
+        }
+        if (out.len() as u64) < want {
+            return Err(Error::corrupt(what, at, "blocks not mapped"));
+        }
+        Ok(out)
+    };
+    Ok(RtMaps {
+        bitmap: one(rbmino, l.bitmap_bytes(), "rt bitmap inode")?,
+        summary: one(rsumino, l.summary_bytes(), "rt summary inode")?,
+    })
+}
+
 /// floor(log2(n)), n >= 1: the summary level of a run of `n` extents.
 pub fn level_of(n: u64) -> u32 {
     debug_assert!(n > 0);
@@ -36,11 +86,12 @@ impl<'t> RtBits<'t> {
             return Err(Error::NoSpace);
         }
         let bs = l.blocksize as usize;
+        if tx.rt_lock()?.maps.is_none() {
+            let m = Arc::new(maps_from_dinodes(&mut *tx, &l)?);
+            tx.rt_lock()?.maps = Some(m);
+        }
         let st = tx.rt_lock()?;
-        let maps = st
-            .maps
-            .clone()
-            .ok_or_else(|| Error::Invalid("realtime maps not loaded".into()))?;
+        let maps = st.maps.clone().expect("set above");
         let load = st.mode() == RtSumMode::Memory && st.mem().is_none();
         let mut me = RtBits {
             tx,
