@@ -331,3 +331,86 @@ fn rt_crash_recovers() {
     assert!(r.clean(), "rxfs check: {:?}", r.findings);
     assert_eq!(c.free_extents, free as u64);
 }
+
+/// Filling the realtime device: writes stop with ENOSPC (NoSpace) while
+/// the data device still has room, the free count reaches 0, and space
+/// given back by an unlink is written again; xfs_repair -n -r clean.
+#[test]
+fn rt_enospc() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    let s = Scratch::new("rtw-enospc");
+    let (img, rt) = make(&s, "e", 4096, 16384);
+    let fs = open(&img, &rt, RtSumMode::Memory);
+    let root = fs.root_ino();
+    let mut x = fs.get_fsxattr(root).unwrap();
+    x.xflags |= XFLAG_RTINHERIT;
+    fs.set_fsxattr(root, &x, true, &Cred::root()).unwrap();
+    let chunk = pattern(5, 1 << 20);
+    let mut written = Vec::new();
+    let mut full = false;
+    'files: for i in 0..100 {
+        let name = format!("big{i}");
+        let ino = fs
+            .create(root, name.as_bytes(), &args(0o100644))
+            .unwrap()
+            .ino;
+        let mut off = 0u64;
+        loop {
+            match fs.write(ino, off, &chunk) {
+                Ok(n) if n == chunk.len() => off += n as u64,
+                Ok(n) => {
+                    off += n as u64;
+                    written.push((name, off));
+                    full = true;
+                    break 'files;
+                }
+                Err(rxfs::Error::NoSpace) => {
+                    written.push((name, off));
+                    full = true;
+                    break 'files;
+                }
+                Err(e) => panic!("write: {e}"),
+            }
+            if off >= 16 << 20 {
+                written.push((name, off));
+                break;
+            }
+        }
+    }
+    assert!(full, "the 64 MiB realtime device never filled");
+    let free = fs.rw().unwrap().counters().frextents;
+    assert_eq!(free, 0, "full device, frextents {free}");
+    // The data device still takes data.
+    let plain = fs.create(root, b"plain", &args(0o100644)).unwrap().ino;
+    let mut x = fs.get_fsxattr(plain).unwrap();
+    x.xflags &= !XFLAG_REALTIME;
+    fs.set_fsxattr(plain, &x, true, &Cred::root()).unwrap();
+    assert_eq!(fs.write(plain, 0, &chunk).unwrap(), chunk.len());
+    // Space comes back.
+    let (first, _) = written.remove(0);
+    fs.unlink(root, first.as_bytes()).unwrap();
+    let again = fs.create(root, b"again", &args(0o100644)).unwrap().ino;
+    assert_eq!(fs.write(again, 0, &chunk).unwrap(), chunk.len());
+    fs.unmount().unwrap();
+    drop(fs);
+    repair_clean(&img, &rt);
+    let ro = Filesystem::open_path(
+        &img,
+        Some(&rt),
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert!(rxfs::rt::check(&*ro).unwrap().is_clean());
+    let r = ro.iget(ro.root_ino()).unwrap();
+    for (name, size) in written {
+        let ip = ro.iget(ro.lookup(&r, name.as_bytes()).unwrap()).unwrap();
+        assert_eq!(ip.core.size, size, "{name}");
+        assert!(ip.is_realtime());
+    }
+}

@@ -356,14 +356,18 @@ impl Space for RtSpace<'_> {
     }
 }
 
-/// Remove every mapping at or beyond file block `from` and free its blocks
-/// (truncate). The caller sets di_size. The frees are deferred
+/// Remove every mapping at or beyond file block `from` (a realtime file:
+/// from the start of the rt extent holding it) and free its blocks, for a
+/// file being freed. The caller sets di_size. AG frees are deferred
 /// ([`MetaTx::defer_free`]): this transaction logs the unmapping and an
-/// extent-free intent, follow-up transactions free the space.
+/// extent-free intent, follow-up transactions free the space; realtime
+/// extents are freed in this transaction ([`release`]).
 pub fn free_range(tx: &mut dyn MetaTx, ip: InodeId, from: FileBlock) -> Result<()> {
-    let rt = is_rt(tx.inode(ip));
-    let from =
-        FileBlock(from.0.div_ceil(alloc_unit(tx, tx.inode(ip))) * alloc_unit(tx, tx.inode(ip)));
+    let (rt, unit) = (is_rt(tx.inode(ip)), alloc_unit(tx, tx.inode(ip)));
+    // Whole rt extents: the cut goes down to one (the callers free a
+    // file that lost its last link, from its end: every step frees
+    // something).
+    let from = FileBlock(from.0 / unit * unit);
     if rt {
         tx.rt_lock()?;
     }
