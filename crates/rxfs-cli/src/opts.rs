@@ -37,6 +37,21 @@ pub struct ImageArgs {
     pub rtdev: Option<PathBuf>,
 }
 
+/// Options of the subcommands that change an image (`put`, `rm`, `mkdir`,
+/// `populate`, `recover`): opened read-write, so `ro` and `norecovery`
+/// are refused and `rw` is implied.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct WriteArgs {
+    /// Comma-separated options: rtdev=FILE (the realtime device, needed to
+    /// write a filesystem with a realtime section), odirect, logbufs=N,
+    /// logbsize=SIZE, allocsize=SIZE, rtsumcache=none|minlevel|memory.
+    #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
+    pub options: Vec<String>,
+    /// The realtime device or image of a filesystem with a realtime section.
+    #[arg(long, value_name = "FILE")]
+    pub rtdev: Option<PathBuf>,
+}
+
 /// FUSE-side options of `rxfs mount`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FuseOpts {
@@ -342,6 +357,23 @@ impl Opts {
         }
     }
 
+    /// The library's options for these.
+    pub fn mount_options(&self) -> MountOptions {
+        MountOptions {
+            read_only: self.read_only,
+            norecovery: self.norecovery,
+            direct_io: self.direct_io,
+            logbufs: self.logbufs,
+            logbsize: self.logbsize,
+            ablate_delaylog: self.ablate_delaylog,
+            allocsize: self.allocsize,
+            inject_latency: self.inject_latency_us.map(std::time::Duration::from_micros),
+            atime: self.atime_mode(),
+            nodiratime: self.nodiratime,
+            rtsumcache: self.rtsumcache,
+        }
+    }
+
     /// `norecovery` only with a read-only mount, as the kernel requires.
     /// (A mount checks this after a write-protected device has made it
     /// read-only, so `-o norecovery` on such a device mounts.)
@@ -353,6 +385,27 @@ impl Opts {
         }
         Ok(())
     }
+}
+
+/// Parse the `-o` lists of a subcommand that changes the image: the image
+/// options of [`parse`], read-write. `rw` is accepted (and changes
+/// nothing); `ro` and `norecovery` are refused, since both forbid writing.
+pub fn parse_write(lists: &[String]) -> CliResult<Opts> {
+    let mut kept = Vec::new();
+    for opt in lists.iter().flat_map(|l| l.split(',')) {
+        match opt {
+            "rw" => {}
+            "ro" | "norecovery" => {
+                return Err(CliError::usage(format!(
+                    "'{opt}' is for reading: this subcommand changes the image"
+                )))
+            }
+            _ => kept.push(opt.to_string()),
+        }
+    }
+    let mut o = parse(&[kept.join(",")], false)?;
+    o.read_only = false;
+    Ok(o)
 }
 
 /// Whether `p` is a block device set read-only (`blockdev --setro`, a
@@ -390,6 +443,16 @@ impl ImageArgs {
     }
 }
 
+impl WriteArgs {
+    pub fn parse(&self) -> CliResult<Opts> {
+        let mut o = parse_write(&self.options)?;
+        if let Some(r) = &self.rtdev {
+            o.rtdev = Some(r.clone());
+        }
+        Ok(o)
+    }
+}
+
 /// Resolve a path inside the image (lstat semantics) and load its inode.
 pub fn resolve(fs: &Filesystem, path: &Path) -> CliResult<Arc<Inode>> {
     let shown = path.display();
@@ -406,9 +469,9 @@ pub fn resolve(fs: &Filesystem, path: &Path) -> CliResult<Arc<Inode>> {
 pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
     let shown = image.display();
     let mut f = std::fs::File::open(image).map_err(|e| CliError::io(&shown, &e))?;
-    let mut magic = [0u8; 4];
-    match f.read_exact(&mut magic) {
-        Ok(()) if &magic == b"XFSB" => {}
+    let mut sector = [0u8; 512];
+    match f.read_exact(&mut sector) {
+        Ok(()) if &sector[..4] == b"XFSB" => {}
         Ok(()) | Err(_) => {
             return Err(CliError::new(format!(
                 "{shown}: not an XFS filesystem (no XFSB superblock magic)"
@@ -416,6 +479,14 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
         }
     }
     drop(f);
+    let has_rt =
+        rxfs::format::sb::Superblock::decode_unverified(&sector).is_ok_and(|sb| sb.rextents > 0);
+    if has_rt && !opts.read_only && opts.rtdev.is_none() {
+        return Err(CliError::new(format!(
+            "{shown}: the filesystem has a realtime section: give its realtime device \
+             (-o rtdev=FILE or --rtdev FILE) to write to it"
+        )));
+    }
     let writable = |p: &Path| {
         let refuse = |why: String| {
             CliError::new(format!(
@@ -442,20 +513,8 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
             writable(rt)?;
         }
     }
-    let mo = MountOptions {
-        read_only: opts.read_only,
-        norecovery: opts.norecovery,
-        direct_io: opts.direct_io,
-        logbufs: opts.logbufs,
-        logbsize: opts.logbsize,
-        ablate_delaylog: opts.ablate_delaylog,
-        allocsize: opts.allocsize,
-        inject_latency: opts.inject_latency_us.map(std::time::Duration::from_micros),
-        atime: opts.atime_mode(),
-        nodiratime: opts.nodiratime,
-        rtsumcache: opts.rtsumcache,
-    };
-    Filesystem::open_path(image, opts.rtdev.as_deref(), mo).map_err(|e| CliError::fs(&shown, &e))
+    Filesystem::open_path(image, opts.rtdev.as_deref(), opts.mount_options())
+        .map_err(|e| CliError::fs(&shown, &e))
 }
 
 #[cfg(test)]
@@ -484,6 +543,20 @@ mod tests {
                 ..Opts::default()
             }
         );
+    }
+
+    #[test]
+    fn write_options() {
+        let w = |s: &[&str]| parse_write(&s.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        let o = w(&["rtdev=/tmp/rt,rw", "rtsumcache=minlevel"]).unwrap();
+        assert!(!o.read_only);
+        assert_eq!(o.rtdev, Some(PathBuf::from("/tmp/rt")));
+        assert_eq!(o.rtsumcache, rxfs::cache::rtsum::RtSumMode::MinLevel);
+        assert!(!w(&[]).unwrap().read_only);
+        for bad in ["ro", "rw,norecovery", "allow_other", "bogus"] {
+            assert!(w(&[bad]).is_err(), "{bad}");
+        }
+        assert!(w(&["ro"]).unwrap_err().msg.contains("changes the image"));
     }
 
     #[test]

@@ -209,6 +209,27 @@ fn check_model(fs: &Filesystem, dir: Ino, model: &Model) {
     assert!(fs.lookup(&d, b"gone").is_err());
 }
 
+/// statfs per inode on the read-write mount, as XFS's: the rtinherit
+/// directory and its realtime files report the realtime section with the
+/// in-core free count (the superblock's is written only at unmount), the
+/// root (no rtinherit) the data device; FSCOUNTS the same free count.
+fn statfs_reports_the_section(fs: &Filesystem, dir: Ino, free: u64) {
+    let (rblocks, rextsize) = (fs.sb().rblocks, fs.sb().rextsize as u64);
+    let d = fs.iget(dir).unwrap();
+    let file = fs.lookup(&d, b"seq").unwrap();
+    for ino in [dir, file] {
+        let st = fs.statfs_of(ino).unwrap();
+        assert_eq!(
+            (st.blocks, st.bfree, st.bavail),
+            (rblocks, free * rextsize, free * rextsize)
+        );
+    }
+    let root = fs.statfs().unwrap();
+    assert_eq!(root, fs.statfs_of(fs.root_ino()).unwrap());
+    assert_ne!(root.blocks, rblocks, "the root reports the data device");
+    assert_eq!(fs.fs_counts().unwrap().freertx, free);
+}
+
 fn bitmap(img: &Path, rt: &Path) -> Vec<u8> {
     let fs = Filesystem::open_path(
         img,
@@ -247,6 +268,7 @@ fn run_geometry(tag: &str, block: u32, rext: u32) {
         }
         let free1 = fs.rw().unwrap().counters().frextents;
         assert!(free1 < free0, "{t}: frextents {free0} -> {free1}");
+        statfs_reports_the_section(&fs, dir, free1 as u64);
         check_model(&fs, dir, &model);
         fs.unmount().unwrap();
         drop(fs);
@@ -413,4 +435,86 @@ fn rt_enospc() {
         assert_eq!(ip.core.size, size, "{name}");
         assert!(ip.is_realtime());
     }
+}
+
+/// A crash with realtime files unlinked while open (and a realtime
+/// O_TMPFILE) on the AGI unlinked lists: rxfs's recovery frees their
+/// realtime extents (whole rt extents back in the bitmap and summary,
+/// sb_frextents recounted), in the read-write mount and in the
+/// read-only in-memory replay alike.
+#[test]
+fn rt_crash_with_open_unlinked_files_recovers() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    let s = Scratch::new("rtw-iunlink");
+    let (img, rt) = make(&s, "u", 4096, 16384);
+    let fs = open(&img, &rt, RtSumMode::Memory);
+    let free0 = fs.rw().unwrap().counters().frextents;
+    let dir = fs.mkdir(fs.root_ino(), b"rt", &args(0o40755)).unwrap().ino;
+    let mut x = fs.get_fsxattr(dir).unwrap();
+    x.xflags |= XFLAG_RTINHERIT;
+    fs.set_fsxattr(dir, &x, true, &Cred::root()).unwrap();
+    let keep = fs.create(dir, b"keep", &args(0o100644)).unwrap().ino;
+    fs.write(keep, 0, &pattern(1, 100_000)).unwrap();
+    for i in 0..8u64 {
+        let name = format!("o{i}");
+        let ip = fs.create(dir, name.as_bytes(), &args(0o100644)).unwrap();
+        assert!(ip.is_realtime());
+        // Sparse and unaligned, some past one extent record.
+        for k in 0..(1 + i % 3) {
+            let off = k * 1_000_003 + i * 7;
+            fs.write(ip.ino, off, &pattern(10 + i, 50_000 + i as usize))
+                .unwrap();
+        }
+        fs.inode_ref(ip.ino);
+        fs.unlink(dir, name.as_bytes()).unwrap();
+    }
+    let t = fs.tmpfile(dir, &args(0o100600)).unwrap();
+    assert!(t.is_realtime());
+    fs.write(t.ino, 0, &pattern(99, 300_000)).unwrap();
+    fs.log_force().unwrap();
+    assert!(fs.rw().unwrap().counters().frextents < free0);
+    fs.abandon();
+    drop(fs);
+    // The read-only view replays and frees them in memory.
+    let ro = Filesystem::open_path(
+        &img,
+        Some(&rt),
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = rxfs::rt::check(&*ro).unwrap();
+    assert!(c.is_clean(), "read-only replay: {c:?}");
+    drop(ro);
+    let fs = open(&img, &rt, RtSumMode::MinLevel);
+    let st = fs.recovery_stats().cloned().unwrap();
+    assert_eq!(st.unlinked_inodes_freed, 9, "{st}");
+    let free = fs.rw().unwrap().counters().frextents;
+    fs.unmount().unwrap();
+    drop(fs);
+    repair_clean(&img, &rt);
+    let ro = Filesystem::open_path(
+        &img,
+        Some(&rt),
+        MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let c = rxfs::rt::check(&*ro).unwrap();
+    assert!(c.is_clean(), "{c:?}");
+    assert_eq!(c.free_extents, free as u64);
+    // Only "keep" (100,000 bytes: 7 rt extents of 16 KiB) holds rt space.
+    assert_eq!(c.free_extents, free0 as u64 - 7);
+    let d = ro.iget(dir).unwrap();
+    let ip = ro.iget(ro.lookup(&d, b"keep").unwrap()).unwrap();
+    let mut buf = vec![0u8; 100_000];
+    ro.read_file(&ip, 0, &mut buf).unwrap();
+    assert!(buf == pattern(1, 100_000));
 }

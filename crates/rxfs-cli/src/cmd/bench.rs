@@ -75,7 +75,8 @@ pub struct Args {
     /// them, else the kernel's 32 KiB or the log stripe unit).
     #[arg(long)]
     pub logbsize: Option<u32>,
-    /// The realtime device of IMAGE (rtalloc).
+    /// The realtime device of IMAGE (rtalloc; the other workloads open it
+    /// too when given).
     #[arg(long)]
     pub rtdev: Option<PathBuf>,
     /// Seed of the random sizes (rtalloc).
@@ -90,7 +91,8 @@ fn open(a: &Args) -> CliResult<Arc<Filesystem>> {
         logbsize: a.logbsize,
         ..MountOptions::default()
     };
-    Filesystem::open_path(&a.image, None, mo).map_err(|e| CliError::fs(a.image.display(), &e))
+    Filesystem::open_path(&a.image, a.rtdev.as_deref(), mo)
+        .map_err(|e| CliError::fs(a.image.display(), &e))
 }
 
 fn fs_err(e: rxfs::Error) -> CliError {

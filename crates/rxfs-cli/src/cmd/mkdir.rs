@@ -10,6 +10,7 @@ use rxfs::types::Ino;
 use rxfs::Filesystem;
 
 use super::populate::{finish, lookup, open_rw, parent_dir, split_parent};
+use crate::opts::WriteArgs;
 use crate::{CliError, CliResult};
 
 /// Make a directory in IMAGE.
@@ -28,6 +29,8 @@ pub struct Args {
     /// Owner as UID:GID (default: the caller's).
     #[arg(long, value_parser = parse_owner)]
     pub owner: Option<(u32, u32)>,
+    #[command(flatten)]
+    pub img: WriteArgs,
 }
 
 fn parse_mode(s: &str) -> Result<u32, String> {
@@ -44,7 +47,7 @@ fn parse_owner(s: &str) -> Result<(u32, u32), String> {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let fs = open_rw(&a.image)?;
+    let fs = open_rw(&a.image, &a.img.parse()?)?;
     let r = mkdir(&fs, &a);
     finish(&fs, &a.image, r)
 }

@@ -17,17 +17,19 @@ use crate::{CliError, CliResult};
 /// existing XFS filesystem is only overwritten with `-f`. Numbers take
 /// mkfs.xfs's suffixes: s (512-byte sectors), b (blocks), k, m, g, t, p.
 ///
-/// Supported: -b size; -d agcount, agsize, size, sectsize; -i size,
-/// maxpct, sparse, nrext64; -l size, agnum (internal logs only); -n size;
-/// -m crc (1 only), finobt, rmapbt, reflink, bigtime, inobtcount, uuid;
-/// -r rtdev, extsize, size; -s size; -L; -f; -q; -N. Everything else is
-/// refused by name.
+/// Supported: -b size; -d agcount, agsize, size, sectsize, rtinherit (the
+/// root directory passes the realtime flag on: with -r rtdev= and
+/// --populate, the tree's regular files get their data on the realtime
+/// device); -i size, maxpct, sparse, nrext64; -l size, agnum (internal
+/// logs only); -n size; -m crc (1 only), finobt, rmapbt, reflink, bigtime,
+/// inobtcount, uuid; -r rtdev, extsize, size; -s size; -L; -f; -q; -N.
+/// Everything else is refused by name.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Block size (`-b size=4096`).
     #[arg(short = 'b', value_name = "SUBOPTS")]
     pub block: Vec<String>,
-    /// Data section (`-d agcount=N,agsize=N,size=N,sectsize=N`).
+    /// Data section (`-d agcount=N,agsize=N,size=N,sectsize=N,rtinherit=1`).
     #[arg(short = 'd', value_name = "SUBOPTS")]
     pub data: Vec<String>,
     /// Inodes (`-i size=512,maxpct=25,sparse=1,nrext64=0`).
@@ -192,7 +194,10 @@ pub fn run(a: Args) -> CliResult<()> {
         now,
     )
     .map_err(|e| CliError::fs(&name, &e))?;
+    // The populate opens both devices again, read-write (each open takes
+    // the device's exclusive owner lock).
     drop(dev);
+    drop(rtdev);
     if let Some(src) = &a.populate {
         populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet)?;
     }
@@ -209,22 +214,24 @@ fn has_xfs(dev: &FileDevice) -> CliResult<bool> {
     Ok(&b == b"XFSB")
 }
 
-/// `--populate`: the tree goes in through the read-write library, like
-/// `rxfs put`.
 /// `--populate DIR`: copy DIR's contents into the new root (the root takes
-/// DIR's mode, owner, times and xattrs), see [`super::populate`].
+/// DIR's mode, owner, times and xattrs) through the read-write library,
+/// like `rxfs put` (see [`super::populate`]). With a realtime section the
+/// image is opened with its realtime device, so regular files under a
+/// directory with the rtinherit flag (the root with `-d rtinherit=1`) get
+/// their data there.
 fn populate_into(
     image: &std::path::Path,
     rtdev: Option<&std::path::Path>,
     src: &std::path::Path,
     progress: bool,
 ) -> CliResult<()> {
-    if rtdev.is_some() {
-        return Err(CliError::new(
-            "--populate: filesystems with a realtime section cannot be written yet",
-        ));
-    }
-    super::populate::populate_image(image, src, "/", progress).map(|_| ())
+    let img = crate::opts::Opts {
+        read_only: false,
+        rtdev: rtdev.map(|p| p.to_path_buf()),
+        ..Default::default()
+    };
+    super::populate::populate_image(image, &img, src, "/", progress).map(|_| ())
 }
 
 /// mkfs.xfs's geometry report, in its layout.

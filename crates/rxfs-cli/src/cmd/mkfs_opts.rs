@@ -82,6 +82,7 @@ pub fn apply(o: &mut MkfsOptions, rt: &mut RtArgs, flag: char, subopts: &str) ->
             ('d', "agsize") => o.agsize = Some(num(v)?),
             ('d', "size") => o.dsize = Some(num(v)?),
             ('d', "sectsize") | ('s', "size") => o.sectsize = Some(u32v(v)?),
+            ('d', "rtinherit") => o.rtinherit = parse_bool(&name, v)?,
             ('i', "size") => o.inodesize = Some(u32v(v)?),
             ('i', "maxpct") => {
                 o.imaxpct = Some(
@@ -167,5 +168,12 @@ mod tests {
         assert!(o.features.rmapbt && !o.features.reflink);
         assert_eq!(o.explicit, vec!["rmapbt", "reflink"]);
         assert!(apply(&mut o, &mut rt, 'm', "uuid=nope").is_err());
+        apply(&mut o, &mut rt, 'd', "rtinherit=1").unwrap();
+        assert!(o.rtinherit);
+        apply(&mut o, &mut rt, 'd', "rtinherit=0").unwrap();
+        assert!(!o.rtinherit);
+        apply(&mut o, &mut rt, 'd', "rtinherit").unwrap();
+        assert!(o.rtinherit);
+        assert!(apply(&mut o, &mut rt, 'd', "rtinherit=2").is_err());
     }
 }

@@ -33,7 +33,11 @@ use crate::{CliError, CliResult};
 /// logbsize=SIZE (16k, 32k, 64k, 128k or 256k; default 256k where the
 /// log holds 64 of them, the kernel's 32k otherwise); ablate_delaylog (for
 /// benchmarks only: a checkpoint per transaction, as before delayed
-/// logging); rtdev=FILE, odirect, allow_other, auto_unmount, fsname=NAME,
+/// logging); rtdev=FILE (the realtime device: needed to mount a filesystem
+/// with a realtime section read-write; `xfs_io chattr +t DIR` then makes
+/// the files created in DIR realtime, and `df DIR` shows the realtime
+/// section); rtsumcache=none|minlevel|memory (benchmarks: how the realtime
+/// allocator reads its summary); odirect, allow_other, auto_unmount, fsname=NAME,
 /// threads=N, fuse_uring=auto|on|off (serve requests over FUSE io_uring:
 /// auto, the default, when the kernel offers it, i.e. with
 /// /sys/module/fuse/parameters/enable_uring on), writeback_cache[=on|off]

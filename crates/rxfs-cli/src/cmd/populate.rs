@@ -1,8 +1,11 @@
 //! `rxfs populate`: copy a host directory tree into an existing image (the
 //! engine of `rxfs mkfs --populate`, [`rxfs::populate`]), and the helpers
 //! the image-changing subcommands (`put`, `rm`, `mkdir`) share: opening an
-//! image read-write (a dirty log is recovered, as `rxfs mount` does),
-//! splitting image paths, and unmounting cleanly whatever happened.
+//! image read-write with their `-o` options (a dirty log is recovered, as
+//! `rxfs mount` does; a filesystem with a realtime section needs
+//! `-o rtdev=FILE`, and files under a directory with the rtinherit flag
+//! get their data there), splitting image paths, and unmounting cleanly
+//! whatever happened.
 //!
 //! Invariant: every subcommand that opened an image read-write unmounts
 //! it (log forced, metadata written back, unmount record) before it
@@ -17,7 +20,7 @@ use rxfs::populate::{self, Dest, Options, Progress, Summary};
 use rxfs::types::Ino;
 use rxfs::Filesystem;
 
-use crate::opts::{open_image, Opts};
+use crate::opts::{open_image, Opts, WriteArgs};
 use crate::{CliError, CliResult};
 
 /// Copy the contents of a host directory into a directory of IMAGE (for
@@ -39,19 +42,17 @@ pub struct Args {
     /// Threads copying file data (default: one less than the CPUs, 1 to 4).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: Option<u16>,
+    #[command(flatten)]
+    pub img: WriteArgs,
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let s = match a.threads {
-        None => populate_image(&a.image, &a.dir, &a.dest, true)?,
-        Some(t) => {
-            let opts = Options {
-                threads: t as usize,
-                ..Options::default()
-            };
-            populate_image_with(&a.image, &a.dir, &a.dest, true, &opts)?
-        }
-    };
+    let img = a.img.parse()?;
+    let mut opts = Options::default();
+    if let Some(t) = a.threads {
+        opts.threads = t as usize;
+    }
+    let s = populate_image_with(&a.image, &img, &a.dir, &a.dest, true, &opts)?;
     println!(
         "{}: copied {} paths, {} bytes from {} into {}",
         a.image.display(),
@@ -63,20 +64,29 @@ pub fn run(a: Args) -> CliResult<()> {
     Ok(())
 }
 
-/// Open `image` read-write (recovering a dirty log), copy the contents of
-/// the host directory `src` into the image directory `dest`, unmount.
-/// With `progress`, a progress bar is drawn on stderr if it is a terminal.
-pub fn populate_image(image: &Path, src: &Path, dest: &str, progress: bool) -> CliResult<Summary> {
-    populate_image_with(image, src, dest, progress, &Options::default())
+/// Open `image` read-write with the image options `img` (recovering a
+/// dirty log), copy the contents of the host directory `src` into the
+/// image directory `dest`, unmount. With `progress`, a progress bar is
+/// drawn on stderr if it is a terminal.
+pub fn populate_image(
+    image: &Path,
+    img: &Opts,
+    src: &Path,
+    dest: &str,
+    progress: bool,
+) -> CliResult<Summary> {
+    populate_image_with(image, img, src, dest, progress, &Options::default())
 }
 
-/// `opts` with the image file itself excluded from the copy (an image
-/// made inside the tree it is filled from).
-fn excluding_image(image: &Path, opts: &Options) -> Options {
+/// `opts` with the image file and its realtime device excluded from the
+/// copy (an image made inside the tree it is filled from).
+pub fn excluding_devices(image: &Path, img: &Opts, opts: &Options) -> Options {
     use std::os::unix::fs::MetadataExt;
     let mut o = opts.clone();
-    if let Ok(m) = std::fs::metadata(image) {
-        o.exclude.push((m.dev(), m.ino()));
+    for dev in std::iter::once(image).chain(img.rtdev.as_deref()) {
+        if let Ok(m) = std::fs::metadata(dev) {
+            o.exclude.push((m.dev(), m.ino()));
+        }
     }
     o
 }
@@ -84,12 +94,13 @@ fn excluding_image(image: &Path, opts: &Options) -> Options {
 /// [`populate_image`] with explicit engine options.
 pub fn populate_image_with(
     image: &Path,
+    img: &Opts,
     src: &Path,
     dest: &str,
     progress: bool,
     opts: &Options,
 ) -> CliResult<Summary> {
-    let fs = open_rw(image)?;
+    let fs = open_rw(image, img)?;
     let r = (|| {
         let ino = resolve(&fs, dest)?;
         let ip = fs.iget(ino).map_err(|e| CliError::fs(dest, &e))?;
@@ -101,7 +112,7 @@ pub fn populate_image_with(
             src,
             Dest::Into(ino),
             progress,
-            &excluding_image(image, opts),
+            &excluding_devices(image, img, opts),
         )
     })();
     finish(&fs, image, r)
@@ -148,13 +159,11 @@ fn new_bar() -> indicatif::ProgressBar {
     bar
 }
 
-/// Open an image read-write; a dirty log is replayed first.
-pub fn open_rw(image: &Path) -> CliResult<Arc<Filesystem>> {
-    let opts = Opts {
-        read_only: false,
-        ..Opts::default()
-    };
-    open_image(image, &opts)
+/// Open an image read-write with the image options `img` (see
+/// [`WriteArgs`]); a dirty log is replayed first.
+pub fn open_rw(image: &Path, img: &Opts) -> CliResult<Arc<Filesystem>> {
+    debug_assert!(!img.read_only && !img.norecovery);
+    open_image(image, img)
 }
 
 /// Unmount `fs` cleanly and pass `r` on; an unmount failure is reported

@@ -15,7 +15,10 @@ use rxfs::populate::Dest;
 use rxfs::types::Ino;
 use rxfs::Filesystem;
 
-use super::populate::{copy_tree, finish, join, lookup, open_rw, parent_dir, split_parent};
+use super::populate::{
+    copy_tree, excluding_devices, finish, join, lookup, open_rw, parent_dir, split_parent,
+};
+use crate::opts::{Opts, WriteArgs};
 use crate::{CliError, CliResult};
 
 /// Bytes read from standard input per write.
@@ -38,6 +41,8 @@ pub struct Args {
     /// Replace an existing non-directory DEST.
     #[arg(short = 'f', long)]
     pub force: bool,
+    #[command(flatten)]
+    pub img: WriteArgs,
 }
 
 pub fn run(a: Args) -> CliResult<()> {
@@ -46,8 +51,9 @@ pub fn run(a: Args) -> CliResult<()> {
         // A missing source is told before the image is touched.
         std::fs::symlink_metadata(&a.src).map_err(|e| CliError::io(a.src.display(), &e))?;
     }
-    let fs = open_rw(&a.image)?;
-    let r = put(&fs, &a, stdin);
+    let img = a.img.parse()?;
+    let fs = open_rw(&a.image, &img)?;
+    let r = put(&fs, &a, &img, stdin);
     finish(&fs, &a.image, r)
 }
 
@@ -93,7 +99,7 @@ fn src_name(src: &std::path::Path) -> CliResult<Vec<u8>> {
         .ok_or_else(|| CliError::usage(format!("{}: source has no file name", src.display())))
 }
 
-fn put(fs: &Filesystem, a: &Args, stdin: bool) -> CliResult<()> {
+fn put(fs: &Filesystem, a: &Args, img: &Opts, stdin: bool) -> CliResult<()> {
     let (parent, name, shown) = target(fs, a, stdin)?;
     if let Some(old) = lookup(fs, parent, &name, &shown)? {
         let ip = fs.iget(old).map_err(|e| CliError::fs(&shown, &e))?;
@@ -119,11 +125,7 @@ fn put(fs: &Filesystem, a: &Args, stdin: bool) -> CliResult<()> {
     if stdin {
         return put_stdin(fs, parent, &name, &shown);
     }
-    let mut opts = rxfs::populate::Options::default();
-    if let Ok(m) = std::fs::metadata(&a.image) {
-        use std::os::unix::fs::MetadataExt;
-        opts.exclude.push((m.dev(), m.ino()));
-    }
+    let opts = excluding_devices(&a.image, img, &rxfs::populate::Options::default());
     copy_tree(fs, &a.src, Dest::New { parent, name }, true, &opts)?;
     Ok(())
 }

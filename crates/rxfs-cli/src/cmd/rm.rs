@@ -12,6 +12,7 @@ use rxfs::types::Ino;
 use rxfs::Filesystem;
 
 use super::populate::{finish, join, lookup, open_rw, parent_dir, split_parent};
+use crate::opts::WriteArgs;
 use crate::{CliError, CliResult};
 
 /// Remove a file, or a directory tree with -r, from IMAGE.
@@ -26,10 +27,12 @@ pub struct Args {
     /// Remove directories and their contents.
     #[arg(short = 'r', short_alias = 'R', long)]
     pub recursive: bool,
+    #[command(flatten)]
+    pub img: WriteArgs,
 }
 
 pub fn run(a: Args) -> CliResult<()> {
-    let fs = open_rw(&a.image)?;
+    let fs = open_rw(&a.image, &a.img.parse()?)?;
     let r = rm(&fs, &a);
     finish(&fs, &a.image, r)
 }

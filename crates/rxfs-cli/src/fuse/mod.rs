@@ -288,7 +288,7 @@ impl wire::Handler for RxFuse {
                 self.run(|c| c.readdirplus(node, r.offset, reply))
             }
             Op::Releasedir => reply.ok(),
-            Op::Statfs => self.run(|c| c.statfs(ReplyStatfs(reply))),
+            Op::Statfs => self.run(|c| c.statfs(node, ReplyStatfs(reply))),
             Op::Getxattr { size, name } => {
                 self.run(|c| c.getxattr(node, name, size, ReplyXattr(reply)))
             }

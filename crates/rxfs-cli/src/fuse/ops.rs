@@ -486,12 +486,16 @@ impl Core {
         }
     }
 
-    pub fn statfs(&self, reply: ReplyStatfs) {
-        match self.fs.statfs() {
+    /// statfs of the path whose inode is `nodeid` (the kernel sends the
+    /// node of the path statfs(2) was called on): XFS answers with the
+    /// realtime section's blocks for an inode with the rtinherit or
+    /// realtime flag (see `rxfs::fs::statfs`).
+    pub fn statfs(&self, nodeid: u64, reply: ReplyStatfs) {
+        match self.fs.statfs_of(self.ino(nodeid)) {
             Ok(s) => reply.statfs(
                 s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, s.namelen, s.frsize,
             ),
-            Err(e) => reply.fail(self.errno("statfs", INodeNo::ROOT.0, &e)),
+            Err(e) => reply.fail(self.errno("statfs", nodeid, &e)),
         }
     }
 

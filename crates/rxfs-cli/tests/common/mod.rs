@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 mod kcommon;
 pub use kcommon::*;
 
+pub mod rt;
+
 pub const RXFS: &str = env!("CARGO_BIN_EXE_rxfs");
 
 /// Run `rxfs` with arguments; returns the output whatever the status.

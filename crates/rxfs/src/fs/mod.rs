@@ -270,10 +270,26 @@ impl Filesystem {
 ///
 /// Filesystems rxfs can mount read-write recover as that mount does:
 /// finishing through the log, crash-safe at every step
-/// ([`crate::recover::logged`]); then a clean unmount. The others (rmapbt,
-/// realtime, external log) take [`crate::recover::clean::recover_in_place`].
+/// ([`crate::recover::logged`]); then a clean unmount. The others
+/// (external log, realtime with reverse mapping, and a realtime section
+/// whose device is not given: see [`recover_devices`]) take
+/// [`crate::recover::clean::recover_in_place`].
 pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<crate::recover::RecoveryStats> {
-    if dev.read_only() {
+    recover_devices(dev, None, MountOptions::default())
+}
+
+/// [`recover_to_device`] with the realtime device of a filesystem with a
+/// realtime section, and the options of the read-write mount it recovers
+/// through (`read_only` is ignored). Recovery never touches realtime data
+/// (the bitmap and summary live on the data device), so without the
+/// realtime device such a filesystem recovers in place; with it, through
+/// its read-write mount. Both recount `sb_frextents` from the bitmap.
+pub fn recover_devices(
+    dev: Arc<dyn BlockDevice>,
+    rtdev: Option<Arc<dyn BlockDevice>>,
+    opts: MountOptions,
+) -> Result<crate::recover::RecoveryStats> {
+    if dev.read_only() || rtdev.as_ref().is_some_and(|d| d.read_only()) {
         return Err(Error::ReadOnly("recovery needs a writable device".into()));
     }
     let sb = crate::geometry::read_primary_sb(&*dev)?;
@@ -283,13 +299,14 @@ pub fn recover_to_device(dev: Arc<dyn BlockDevice>) -> Result<crate::recover::Re
     if !st.needs_recovery() {
         return Ok(Default::default());
     }
-    if rw::check_writable(&sb, &geo, &*dev).is_ok() {
+    let rt_missing = sb.rextents > 0 && rtdev.is_none();
+    if !rt_missing && rw::check_writable(&sb, &geo, &*dev).is_ok() {
         let fs = Filesystem::open(
             dev.clone(),
-            None,
+            rtdev,
             MountOptions {
                 read_only: false,
-                ..Default::default()
+                ..opts
             },
         )?;
         let stats = fs.recovery_stats().cloned().unwrap_or_default();

@@ -11,9 +11,10 @@
 //!  CacheDevice (cache::view): what the read path reads
 //! ```
 //!
-//! Opening read-write: refuse what rxfs cannot write yet (realtime,
-//! external logs, unaligned inode chunks), recover a dirty log
-//! onto the device first, then continue the (now clean) log.
+//! Opening read-write: refuse what rxfs cannot write yet (realtime with
+//! reverse mapping, external logs, unaligned inode chunks) and a realtime
+//! section without its device, recover a dirty log onto the device
+//! first, then continue the (now clean) log.
 //!
 //! Unmount: stop new transactions, force the CIL, drain the AIL, log the
 //! superblock with exact counters (lazy counters are written only here),

@@ -27,10 +27,18 @@
 //! max(0, fdblocks - unavailable)`, `files = min(icount + (bfree <<
 //! inopblog), maxicount)` but at least `icount`, where `maxicount` is
 //! `imax_pct`% of the data blocks rounded down to whole inode chunks, and
-//! `ffree = files - (icount - ifree)`. A realtime filesystem whose root
-//! directory has the rtinherit (or realtime) flag reports the realtime
-//! device's blocks and free extents instead, as the kernel does for
-//! statfs on such a directory.
+//! `ffree = files - (icount - ifree)`.
+//!
+//! The realtime section: statfs is asked about a path, and XFS answers
+//! for the inode the path names. When that inode has the rtinherit or
+//! the realtime flag and the mount has a realtime device, the block
+//! numbers are the realtime section's instead: `blocks = rblocks`,
+//! `bfree = bavail = free rt extents * rextsize` (the inode numbers stay
+//! the data device's). [`Filesystem::statfs_of`] does this per inode
+//! (FUSE's STATFS carries the node of the path); [`Filesystem::statfs`]
+//! answers for the root directory. Free rt extents are `sb_frextents` on
+//! a read-only mount and the in-core counter on a read-write one (the
+//! superblock's is a lazy counter, written back only at unmount).
 //!
 //! `XFS_IOC_FSCOUNTS` ([`Filesystem::fs_counts`]) reports the same data
 //! device numbers (free blocks as `bfree`, inodes as counted here) and the
@@ -42,7 +50,7 @@ use super::Filesystem;
 use crate::error::{Error, Location, Result};
 use crate::format::fsop_geom::{encode_geometry, FsCounts, GeomVersion};
 use crate::format::inode::{DIFLAG_REALTIME, DIFLAG_RTINHERIT};
-use crate::types::AgNumber;
+use crate::types::{AgNumber, Ino};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct StatFs {
@@ -83,31 +91,53 @@ const NAME_MAX: u32 = 255;
 const MAX_INUMBER: u64 = (1 << 56) - 1;
 
 impl Filesystem {
-    /// statfs as the kernel shows it for a read-only mount of this image
-    /// with the same options. The kernel trusts the superblock counters
-    /// only when it found a clean log: not with `norecovery` (it never looks
-    /// at the log then), not for a zeroed log, not after recovery.
+    /// statfs of the root directory as the kernel shows it for a mount of
+    /// this image with the same options (see [`Filesystem::statfs_of`]).
     pub fn statfs(&self) -> Result<StatFs> {
-        let clean =
-            !self.options().norecovery && self.log_state().is_some_and(|s| s.clean && !s.zeroed);
-        self.statfs_with(clean)
+        self.statfs_of(self.root_ino())
     }
 
-    /// statfs as the kernel shows it for a read-only mount, given whether
-    /// the log was clean when mounted (a dirty log makes the kernel
-    /// recompute its counters from the AG headers after recovery).
+    /// statfs as the kernel shows it for a path naming inode `ino`: the
+    /// realtime section's blocks when `ino` has the rtinherit or realtime
+    /// flag and the realtime device is open (see the module doc). The
+    /// kernel trusts the superblock counters only when it found a clean
+    /// log: not with `norecovery` (it never looks at the log then), not for
+    /// a zeroed log, not after recovery.
+    pub fn statfs_of(&self, ino: Ino) -> Result<StatFs> {
+        let clean =
+            !self.options().norecovery && self.log_state().is_some_and(|s| s.clean && !s.zeroed);
+        self.statfs_at(ino, clean)
+    }
+
+    /// statfs of the root directory as the kernel shows it for a read-only
+    /// mount, given whether the log was clean when mounted (a dirty log
+    /// makes the kernel recompute its counters from the AG headers after
+    /// recovery).
     pub fn statfs_with(&self, log_was_clean: bool) -> Result<StatFs> {
+        self.statfs_at(self.root_ino(), log_was_clean)
+    }
+
+    fn statfs_at(&self, ino: Ino, log_was_clean: bool) -> Result<StatFs> {
         let (mut st, _) = self.data_space(log_was_clean)?;
         let sb = self.sb();
         if self.rtdev().is_some() && sb.rblocks > 0 {
-            let root = self.iget(self.root_ino())?;
-            if root.core.flags & (DIFLAG_RTINHERIT | DIFLAG_REALTIME) != 0 {
+            let ip = self.iget(ino)?;
+            if ip.core.flags & (DIFLAG_RTINHERIT | DIFLAG_REALTIME) != 0 {
                 st.blocks = sb.rblocks;
-                st.bfree = sb.frextents.saturating_mul(sb.rextsize as u64);
+                st.bfree = self.free_rtextents().saturating_mul(sb.rextsize as u64);
             }
         }
         st.bavail = st.bfree;
         Ok(st)
+    }
+
+    /// Free realtime extents: the in-core counter of a read-write mount,
+    /// else the superblock's.
+    fn free_rtextents(&self) -> u64 {
+        match self.rw() {
+            Some(rw) => rw.counters().frextents.max(0) as u64,
+            None => self.sb().frextents,
+        }
     }
 
     /// The `XFS_IOC_FSCOUNTS` answer: free data blocks as statfs counts
@@ -119,7 +149,7 @@ impl Filesystem {
         let (st, (icount, ifree)) = self.data_space(clean)?;
         Ok(FsCounts {
             freedata: st.bfree,
-            freertx: self.sb().frextents,
+            freertx: self.free_rtextents(),
             freeino: ifree,
             allocino: icount,
         })

@@ -1,5 +1,6 @@
 //! The root inode chunk: the root directory (an empty shortform directory
-//! that is its own parent), the realtime bitmap and summary inodes, and
+//! that is its own parent, flagged RTINHERIT with `-d rtinherit=1`), the
+//! realtime bitmap and summary inodes, and
 //! free inodes, as mkfs.xfs writes them; and the realtime bitmap and
 //! summary contents (every realtime extent free: one free extent of
 //! `rextents`, counted once in the summary at level `rextslog`).
@@ -10,7 +11,9 @@
 
 use super::plan::Plan;
 use crate::format::dinode_edit::*;
-use crate::format::inode::{Timestamp, DIFLAG_NEWRTBM, DINODE_CRC_OFF, FMT_EXTENTS, FMT_LOCAL};
+use crate::format::inode::{
+    Timestamp, DIFLAG_NEWRTBM, DIFLAG_RTINHERIT, DINODE_CRC_OFF, FMT_EXTENTS, FMT_LOCAL,
+};
 use crate::format::sb::Superblock;
 use crate::format::{bmbt::Extent, crc};
 use crate::types::{FileBlock, Ino};
@@ -23,12 +26,14 @@ pub struct RtFile {
 }
 
 /// The blocks of the root chunk, in order (`chunk_blocks` blocks).
+/// `rtinherit`: the root directory passes the realtime flag on.
 pub fn chunk(
     p: &Plan,
     sb: &Superblock,
     now: Timestamp,
     rbm: Option<RtFile>,
     rsum: Option<RtFile>,
+    rtinherit: bool,
 ) -> Vec<u8> {
     let isz = p.inodesize as usize;
     let mut out = vec![0u8; (p.chunk_blocks * p.blocksize) as usize];
@@ -46,6 +51,9 @@ pub fn chunk(
                 fork[..6].fill(0);
                 fork[2..6].copy_from_slice(&(root as u32).to_be_bytes());
                 set_size(d, 6);
+                if rtinherit {
+                    set_flags(d, DIFLAG_RTINHERIT);
+                }
             }
             1 | 2 => {
                 base(d, sb, now, S_IFREG, 1);

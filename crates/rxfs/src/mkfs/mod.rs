@@ -118,7 +118,7 @@ pub fn mkfs(
     sb.fdblocks = free_total;
     sb.frextents = p.rextents;
 
-    let chunk_bytes = inodes::chunk(p, &sb, now, rt_files[0], rt_files[1]);
+    let chunk_bytes = inodes::chunk(p, &sb, now, rt_files[0], rt_files[1], o.rtinherit);
     dev.write_at(&chunk_bytes, p.byte(0, p.chunk_agbno))?;
     if let (Some(rbm), Some(rsum)) = (rt_files[0], rt_files[1]) {
         dev.write_at(&inodes::rt_bitmap(p), rbm.start << p.blocklog)?;

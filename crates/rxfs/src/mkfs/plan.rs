@@ -82,6 +82,10 @@ pub struct MkfsOptions {
     pub rtextsize: Option<u64>,
     /// Realtime section size (default: the whole realtime device).
     pub rtsize: Option<u64>,
+    /// `-d rtinherit=1`: the root directory gets the RTINHERIT flag (with
+    /// or without a realtime section, as mkfs.xfs sets it), so regular
+    /// files made under it are realtime and directories pass it on.
+    pub rtinherit: bool,
 }
 
 /// The computed geometry.

@@ -133,7 +133,7 @@ pub fn finish_intents(tx: &mut dyn MetaTx, intents: &[PendingIntent]) -> Result<
 }
 
 /// How [`recover_and_finish`] treats unlinked inodes it cannot free
-/// (btree-format forks, realtime or reflink data, rmapbt filesystems).
+/// (reflink data: see [`super::iunlink`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unfreeable {
     /// Fail with the `NotSupported` (recovery onto the device: the kernel
@@ -157,7 +157,7 @@ pub fn recover_and_finish(
     unfreeable: Unfreeable,
 ) -> Result<Recovered> {
     let mut rec = recover(&**dev, geo, sb, st)?;
-    if rec.intents.is_empty() && rec.stats.unlinked_buckets == 0 {
+    if rec.intents.is_empty() && rec.stats.unlinked_buckets == 0 && sb.rextents == 0 {
         return Ok(rec);
     }
     let overlay = std::mem::take(&mut rec.overlay);
@@ -181,6 +181,17 @@ pub fn recover_and_finish(
             rec.stats.unlinked_kept = true;
         }
         Err(e) => return Err(e),
+    }
+    if sb.rextents > 0 {
+        // sb_frextents is a lazy counter: recounted from the bitmap, as
+        // the kernel does after a recovery.
+        let mut tx = MemTx::new(view.clone())?;
+        let free = crate::rtalloc::count_free(&mut tx)?;
+        let delta = free as i64 - tx.sb().frextents as i64;
+        if delta != 0 {
+            tx.mod_sb(crate::xact::SbCounter::FreeRtExtents, delta);
+            tx.commit()?;
+        }
     }
     let view = Arc::try_unwrap(view)
         .map_err(|_| Error::Invalid("recovery overlay still in use after commit".into()))?;

@@ -199,6 +199,25 @@ pub fn pick_start(tx: &mut dyn MetaTx, len: u64) -> Result<u64> {
     Ok(b)
 }
 
+/// The free rt extents as the bitmap says (what `sb_frextents`, a lazy
+/// counter, must be after a log recovery; the kernel recounts too).
+/// Reads every bitmap block once; changes nothing.
+pub fn count_free(tx: &mut dyn MetaTx) -> Result<u64> {
+    if crate::format::rt::RtLayout::of(tx.sb()).is_empty() {
+        return Ok(0);
+    }
+    let mut b = RtBits::new(tx)?;
+    let n = b.l.rextents;
+    let (mut x, mut free) = (0u64, 0u64);
+    while x < n {
+        let f = b.run_end(x, n, true)?;
+        free += f - x;
+        // A used run follows (at least one extent, or the end).
+        x = if f < n { b.run_end(f, n, false)? } else { n };
+    }
+    Ok(free)
+}
+
 /// Free `n` rt extents from `x` (all must be in use).
 pub fn free(tx: &mut dyn MetaTx, x: u64, n: u64) -> Result<()> {
     let mut b = RtBits::new(tx)?;
