@@ -75,7 +75,7 @@
 //! 1. inode locks (`ilock`), ascending inode number;
 //! 2. the log reservation (grant heads may wait for the AIL; nothing below
 //!    is held while waiting);
-//! 3. AGI buffers (ascending AG), the realtime lock, AGF buffers
+//! 3. the realtime lock, AGI buffers (ascending AG), AGF buffers
 //!    (ascending AG); then other buffers ([`xact`]);
 //! 4. the CIL's push order, context, item and list locks ([`cil`]);
 //! 5. the AIL lock, then an item's state ([`ail`]);

@@ -40,9 +40,10 @@
 //! mutex the transaction holds from its first realtime allocation or free
 //! to its commit or cancel, the kernel's `rbmip` ILOCK). That lock also
 //! serialises every access to the bitmap and summary buffers, and comes
-//! after inode locks and AGI buffers and before AGF buffers in the lock
-//! order (see [`crate::xact`]): an unlink holds its AGI when it frees the
-//! file's extents; a bmbt split under a write takes an AGF after them.
+//! after inode locks and before AGI and AGF buffers in the lock order
+//! (see [`crate::xact`]): a transaction that may free a realtime file
+//! (unlink, rename over it) takes it before its AGI; a write takes it
+//! before the AGFs of bmbt splits.
 
 /// Largest summary kept in memory (a bigger one is searched through its
 /// blocks with the min-level bounds instead).

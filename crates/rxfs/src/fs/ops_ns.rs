@@ -179,6 +179,20 @@ impl Filesystem {
             .map(|&i| self.ilock(i))
             .collect::<Result<Vec<_>>>()?;
         let mut tx = self.trans_alloc(resv)?;
+        // A realtime file may be freed here (unlink, rename over it, an
+        // orphan's last reference): the realtime lock comes before the
+        // AGI such a transaction takes (see crate::xact's lock order).
+        let rt_sect = self.rw().is_some_and(|rw| rw.rt.is_some());
+        if rt_sect
+            && order
+                .iter()
+                .any(|&i| self.iget(i).is_ok_and(|ip| ip.is_realtime()))
+        {
+            if let Err(e) = tx.rt_lock() {
+                tx.cancel();
+                return Err(e);
+            }
+        }
         match f(&mut tx) {
             Ok(v) => {
                 tx.commit()?;

@@ -44,9 +44,11 @@
 //!
 //! ## Lock order (outermost first)
 //! 1. inode locks (`ilock`), several in ascending inode number;
-//! 2. AGI buffers, ascending AG;
-//! 3. the realtime lock ([`MetaTx::rt_lock`], held to commit or cancel;
-//!    it guards every realtime bitmap and summary buffer);
+//! 2. the realtime lock ([`MetaTx::rt_lock`], held to commit or cancel;
+//!    it guards every realtime bitmap and summary buffer; a namespace
+//!    transaction that may free a realtime file takes it first, before
+//!    its AGI: only recovery, alone at mount, takes it after an AGI);
+//! 3. AGI buffers, ascending AG;
 //! 4. AGF buffers, ascending AG (an allocation that must move to another
 //!    AG only moves to a higher one within one transaction, else it
 //!    commits/rolls first);
