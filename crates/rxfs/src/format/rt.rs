@@ -357,6 +357,16 @@ impl FreeRunScanner {
         }
     }
 
+    /// A scanner that starts at bitmap block `block` (a run free at its
+    /// first bit starts there, whatever precedes it).
+    pub fn at(layout: &RtLayout, block: u64) -> Self {
+        FreeRunScanner {
+            layout: *layout,
+            next_block: block,
+            run: None,
+        }
+    }
+
     /// The bitmap block expected next.
     pub fn next_block(&self) -> u64 {
         self.next_block

@@ -129,7 +129,7 @@ impl<'t> RtBits<'t> {
 
     // ------------------------------------------------------------ bitmap
 
-    fn bitmap_buf(&mut self, block: u64) -> Result<BufId> {
+    pub fn bitmap_buf(&mut self, block: u64) -> Result<BufId> {
         if let Some((b, id)) = self.last {
             if b == block {
                 return Ok(id);

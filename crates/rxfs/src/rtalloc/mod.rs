@@ -318,7 +318,7 @@ fn search(
                 }
                 tried = true;
                 if any_run(b, low, top, i)? {
-                    if let Some(r) = in_block(b, i, minlen, maxlen, top)? {
+                    if let Some(r) = in_block(b, i, minlen, maxlen)? {
                         return Ok(Some(r));
                     }
                 }
@@ -333,7 +333,7 @@ fn search(
     for l in hi..=top {
         for i in 0..rbm {
             if has_run(b, l, i)? {
-                if let Some(r) = in_block(b, i, minlen, maxlen, top)? {
+                if let Some(r) = in_block(b, i, minlen, maxlen)? {
                     return Ok(Some(r));
                 }
             }
@@ -342,7 +342,7 @@ fn search(
     for l in (level_of(minlen)..hi).rev() {
         for i in 0..rbm {
             if has_run(b, l, i)? {
-                if let Some(r) = in_block(b, i, minlen, maxlen, top)? {
+                if let Some(r) = in_block(b, i, minlen, maxlen)? {
                     return Ok(Some(r));
                 }
             }
@@ -379,72 +379,39 @@ fn any_run(b: &mut RtBits<'_>, low: u32, high: u32, i: u64) -> Result<bool> {
     Ok(false)
 }
 
-/// The highest level at or below `top` whose counter for bitmap block `i`
-/// is non-zero (the min-level bound ends the walk down), if any.
-fn top_level(b: &mut RtBits<'_>, top: u32, i: u64) -> Result<Option<u32>> {
-    for l in (0..=top).rev() {
-        if has_run(b, l, i)? {
-            return Ok(Some(l));
-        }
-        let st = b.tx.rt_lock()?;
-        if st.use_bounds() && l <= st.min_level(i) {
-            break;
-        }
-    }
-    Ok(None)
-}
-
 /// The first free run of `maxlen` starting in bitmap block `i` (cut to
-/// `maxlen`), else the longest of at least `minlen`; the scan stops at
-/// the first run as long as the longest the summary says starts in the
-/// block (of its highest level), where the kernel would scan on for a
-/// longer one of the same level. Busy extents are stepped over: a run is
-/// checked for them only when it would be the answer (most are not).
-fn in_block(
-    b: &mut RtBits<'_>,
-    i: u64,
-    minlen: u64,
-    maxlen: u64,
-    top: u32,
-) -> Result<Option<(u64, u64)>> {
-    let enough = match top_level(b, top, i)? {
-        Some(l) => (1u64 << l).min(maxlen),
-        None => maxlen,
-    };
+/// `maxlen`), else the longest of at least `minlen` (the kernel's
+/// `xfs_rtallocate_extent_block` choice). The block's runs are found in
+/// one pass over its words; busy extents are stepped over, a run being
+/// checked for them only when it would be the answer.
+fn in_block(b: &mut RtBits<'_>, i: u64, minlen: u64, maxlen: u64) -> Result<Option<(u64, u64)>> {
     let bpb = b.l.bits_per_block();
-    let start = i * bpb;
     let end = ((i + 1) * bpb).min(b.l.rextents);
-    // Runs of at least `minlen`, each longer than the ones before.
     let mut runs: Vec<(u64, u64)> = Vec::new();
-    let mut x = start;
-    while x < end {
-        let f = b.run_end(x, end, false)?;
-        if f >= end {
-            break;
-        }
-        // The run, up to four times what is asked (it may go on past
-        // this block), so that busy extents in it can be stepped over.
-        let e = b.run_end(f, (f + 4 * maxlen).min(b.l.rextents), true)?;
-        let n = e - f;
-        if n >= minlen
-            && runs
-                .last()
-                .is_none_or(|&(_, m)| n.min(maxlen) > m.min(maxlen))
-        {
-            if n >= maxlen {
-                if let Some(r) = unbusy(b, f, n, maxlen, maxlen)? {
-                    return Ok(Some(r));
-                }
-            }
-            runs.push((f, n));
-            if n >= enough && unbusy(b, f, n, n.min(maxlen), maxlen)?.is_some() {
-                break;
-            }
-        }
-        x = e;
+    {
+        let id = b.bitmap_buf(i)?;
+        let mut sc = crate::format::rt::FreeRunScanner::at(&b.l, i);
+        sc.feed(b.tx.buf(id), |s, n| runs.push((s, n)));
+        sc.finish(|s, n| runs.push((s, n)));
     }
-    // The longest run first; the first whose free part is long enough.
-    for (f, n) in runs.into_iter().rev() {
+    // A run reaching the block's end may go on (up to four times what is
+    // asked, so that busy extents in it can be stepped over).
+    if let Some(last) = runs.last_mut() {
+        if last.0 + last.1 == end && end < b.l.rextents {
+            let e = b.run_end(end, (last.0 + 4 * maxlen).max(end).min(b.l.rextents), true)?;
+            last.1 = e - last.0;
+        }
+    }
+    for &(f, n) in runs.iter().filter(|r| r.1 >= maxlen) {
+        if let Some(r) = unbusy(b, f, n, maxlen, maxlen)? {
+            return Ok(Some(r));
+        }
+    }
+    // The longest first (the earliest of equals); the first whose free
+    // part is long enough.
+    let mut cands: Vec<(u64, u64)> = runs.into_iter().filter(|r| r.1 >= minlen).collect();
+    cands.sort_by_key(|&(f, n)| (std::cmp::Reverse(n), f));
+    for (f, n) in cands {
         if let Some(r) = unbusy(b, f, n, minlen, maxlen)? {
             return Ok(Some(r));
         }
