@@ -136,29 +136,54 @@ fn first_busy(tx: &dyn MetaTx, x: u64, n: u64) -> Option<(u64, u64)> {
 /// would make every allocation after a free wait for the disk).
 fn unbusy(
     b: &mut RtBits<'_>,
-    mut f: u64,
+    f: u64,
     len: u64,
     minlen: u64,
     maxlen: u64,
 ) -> Result<Option<(u64, u64)>> {
+    let mut seen = false;
+    let tx = &*b.tx;
+    let r = not_busy_piece(f, len, minlen, maxlen, |x, n| {
+        let o = first_busy(tx, x, n);
+        seen |= o.is_some();
+        o
+    });
+    if seen {
+        b.tx.rt_lock()?.busy_seen = true;
+    }
+    Ok(r)
+}
+
+/// The first piece of `[f, f + len)`, at least `minlen` and at most
+/// `maxlen` long, that no busy range overlaps. `busy(x, n)` returns some
+/// busy range overlapping `[x, x + n)` (any one: the CIL's lookup gives the
+/// one that starts last), so a candidate is shrunk until nothing overlaps
+/// it, never trusted after one look.
+pub(crate) fn not_busy_piece(
+    mut f: u64,
+    len: u64,
+    minlen: u64,
+    maxlen: u64,
+    mut busy: impl FnMut(u64, u64) -> Option<(u64, u64)>,
+) -> Option<(u64, u64)> {
     let end = f + len;
-    while end - f >= minlen {
-        let n = (end - f).min(maxlen);
-        match first_busy(&*b.tx, f, n) {
-            None => return Ok(Some((f, n))),
-            Some((bs, bl)) => {
-                b.tx.rt_lock()?.busy_seen = true;
-                if bs > f && bs - f >= minlen {
-                    return Ok(Some((f, bs - f)));
+    'outer: while f < end && end - f >= minlen {
+        let mut hi = end.min(f + maxlen);
+        loop {
+            match busy(f, hi - f) {
+                None => return Some((f, hi - f)),
+                Some((bs, bl)) => {
+                    if bs <= f || bs - f < minlen {
+                        // No piece long enough before this busy range.
+                        f = (bs + bl).max(f + 1);
+                        continue 'outer;
+                    }
+                    hi = bs.min(hi);
                 }
-                f = (bs + bl).max(f + 1);
             }
         }
-        if f >= end {
-            break;
-        }
     }
-    Ok(None)
+    None
 }
 
 /// Where the first extent of a new realtime file should go (the kernel's

@@ -24,3 +24,62 @@ fn busy_keys_split_without_overflow() {
     }
     assert_eq!(busy_pieces(5, 0).count(), 0);
 }
+
+/// Busy ranges, answered as the CIL answers: the overlapping one that
+/// starts last.
+fn busy_last(ranges: &[(u64, u64)]) -> impl FnMut(u64, u64) -> Option<(u64, u64)> + '_ {
+    move |x, n| {
+        ranges
+            .iter()
+            .filter(|&&(s, l)| s < x + n && x < s + l)
+            .max_by_key(|r| r.0)
+            .copied()
+    }
+}
+
+#[test]
+fn pieces_avoid_every_busy_range() {
+    // Two busy ranges inside the run: a lookup that reports the later
+    // one must not make the piece before it include the earlier one.
+    let busy = [(102, 1), (150, 1)];
+    assert_eq!(
+        not_busy_piece(100, 100, 1, 100, busy_last(&busy)),
+        Some((100, 2))
+    );
+    assert_eq!(
+        not_busy_piece(100, 100, 3, 100, busy_last(&busy)),
+        Some((103, 47))
+    );
+    assert_eq!(
+        not_busy_piece(100, 100, 48, 100, busy_last(&busy)),
+        Some((151, 49))
+    );
+    assert_eq!(not_busy_piece(100, 100, 50, 100, busy_last(&busy)), None);
+    // maxlen cuts the piece; the busy check covers only the piece.
+    assert_eq!(
+        not_busy_piece(103, 97, 5, 10, busy_last(&busy)),
+        Some((103, 10))
+    );
+    // Nothing busy; all busy.
+    assert_eq!(not_busy_piece(7, 9, 9, 9, busy_last(&[])), Some((7, 9)));
+    assert_eq!(not_busy_piece(7, 9, 1, 9, busy_last(&[(0, 100)])), None);
+    // Every piece returned is free of busy ranges, whatever the pattern.
+    let mut seed = 7u64;
+    for _ in 0..2000 {
+        let mut r = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let ranges: Vec<(u64, u64)> = (0..r() % 6).map(|_| (r() % 120, 1 + r() % 8)).collect();
+        let (minlen, maxlen) = (1 + r() % 10, 10 + r() % 40);
+        if let Some((s, n)) = not_busy_piece(0, 128, minlen, maxlen, busy_last(&ranges)) {
+            assert!(n >= minlen && n <= maxlen && s + n <= 128);
+            assert!(
+                ranges.iter().all(|&(b, l)| b + l <= s || s + n <= b),
+                "{ranges:?} {s}+{n}"
+            );
+        }
+    }
+}
