@@ -109,15 +109,7 @@ fn seeds(name: &str, bs: u32, rext: u32, seeds: u64, ops: usize) {
         drop(fs);
         let what = format!("{name} seed {seed}");
         repair_clean(&img, &rt, &what);
-        let ro = Filesystem::open_path(
-            &img,
-            Some(&rt),
-            MountOptions {
-                read_only: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let ro = open_ro_rt(&img, &rt);
         let chk = rxfs::rt::check(&*ro).unwrap();
         assert!(chk.is_clean(), "{what}: {chk:?}");
         let d = diff(&of_model(&m, true), &of_rxfs(&ro, true).unwrap());
@@ -237,15 +229,7 @@ fn rt_random_ops_crash_sampled() {
             drop(fs);
             std::fs::write(&file, ci.to_vec()).unwrap();
             repair_clean(&file, &rt, &case);
-            let ro = Filesystem::open_path(
-                &file,
-                Some(&rt),
-                MountOptions {
-                    read_only: true,
-                    ..Default::default()
-                },
-            )
-            .unwrap();
+            let ro = open_ro_rt(&file, &rt);
             let chk = rxfs::rt::check(&*ro).unwrap();
             assert!(chk.is_clean(), "{case}: {chk:?}");
             images += 1;

@@ -231,15 +231,7 @@ fn statfs_reports_the_section(fs: &Filesystem, dir: Ino, free: u64) {
 }
 
 fn bitmap(img: &Path, rt: &Path) -> Vec<u8> {
-    let fs = Filesystem::open_path(
-        img,
-        Some(rt),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let fs = open_ro_rt(img, rt);
     let bmp = rxfs::rt::bitmap_inode(&*fs).unwrap();
     let l = rxfs::rt::layout(&*fs);
     (0..l.rbmblocks as u64)
@@ -273,15 +265,7 @@ fn run_geometry(tag: &str, block: u32, rext: u32) {
         fs.unmount().unwrap();
         drop(fs);
         repair_clean(&img, &rt);
-        let ro = Filesystem::open_path(
-            &img,
-            Some(&rt),
-            MountOptions {
-                read_only: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let ro = open_ro_rt(&img, &rt);
         let c = rxfs::rt::check(&*ro).unwrap();
         assert!(c.is_clean(), "{t}: {c:?}");
         let r = rxfs::check::check(&ro, &mut |_, _, _| {});
@@ -338,15 +322,7 @@ fn rt_crash_recovers() {
     fs.unmount().unwrap();
     drop(fs);
     repair_clean(&img, &rt);
-    let ro = Filesystem::open_path(
-        &img,
-        Some(&rt),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = open_ro_rt(&img, &rt);
     let c = rxfs::rt::check(&*ro).unwrap();
     assert!(c.is_clean(), "{c:?}");
     let r = rxfs::check::check(&ro, &mut |_, _, _| {});
@@ -419,15 +395,7 @@ fn rt_enospc() {
     fs.unmount().unwrap();
     drop(fs);
     repair_clean(&img, &rt);
-    let ro = Filesystem::open_path(
-        &img,
-        Some(&rt),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = open_ro_rt(&img, &rt);
     assert!(rxfs::rt::check(&*ro).unwrap().is_clean());
     let r = ro.iget(ro.root_ino()).unwrap();
     for (name, size) in written {
@@ -479,15 +447,7 @@ fn rt_crash_with_open_unlinked_files_recovers() {
     fs.abandon();
     drop(fs);
     // The read-only view replays and frees them in memory.
-    let ro = Filesystem::open_path(
-        &img,
-        Some(&rt),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = open_ro_rt(&img, &rt);
     let c = rxfs::rt::check(&*ro).unwrap();
     assert!(c.is_clean(), "read-only replay: {c:?}");
     drop(ro);
@@ -498,15 +458,7 @@ fn rt_crash_with_open_unlinked_files_recovers() {
     fs.unmount().unwrap();
     drop(fs);
     repair_clean(&img, &rt);
-    let ro = Filesystem::open_path(
-        &img,
-        Some(&rt),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = open_ro_rt(&img, &rt);
     let c = rxfs::rt::check(&*ro).unwrap();
     assert!(c.is_clean(), "{c:?}");
     assert_eq!(c.free_extents, free as u64);
@@ -604,15 +556,7 @@ fn rt_concurrent_writers_and_removers() {
     fs.unmount().unwrap();
     drop(fs);
     repair_clean(&img, &rt);
-    let ro = Filesystem::open_path(
-        &img,
-        Some(&rt),
-        MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap();
+    let ro = open_ro_rt(&img, &rt);
     assert!(rxfs::rt::check(&*ro).unwrap().is_clean());
     for (dir, keep) in results {
         let d = ro.iget(dir).unwrap();

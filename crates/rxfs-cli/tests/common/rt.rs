@@ -4,7 +4,6 @@
 //! not, their bytes, the bitmap against the summary and the free count).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use rxfs::format::inode::{DIFLAG_REALTIME, DIFLAG_RTINHERIT};
 use rxfs::Filesystem;
@@ -45,19 +44,6 @@ pub fn repair_clean_rt(img: &Path, rt: &Path) {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-}
-
-/// Open an image and its realtime device read-only through rxfs.
-pub fn open_ro_rt(img: &Path, rt: &Path) -> Arc<Filesystem> {
-    Filesystem::open_path(
-        img,
-        Some(rt),
-        rxfs::MountOptions {
-            read_only: true,
-            ..Default::default()
-        },
-    )
-    .unwrap()
 }
 
 /// The di_flags of the inode at `path` in the image.

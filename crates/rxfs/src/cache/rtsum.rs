@@ -36,6 +36,29 @@
 //! The bounds of the min-level cache are kept in every mode (the memory
 //! mode then uses them for free; they cost nothing to maintain).
 //!
+//! **Free-run index** (every mode, not part of the ablation): the maximal
+//! free runs inside a bitmap block, as the allocator last found them by
+//! scanning it, so that a block the summary points at again is not
+//! scanned again (a search may visit a dozen blocks whose runs are all
+//! busy before it finds one it can use). *Invariant:* outside a
+//! transaction holding the realtime lock, the runs kept for block `b` are
+//! exactly the free runs that start and end inside `b` in its committed
+//! bitmap (a run reaching the block's end is kept cut there). Every
+//! change of a bitmap block drops its entry (`forget_runs`) before the
+//! change; a cancel drops them all; the whole index is dropped when it
+//! holds more than [`MAX_INDEXED_RUNS`].
+//!
+//! An entry may also remember that a search found no piece of at least
+//! `minlen` extents clear of busy ranges in the block ([`NoPiece`]), with
+//! the busy list's generation then ([`crate::xact::MetaTx::busy_generation`],
+//! which moves only when busy extents become reusable). *Why it holds:*
+//! while the entry lives the block's free runs are unchanged, and while
+//! the generation reads the same busy ranges were only added, so the
+//! clear pieces can only have shrunk: a search for `minlen` or more that
+//! follows the block's last run no further into the next block finds
+//! nothing there still and skips the block. (That run can only grow by
+//! frees in the next block, which are busy.)
+//!
 //! Locking: one [`RtSumCache`] per mount, inside the realtime lock (a
 //! mutex the transaction holds from its first realtime allocation or free
 //! to its commit or cancel, the kernel's `rbmip` ILOCK). That lock also
@@ -48,6 +71,30 @@
 /// Largest summary kept in memory (a bigger one is searched through its
 /// blocks with the min-level bounds instead).
 pub const MAX_MEM_SUMMARY_BYTES: u64 = 256 << 20;
+
+/// Most free runs kept in the free-run index (16 bytes each).
+pub const MAX_INDEXED_RUNS: usize = 1 << 20;
+
+/// A search found no piece of `minlen` extents clear of busy ranges in a
+/// bitmap block at busy generation `generation` (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoPiece {
+    pub generation: u64,
+    pub minlen: u64,
+    /// How far the block's last free run was followed into the next
+    /// block (a search that would follow it further may find more).
+    pub reach: u64,
+    /// Busy ranges were what stood in the way.
+    pub busy: bool,
+}
+
+/// One bitmap block in the free-run index.
+#[derive(Debug, Clone)]
+pub struct IndexedBlock {
+    /// Its free runs (first extent, length), in order.
+    pub runs: std::sync::Arc<[(u64, u64)]>,
+    pub no_piece: Option<NoPiece>,
+}
 
 /// How the realtime allocator answers summary questions (see the module
 /// documentation).
@@ -87,6 +134,8 @@ pub struct RtAllocStats {
     pub summary_skips: u64,
     /// Bitmap block accesses.
     pub bitmap_reads: u64,
+    /// Bitmap blocks searched through the free-run index, not scanned.
+    pub runs_indexed: u64,
     /// Times the cache was dropped by a cancelled transaction.
     pub invalidations: u64,
     /// Nanoseconds spent searching and taking extents (under the lock).
@@ -112,10 +161,10 @@ pub struct RtSumCache {
     rbmblocks: u32,
     minlevel: Vec<u8>,
     mem: Option<Vec<u32>>,
+    /// The free-run index.
+    runs: std::collections::HashMap<u64, IndexedBlock>,
+    indexed: usize,
     pub stats: RtAllocStats,
-    /// The current search stepped over a busy extent (a search that
-    /// finds nothing then forces the log and tries again).
-    pub busy_seen: bool,
 }
 
 impl RtSumCache {
@@ -134,8 +183,9 @@ impl RtSumCache {
             rbmblocks,
             minlevel: vec![0; rbmblocks as usize],
             mem: None,
+            runs: Default::default(),
+            indexed: 0,
             stats: RtAllocStats::default(),
-            busy_seen: false,
         }
     }
 
@@ -202,11 +252,48 @@ impl RtSumCache {
         }
     }
 
+    /// The index entry of bitmap block `bbno`, if any.
+    pub fn block_runs(&self, bbno: u64) -> Option<&IndexedBlock> {
+        self.runs.get(&bbno)
+    }
+
+    /// Index the free runs of bitmap block `bbno` as just scanned.
+    pub fn set_block_runs(&mut self, bbno: u64, runs: std::sync::Arc<[(u64, u64)]>) {
+        if self.indexed + runs.len() > MAX_INDEXED_RUNS {
+            self.runs.clear();
+            self.indexed = 0;
+        }
+        self.indexed += runs.len();
+        let e = IndexedBlock {
+            runs,
+            no_piece: None,
+        };
+        if let Some(old) = self.runs.insert(bbno, e) {
+            self.indexed -= old.runs.len();
+        }
+    }
+
+    /// Remember that block `bbno` (indexed) had no clear piece.
+    pub fn note_no_piece(&mut self, bbno: u64, np: NoPiece) {
+        if let Some(e) = self.runs.get_mut(&bbno) {
+            e.no_piece = Some(np);
+        }
+    }
+
+    /// Bitmap block `bbno` is about to change: drop its indexed runs.
+    pub fn forget_runs(&mut self, bbno: u64) {
+        if let Some(old) = self.runs.remove(&bbno) {
+            self.indexed -= old.runs.len();
+        }
+    }
+
     /// A transaction that changed counters was cancelled: forget what it
     /// may have taught us.
     pub fn invalidate(&mut self) {
         self.minlevel.iter_mut().for_each(|l| *l = 0);
         self.mem = None;
+        self.runs.clear();
+        self.indexed = 0;
         self.stats.invalidations += 1;
     }
 }
@@ -229,9 +316,47 @@ mod tests {
         assert_eq!(c.min_level(1), 1);
         c.tighten(2, 99);
         assert_eq!(c.min_level(2), 5, "capped at levels");
+        c.set_block_runs(1, vec![(10, 2)].into());
         c.invalidate();
         assert_eq!((c.min_level(1), c.min_level(2)), (0, 0));
+        assert!(
+            c.block_runs(1).is_none(),
+            "a cancel drops the free-run index"
+        );
         assert_eq!(c.min_level(7), 0, "outside: unknown");
+    }
+
+    #[test]
+    fn free_run_index_forgets_changed_blocks_and_stays_bounded() {
+        let mut c = RtSumCache::new(RtSumMode::None, 5, 4);
+        c.set_block_runs(0, vec![(1, 3), (9, 1)].into());
+        c.set_block_runs(2, vec![(70_000, 5)].into());
+        assert_eq!(
+            c.block_runs(0).map(|e| &e.runs[..]),
+            Some(&[(1, 3), (9, 1)][..])
+        );
+        let np = NoPiece {
+            generation: 4,
+            minlen: 2,
+            reach: 32768,
+            busy: true,
+        };
+        c.note_no_piece(0, np);
+        c.note_no_piece(1, np); // not indexed: nothing to remember it by
+        assert_eq!(c.block_runs(0).and_then(|e| e.no_piece), Some(np));
+        assert!(c.block_runs(1).is_none());
+        c.forget_runs(0);
+        assert!(c.block_runs(0).is_none());
+        assert_eq!(c.indexed, 1);
+        c.set_block_runs(2, vec![(70_000, 4), (70_010, 1)].into());
+        assert_eq!(c.indexed, 2, "a re-scan replaces the entry");
+        let big: std::sync::Arc<[(u64, u64)]> = vec![(0, 1); MAX_INDEXED_RUNS].into();
+        c.set_block_runs(3, big);
+        assert!(
+            c.block_runs(2).is_none(),
+            "over the budget: the index starts again"
+        );
+        assert_eq!(c.indexed, MAX_INDEXED_RUNS);
     }
 
     #[test]

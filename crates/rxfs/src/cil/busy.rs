@@ -25,6 +25,10 @@ struct AgBusy {
 #[derive(Debug, Default)]
 pub(crate) struct BusyList {
     ags: BTreeMap<u32, AgBusy>,
+    /// Bumped whenever extents stop being busy: between two equal
+    /// readings, busy ranges were only added, so whatever was found busy
+    /// is busy still.
+    retired: u64,
 }
 
 impl BusyList {
@@ -36,13 +40,22 @@ impl BusyList {
 
     /// Drop the extents of checkpoints up to `seq` (now stable).
     pub(crate) fn retire(&mut self, seq: u64) {
+        let mut gone = false;
         self.ags.retain(|_, ag| {
             ag.by_start.retain(|_, v| {
+                let n = v.len();
                 v.retain(|&(_, s)| s > seq);
+                gone |= v.len() < n;
                 !v.is_empty()
             });
             !ag.by_start.is_empty()
         });
+        self.retired += gone as u64;
+    }
+
+    /// How many times extents stopped being busy (see `retired`).
+    pub(crate) fn retired(&self) -> u64 {
+        self.retired
     }
 
     /// The busy extent overlapping `[agbno, agbno + len)` of `agno` that
@@ -68,6 +81,33 @@ impl BusyList {
             }
         }
         None
+    }
+
+    /// Every busy extent overlapping `[agbno, agbno + len)` of `agno`,
+    /// appended to `out` in order of first block (one per first block: the
+    /// longest freed there). One range walk for a whole region, where
+    /// [`Self::overlap`] would be asked once per candidate.
+    pub(crate) fn ranges(
+        &self,
+        agno: AgNumber,
+        agbno: AgBlock,
+        len: u32,
+        out: &mut Vec<(AgBlock, u32)>,
+    ) {
+        let Some(ag) = self.ags.get(&agno.0) else {
+            return;
+        };
+        if len == 0 {
+            return;
+        }
+        let lo = agbno.0.saturating_sub(ag.max_len.saturating_sub(1));
+        let hi = agbno.0.saturating_add(len);
+        for (&s, v) in ag.by_start.range(lo..hi) {
+            let l = v.iter().map(|&(l, _)| l).max().unwrap_or(0);
+            if s as u64 + l as u64 > agbno.0 as u64 {
+                out.push((AgBlock(s), l));
+            }
+        }
     }
 
     /// The newest checkpoint holding a busy extent.
@@ -103,12 +143,56 @@ mod tests {
         assert_eq!(o(&b, 2, 100, 100), Some((AgBlock(120), 1)));
         assert_eq!(o(&b, 3, 0, u32::MAX), None);
         assert_eq!(b.max_seq(), Some(9));
+        assert_eq!(b.retired(), 0);
+        b.retire(6);
+        assert_eq!(b.retired(), 0, "nothing retired");
         b.retire(8);
+        assert_eq!(b.retired(), 1);
         assert_eq!(o(&b, 1, 0, 2000), None);
         assert_eq!(o(&b, 2, 120, 1), Some((AgBlock(120), 1)));
         b.retire(9);
         assert_eq!(b.max_seq(), None);
         assert!(b.ags.is_empty());
+    }
+
+    #[test]
+    fn ranges_agree_with_overlap() {
+        // Every range `ranges` lists overlaps the query; a query with no
+        // listed range has no overlap; the last listed is what `overlap`
+        // answers (the overlapping range that starts last).
+        let mut b = BusyList::default();
+        let mut seed = 0x1234_5678u64;
+        let mut next = |m: u64| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed % m
+        };
+        for i in 0..200 {
+            b.insert(
+                AgNumber(0),
+                AgBlock(next(5000) as u32),
+                1 + next(300) as u32,
+                i,
+            );
+        }
+        for _ in 0..2000 {
+            let (s, l) = (next(5400) as u32, 1 + next(400) as u32);
+            let mut out = Vec::new();
+            b.ranges(AgNumber(0), AgBlock(s), l, &mut out);
+            assert!(out.windows(2).all(|w| w[0].0 .0 < w[1].0 .0), "in order");
+            for &(bs, bl) in &out {
+                assert!(bs.0 < s + l && s < bs.0 + bl, "{bs:?}+{bl} misses {s}+{l}");
+            }
+            let o = b.overlap(AgNumber(0), AgBlock(s), l);
+            assert_eq!(o.map(|x| x.0), out.last().map(|x| x.0), "query {s}+{l}");
+            // Nothing overlapping is left out.
+            for p in s..s + l {
+                let hit = b.overlap(AgNumber(0), AgBlock(p), 1).is_some();
+                let listed = out.iter().any(|&(bs, bl)| bs.0 <= p && p < bs.0 + bl);
+                assert_eq!(hit, listed, "block {p} of query {s}+{l}");
+            }
+        }
     }
 
     #[test]

@@ -591,6 +591,24 @@ impl Cil {
         self.busy.lock().overlap(agno, agbno, len)
     }
 
+    /// Every busy range overlapping `[agbno, agbno + len)`, appended to
+    /// `out` in order (see [`busy::BusyList::ranges`]).
+    pub fn busy_ranges(
+        &self,
+        agno: AgNumber,
+        agbno: AgBlock,
+        len: u32,
+        out: &mut Vec<(AgBlock, u32)>,
+    ) {
+        self.busy.lock().ranges(agno, agbno, len, out)
+    }
+
+    /// Changes whenever busy extents become reusable (never when some
+    /// are added).
+    pub fn busy_generation(&self) -> u64 {
+        self.busy.lock().retired()
+    }
+
     /// Make every busy extent reusable: force the log until none is left.
     pub fn force_busy(self: &Arc<Self>) -> Result<()> {
         let max = self.busy.lock().max_seq();

@@ -382,6 +382,21 @@ impl FreeRunScanner {
         while bit < nbits {
             let n_valid = (nbits - bit).min(RTWORD_BITS);
             let w = word(block, (bit / RTWORD_BITS) as usize);
+            // Whole words in use or free (most of a bitmap) in one step.
+            if n_valid == RTWORD_BITS && (w == 0 || w == u32::MAX) {
+                if w == 0 {
+                    if let Some((s, l)) = self.run.take() {
+                        found(s, l);
+                    }
+                } else {
+                    match &mut self.run {
+                        Some((_, len)) => *len += RTWORD_BITS,
+                        None => self.run = Some((base + bit, RTWORD_BITS)),
+                    }
+                }
+                bit += RTWORD_BITS;
+                continue;
+            }
             let mut pos = 0u64;
             while pos < n_valid {
                 let v = w >> pos;

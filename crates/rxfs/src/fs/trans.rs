@@ -715,8 +715,17 @@ impl MetaTx for Trans<'_> {
             .map(|(_, b, l)| (*b, *l))
             .or_else(|| self.core().cil.busy_overlap(agno, agbno, len))
     }
+    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32)> {
+        let mut out = Vec::new();
+        self.core().cil.busy_ranges(agno, agbno, len, &mut out);
+        crate::xact::merge_own_busy(&self.busy, agno, agbno, len, &mut out);
+        out
+    }
     fn force_busy(&mut self) -> Result<()> {
         self.core().cil.force_busy()
+    }
+    fn busy_generation(&self) -> u64 {
+        self.core().cil.busy_generation()
     }
     fn space_left(&self) -> Option<i64> {
         let rw = self.core();

@@ -186,29 +186,59 @@ fn meta_inode(
     Ok(ip)
 }
 
+/// The disk address of every block of a realtime metadata file below
+/// `bytes`, from its extents (in file order): every block must be mapped
+/// by a written extent inside the AGs. Shared by the mount (from the
+/// decoded inode) and by transactions of a mount that did not load the
+/// files (recovery's, from the dinode).
+pub fn file_blocks(
+    geo: &crate::geometry::Geometry,
+    extents: impl IntoIterator<Item = crate::format::bmbt::Extent>,
+    bytes: u64,
+    what: &'static str,
+    ino: u64,
+) -> Result<Vec<crate::types::Daddr>> {
+    let at = Location::Ino(ino);
+    let want = bytes >> geo.blocklog;
+    let mut out = Vec::with_capacity(want as usize);
+    for e in extents {
+        if out.len() as u64 >= want {
+            break;
+        }
+        if e.off.0 != out.len() as u64 || e.unwritten {
+            return Err(Error::corrupt(what, at, "hole or unwritten extent"));
+        }
+        if !geo.fsb_extent_valid(crate::types::FsBlock(e.start), e.len) {
+            return Err(Error::corrupt(what, at, "extent outside the AGs"));
+        }
+        for i in 0..e.len.min(want - out.len() as u64) {
+            out.push(geo.fsb_to_daddr(crate::types::FsBlock(e.start + i)));
+        }
+    }
+    if (out.len() as u64) < want {
+        return Err(Error::corrupt(what, at, "blocks not mapped"));
+    }
+    Ok(out)
+}
+
 /// The disk addresses of every block of the bitmap and summary files
 /// (both checked: fully mapped, written), for the allocator.
 pub fn maps(fs: &(impl ReadCtx + ?Sized)) -> Result<crate::cache::rtsum::RtMaps> {
     let l = layout(fs);
-    let blocks = |ip: &Inode, bytes: u64| -> Vec<crate::types::Daddr> {
-        let n = bytes >> fs.geo().blocklog;
-        let mut out = Vec::with_capacity(n as usize);
-        if let Fork::Extents { list, .. } = &ip.data {
-            for e in list.iter() {
-                for i in 0..e.len {
-                    if e.off.0 + i < n {
-                        out.push(fs.geo().fsb_to_daddr(crate::types::FsBlock(e.start + i)));
-                    }
-                }
-            }
-        }
-        out
-    };
     let bmp = bitmap_inode(fs)?;
     let sum = summary_inode(fs)?;
+    let one = |ip: &Inode, bytes: u64, what| {
+        file_blocks(
+            fs.geo(),
+            ip.data.extents().iter().copied(),
+            bytes,
+            what,
+            ip.ino.0,
+        )
+    };
     Ok(crate::cache::rtsum::RtMaps {
-        bitmap: blocks(&bmp, l.bitmap_bytes()),
-        summary: blocks(&sum, l.summary_bytes()),
+        bitmap: one(&bmp, l.bitmap_bytes(), "rt bitmap inode")?,
+        summary: one(&sum, l.summary_bytes(), "rt summary inode")?,
     })
 }
 

@@ -13,8 +13,9 @@ use crate::xact::{BufId, MetaTx};
 
 /// The blocks of the bitmap and summary files, from their dinodes as the
 /// transaction sees them (for transactions of a mount that did not load
-/// them: recovery's). Extents-format forks only (the files mkfs makes);
-/// every block below the file's size must be mapped.
+/// them: recovery's). Extents-format forks only (the files mkfs makes; a
+/// btree-format bitmap is refused as not supported); the checks are
+/// [`crate::rt::file_blocks`]'s.
 fn maps_from_dinodes(tx: &mut dyn MetaTx, l: &RtLayout) -> Result<RtMaps> {
     use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
     use crate::format::dinode_edit as di;
@@ -22,7 +23,6 @@ fn maps_from_dinodes(tx: &mut dyn MetaTx, l: &RtLayout) -> Result<RtMaps> {
     let (rbmino, rsumino) = (tx.sb().rbmino, tx.sb().rsumino);
     let mut one = |ino: u64, bytes: u64, what: &'static str| -> Result<Vec<crate::types::Daddr>> {
         let d = tx.read_dinode_raw(crate::types::Ino(ino))?;
-        let at = Location::Ino(ino);
         if di::format(&d) != FMT_EXTENTS {
             return Err(Error::NotSupported(format!(
                 "{what} in btree format (a realtime section this large)"
@@ -31,29 +31,17 @@ fn maps_from_dinodes(tx: &mut dyn MetaTx, l: &RtLayout) -> Result<RtMaps> {
         let n = di::nextents(&d) as usize;
         let fork = di::data_fork(&d);
         if n * EXTENT_REC_SIZE > fork.len() {
-            return Err(Error::corrupt(what, at, format!("{n} extents do not fit")));
+            return Err(Error::corrupt(
+                what,
+                Location::Ino(ino),
+                format!("{n} extents do not fit"),
+            ));
         }
-        let want = bytes >> tx.geo().blocklog;
-        let mut out = Vec::with_capacity(want as usize);
-        for rec in fork.chunks_exact(EXTENT_REC_SIZE).take(n) {
-            let e = Extent::decode(rec);
-            if e.off.0 != out.len() as u64 || e.unwritten {
-                return Err(Error::corrupt(what, at, "hole or unwritten extent"));
-            }
-            if !tx
-                .geo()
-                .fsb_extent_valid(crate::types::FsBlock(e.start), e.len)
-            {
-                return Err(Error::corrupt(what, at, "extent outside the AGs"));
-            }
-            for i in 0..e.len.min(want - out.len() as u64) {
-                out.push(tx.geo().fsb_to_daddr(crate::types::FsBlock(e.start + i)));
-            }
-        }
-        if (out.len() as u64) < want {
-            return Err(Error::corrupt(what, at, "blocks not mapped"));
-        }
-        Ok(out)
+        let exts = fork
+            .chunks_exact(EXTENT_REC_SIZE)
+            .take(n)
+            .map(Extent::decode);
+        crate::rt::file_blocks(tx.geo(), exts, bytes, what, ino)
     };
     Ok(RtMaps {
         bitmap: one(rbmino, l.bitmap_bytes(), "rt bitmap inode")?,
@@ -225,6 +213,7 @@ impl<'t> RtBits<'t> {
             let first = p % bpb;
             let cnt = (bpb - first).min(end - p);
             let id = self.bitmap_buf(block)?;
+            self.tx.rt_lock()?.forget_runs(block);
             fmt::set_bits(self.tx.buf_mut(id), first, cnt, free);
             let w0 = (first / RTWORD_BITS) as usize * RTWORD_BYTES;
             let w1 = (first + cnt).div_ceil(RTWORD_BITS) as usize * RTWORD_BYTES;

@@ -35,11 +35,16 @@
 //! longest of at least `minlen`.
 
 mod bits;
+mod choose;
 #[cfg(test)]
 mod tests;
 
+use crate::cache::rtsum::NoPiece;
 pub use bits::level_of;
 use bits::RtBits;
+#[cfg(test)]
+use choose::not_busy_piece;
+use choose::{choose, unbusy, BusyView};
 
 use crate::error::{Error, Location, Result};
 use crate::types::{AgBlock, AgNumber};
@@ -91,7 +96,6 @@ pub fn alloc(
         )));
     }
     let t0 = std::time::Instant::now();
-    tx.rt_lock()?.busy_seen = false;
     let mut forced = false;
     loop {
         let mut b = RtBits::new(tx)?;
@@ -100,15 +104,16 @@ pub fn alloc(
             return Err(Error::NoSpace);
         }
         let near = near.filter(|&t| t < b.l.rextents);
-        let Some((x, n)) = search(&mut b, near, minlen, maxlen)? else {
-            if forced || !b.tx.rt_lock()?.busy_seen {
+        // Whether the search stepped over busy extents.
+        let mut busy_seen = false;
+        let Some((x, n)) = search(&mut b, &mut busy_seen, near, minlen, maxlen)? else {
+            if forced || !busy_seen {
                 return Err(Error::NoSpace);
             }
             // Only extents freed moments ago were left: make every free
             // stable (a log force) and search once more.
             drop(b);
             tx.force_busy()?;
-            tx.rt_lock()?.busy_seen = false;
             forced = true;
             continue;
         };
@@ -118,72 +123,6 @@ pub fn alloc(
         st.alloc_ns += t0.elapsed().as_nanos() as u64;
         return Ok((x, n));
     }
-}
-
-/// The first busy range overlapping rt extents `[x, x + n)`, in extents.
-fn first_busy(tx: &dyn MetaTx, x: u64, n: u64) -> Option<(u64, u64)> {
-    busy_pieces(x, n).find_map(|(a, k, l)| {
-        tx.busy_overlap(a, k, l).map(|(bk, bl)| {
-            let base = (a.0 - RT_BUSY_AG) as u64 * RT_BUSY_SPAN;
-            (base + bk.0 as u64, bl as u64)
-        })
-    })
-}
-
-/// The first piece of free run `[f, f + len)` that no busy extent
-/// overlaps and that holds at least `minlen` extents (cut to `maxlen`).
-/// Busy extents are skipped, not waited for (a log force per collision
-/// would make every allocation after a free wait for the disk).
-fn unbusy(
-    b: &mut RtBits<'_>,
-    f: u64,
-    len: u64,
-    minlen: u64,
-    maxlen: u64,
-) -> Result<Option<(u64, u64)>> {
-    let mut seen = false;
-    let tx = &*b.tx;
-    let r = not_busy_piece(f, len, minlen, maxlen, |x, n| {
-        let o = first_busy(tx, x, n);
-        seen |= o.is_some();
-        o
-    });
-    if seen {
-        b.tx.rt_lock()?.busy_seen = true;
-    }
-    Ok(r)
-}
-
-/// The first piece of `[f, f + len)`, at least `minlen` and at most
-/// `maxlen` long, that no busy range overlaps. `busy(x, n)` returns some
-/// busy range overlapping `[x, x + n)` (any one: the CIL's lookup gives the
-/// one that starts last), so a candidate is shrunk until nothing overlaps
-/// it, never trusted after one look.
-pub(crate) fn not_busy_piece(
-    mut f: u64,
-    len: u64,
-    minlen: u64,
-    maxlen: u64,
-    mut busy: impl FnMut(u64, u64) -> Option<(u64, u64)>,
-) -> Option<(u64, u64)> {
-    let end = f + len;
-    'outer: while f < end && end - f >= minlen {
-        let mut hi = end.min(f + maxlen);
-        loop {
-            match busy(f, hi - f) {
-                None => return Some((f, hi - f)),
-                Some((bs, bl)) => {
-                    if bs <= f || bs - f < minlen {
-                        // No piece long enough before this busy range.
-                        f = (bs + bl).max(f + 1);
-                        continue 'outer;
-                    }
-                    hi = bs.min(hi);
-                }
-            }
-        }
-    }
-    None
 }
 
 /// Where the first extent of a new realtime file should go (the kernel's
@@ -198,6 +137,11 @@ pub fn pick_start(tx: &mut dyn MetaTx, len: u64) -> Result<u64> {
     use crate::format::inode::{Timestamp, DIFLAG_NEWRTBM};
     tx.rt_lock()?;
     let rextents = tx.sb().rextents;
+    if rextents == 0 {
+        // No realtime section (a hostile superblock could claim files on
+        // one): nothing to place.
+        return Err(Error::NoSpace);
+    }
     let ip = tx.ijoin(crate::types::Ino(tx.sb().rbmino))?;
     let d = tx.inode_mut(ip);
     let mut seq = di::atime(d).sec.max(0) as u64;
@@ -315,6 +259,7 @@ fn take(b: &mut RtBits<'_>, x: u64, n: u64) -> Result<()> {
 
 fn search(
     b: &mut RtBits<'_>,
+    seen: &mut bool,
     near: Option<u64>,
     minlen: u64,
     maxlen: u64,
@@ -325,8 +270,10 @@ fn search(
         if b.is_free(t)? {
             let e = b.run_end(t, (t + maxlen).min(b.l.rextents), true)?;
             if e - t >= minlen {
-                if let Some(r) = unbusy(b, t, e - t, minlen, maxlen)? {
-                    return Ok(Some(r));
+                let view = BusyView::of(&*b.tx, t, e - t);
+                let r = unbusy(&view, seen, t, e - t, minlen, maxlen);
+                if r.is_some() {
+                    return Ok(r);
                 }
             }
         }
@@ -343,7 +290,7 @@ fn search(
                 }
                 tried = true;
                 if any_run(b, low, top, i)? {
-                    if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                    if let Some(r) = in_block(b, seen, i, minlen, maxlen)? {
                         return Ok(Some(r));
                     }
                 }
@@ -358,7 +305,7 @@ fn search(
     for l in hi..=top {
         for i in 0..rbm {
             if has_run(b, l, i)? {
-                if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                if let Some(r) = in_block(b, seen, i, minlen, maxlen)? {
                     return Ok(Some(r));
                 }
             }
@@ -367,7 +314,7 @@ fn search(
     for l in (level_of(minlen)..hi).rev() {
         for i in 0..rbm {
             if has_run(b, l, i)? {
-                if let Some(r) = in_block(b, i, minlen, maxlen)? {
+                if let Some(r) = in_block(b, seen, i, minlen, maxlen)? {
                     return Ok(Some(r));
                 }
             }
@@ -394,9 +341,20 @@ fn has_run(b: &mut RtBits<'_>, l: u32, i: u64) -> Result<bool> {
     Ok(v > 0)
 }
 
-/// Whether some free run of level `low..=high` starts in bitmap block `i`.
+/// Whether some free run of level `low..=high` starts in bitmap block `i`:
+/// [`has_run`] level by level, with the levels below the min-level bound
+/// skipped at once (and counted as skipped reads).
 fn any_run(b: &mut RtBits<'_>, low: u32, high: u32, i: u64) -> Result<bool> {
-    for l in low..=high {
+    let st = b.tx.rt_lock()?;
+    let mut from = low;
+    if st.use_bounds() {
+        let bound = st.min_level(i);
+        if bound > low {
+            st.stats.summary_skips += (bound.min(high + 1) - low) as u64;
+            from = bound;
+        }
+    }
+    for l in from..=high {
         if has_run(b, l, i)? {
             return Ok(true);
         }
@@ -409,37 +367,81 @@ fn any_run(b: &mut RtBits<'_>, low: u32, high: u32, i: u64) -> Result<bool> {
 /// `xfs_rtallocate_extent_block` choice). The block's runs are found in
 /// one pass over its words; busy extents are stepped over, a run being
 /// checked for them only when it would be the answer.
-fn in_block(b: &mut RtBits<'_>, i: u64, minlen: u64, maxlen: u64) -> Result<Option<(u64, u64)>> {
+fn in_block(
+    b: &mut RtBits<'_>,
+    seen: &mut bool,
+    i: u64,
+    minlen: u64,
+    maxlen: u64,
+) -> Result<Option<(u64, u64)>> {
     let bpb = b.l.bits_per_block();
     let end = ((i + 1) * bpb).min(b.l.rextents);
-    let mut runs: Vec<(u64, u64)> = Vec::new();
-    {
-        let id = b.bitmap_buf(i)?;
-        let mut sc = crate::format::rt::FreeRunScanner::at(&b.l, i);
-        sc.feed(b.tx.buf(id), |s, n| runs.push((s, n)));
-        sc.finish(|s, n| runs.push((s, n)));
-    }
+    let generation = b.tx.busy_generation();
+    let indexed = b.tx.rt_lock()?.block_runs(i).cloned();
+    let all = match indexed {
+        Some(e) => {
+            b.tx.rt_lock()?.stats.runs_indexed += 1;
+            if let Some(np) = e.no_piece {
+                let reach = reach(&b.l, &e.runs, end, maxlen);
+                if np.generation == generation && minlen >= np.minlen && reach <= np.reach {
+                    // Nothing clear there when last looked, and nothing
+                    // became clear since (see cache::rtsum).
+                    *seen |= np.busy;
+                    return Ok(None);
+                }
+            }
+            e.runs
+        }
+        None => {
+            let mut all = Vec::new();
+            let id = b.bitmap_buf(i)?;
+            let mut sc = crate::format::rt::FreeRunScanner::at(&b.l, i);
+            sc.feed(b.tx.buf(id), |s, n| all.push((s, n)));
+            sc.finish(|s, n| all.push((s, n)));
+            let all: std::sync::Arc<[(u64, u64)]> = all.into();
+            b.tx.rt_lock()?.set_block_runs(i, all.clone());
+            all
+        }
+    };
+    let mut runs = all.to_vec();
     // A run reaching the block's end may go on (up to four times what is
     // asked, so that busy extents in it can be stepped over).
+    let reach = reach(&b.l, &all, end, maxlen);
     if let Some(last) = runs.last_mut() {
-        if last.0 + last.1 == end && end < b.l.rextents {
-            let e = b.run_end(end, (last.0 + 4 * maxlen).max(end).min(b.l.rextents), true)?;
+        if reach > end {
+            let e = b.run_end(end, reach, true)?;
             last.1 = e - last.0;
         }
     }
-    for &(f, n) in runs.iter().filter(|r| r.1 >= maxlen) {
-        if let Some(r) = unbusy(b, f, n, maxlen, maxlen)? {
-            return Ok(Some(r));
-        }
+    runs.retain(|r| r.1 >= minlen);
+    let (Some(&(lo, _)), Some(&(hf, hn))) = (runs.first(), runs.last()) else {
+        return Ok(None);
+    };
+    let view = BusyView::of(&*b.tx, lo, hf + hn - lo);
+    let mut busy = false;
+    let r = choose(&runs, &view.ranges, minlen, maxlen, &mut busy);
+    *seen |= busy;
+    if r.is_none() {
+        let np = NoPiece {
+            generation,
+            minlen,
+            reach,
+            busy,
+        };
+        b.tx.rt_lock()?.note_no_piece(i, np);
     }
-    // The longest first (the earliest of equals); the first whose free
-    // part is long enough.
-    let mut cands: Vec<(u64, u64)> = runs.into_iter().filter(|r| r.1 >= minlen).collect();
-    cands.sort_by_key(|&(f, n)| (std::cmp::Reverse(n), f));
-    for (f, n) in cands {
-        if let Some(r) = unbusy(b, f, n, minlen, maxlen)? {
-            return Ok(Some(r));
-        }
+    Ok(r)
+}
+
+/// How far past its block's `end` a search for `maxlen` follows the last
+/// free run of the block (`runs`): up to four times `maxlen` from the
+/// run's start when it reaches the block's end, else not at all (`end`).
+fn reach(l: &crate::format::rt::RtLayout, runs: &[(u64, u64)], end: u64, maxlen: u64) -> u64 {
+    match runs.last() {
+        Some(&(f, n)) if f + n == end && end < l.rextents => f
+            .saturating_add(maxlen.saturating_mul(4))
+            .max(end)
+            .min(l.rextents),
+        _ => end,
     }
-    Ok(None)
 }

@@ -83,3 +83,98 @@ fn pieces_avoid_every_busy_range() {
         }
     }
 }
+
+#[test]
+fn busy_view_answers_the_first_overlap() {
+    // Against a scan of every range: the overlapping range that starts
+    // first (nested and touching ranges included), and the pieces found
+    // through the view are the pieces found through the CIL's answer.
+    let mut seed = 11u64;
+    let mut r = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for _ in 0..3000 {
+        let mut ranges: Vec<(u64, u64)> = (0..r() % 8).map(|_| (r() % 120, 1 + r() % 30)).collect();
+        ranges.sort();
+        let view = BusyView::from_ranges(ranges.clone());
+        let (x, n) = (r() % 140, 1 + r() % 40);
+        let want = ranges
+            .iter()
+            .find(|&&(s, l)| s < x + n && x < s + l)
+            .copied();
+        assert_eq!(view.overlap(x, n), want, "{ranges:?} {x}+{n}");
+        let (minlen, maxlen) = (1 + r() % 10, 10 + r() % 40);
+        assert_eq!(
+            not_busy_piece(0, 128, minlen, maxlen, |a, b| view.overlap(a, b)),
+            not_busy_piece(0, 128, minlen, maxlen, busy_last(&ranges)),
+            "{ranges:?} {minlen}..{maxlen}"
+        );
+    }
+}
+
+/// The choice inside a bitmap block as it was first written: run by run,
+/// each asked of the busy ranges on its own, the longest runs sorted
+/// first.
+fn choose_run_by_run(
+    runs: &[(u64, u64)],
+    busy: &[(u64, u64)],
+    minlen: u64,
+    maxlen: u64,
+) -> Option<(u64, u64)> {
+    for &(f, n) in runs.iter().filter(|r| r.1 >= maxlen) {
+        if let Some(r) = not_busy_piece(f, n, maxlen, maxlen, busy_last(busy)) {
+            return Some(r);
+        }
+    }
+    let mut c: Vec<(u64, u64)> = runs.iter().filter(|r| r.1 >= minlen).copied().collect();
+    c.sort_by_key(|&(f, n)| (std::cmp::Reverse(n), f));
+    c.into_iter()
+        .find_map(|(f, n)| not_busy_piece(f, n, minlen, maxlen, busy_last(busy)))
+}
+
+#[test]
+fn one_sweep_chooses_as_run_by_run() {
+    let mut seed = 23u64;
+    let mut r = || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let mut cut = 0;
+    for _ in 0..5000 {
+        // Disjoint free runs in order; busy ranges anywhere (nested,
+        // spanning runs and gaps).
+        let mut runs = Vec::new();
+        let mut p = r() % 5;
+        for _ in 0..r() % 7 {
+            let n = 1 + r() % 40;
+            runs.push((p, n));
+            p += n + 1 + r() % 10;
+        }
+        let mut busy: Vec<(u64, u64)> = (0..r() % 6)
+            .map(|_| (r() % (p + 5), 1 + r() % 25))
+            .collect();
+        busy.sort();
+        let (minlen, maxlen) = (1 + r() % 8, 8 + r() % 30);
+        let runs: Vec<_> = runs.into_iter().filter(|x| x.1 >= minlen).collect();
+        let mut seen = false;
+        let got = choose(&runs, &busy, minlen, maxlen, &mut seen);
+        assert_eq!(
+            got,
+            choose_run_by_run(&runs, &busy, minlen, maxlen),
+            "runs {runs:?} busy {busy:?} {minlen}..{maxlen}"
+        );
+        let overlaps = runs
+            .iter()
+            .any(|&(f, n)| busy.iter().any(|&(s, l)| s < f + n && f < s + l));
+        if got.is_none() {
+            assert_eq!(seen, overlaps, "runs {runs:?} busy {busy:?}");
+        }
+        cut += seen as u32;
+    }
+    assert!(cut > 500, "the cases exercise busy ranges: {cut}");
+}

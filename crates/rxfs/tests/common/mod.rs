@@ -261,6 +261,19 @@ pub fn open_ro(img: &Path) -> std::sync::Arc<rxfs::Filesystem> {
     .unwrap()
 }
 
+/// Open an image and its realtime device read-only through rxfs.
+pub fn open_ro_rt(img: &Path, rt: &Path) -> std::sync::Arc<rxfs::Filesystem> {
+    rxfs::Filesystem::open_path(
+        img,
+        Some(rt),
+        rxfs::MountOptions {
+            read_only: true,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// Rewrite `len` bytes at `daddr` of `img` through `edit`, then restore the
 /// CRC at `crc_off` so only the structural checks can catch the damage.
 /// Returns the original bytes (for [`restore`]).

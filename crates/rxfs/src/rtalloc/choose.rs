@@ -1,0 +1,167 @@
+//! Choosing free realtime extents around busy ones: the busy ranges of a
+//! region seen at once ([`BusyView`]), the first clean piece of one run
+//! ([`not_busy_piece`]), and the kernel's choice among the free runs of a
+//! bitmap block made in one sweep of runs and busy ranges ([`choose`]).
+//!
+//! A piece is "clean" when no busy range overlaps it: the extents freed by
+//! a checkpoint not yet on disk are never handed out (see the module doc
+//! of [`super`]).
+
+use crate::xact::MetaTx;
+
+/// The busy ranges overlapping rt extents `[x, x + n)`, in extents, in
+/// order of first extent, from one walk of the busy list, so that the
+/// candidates of a bitmap block are weighed without asking it again.
+pub(super) struct BusyView {
+    pub(super) ranges: Vec<(u64, u64)>,
+    /// `max_end[i]`: the furthest end of `ranges[..=i]` (ranges may nest).
+    max_end: Vec<u64>,
+}
+
+impl BusyView {
+    pub(super) fn of(tx: &dyn MetaTx, x: u64, n: u64) -> BusyView {
+        let mut ranges = Vec::new();
+        for (a, k, l) in super::busy_pieces(x, n) {
+            let base = (a.0 - super::RT_BUSY_AG) as u64 * super::RT_BUSY_SPAN;
+            ranges.extend(
+                tx.busy_ranges(a, k, l)
+                    .into_iter()
+                    .map(|(bk, bl)| (base + bk.0 as u64, bl as u64)),
+            );
+        }
+        Self::from_ranges(ranges)
+    }
+
+    /// A view of `ranges` (sorted by first extent).
+    pub(super) fn from_ranges(ranges: Vec<(u64, u64)>) -> BusyView {
+        debug_assert!(ranges.windows(2).all(|w| w[0].0 <= w[1].0));
+        let mut far = 0;
+        let max_end = ranges
+            .iter()
+            .map(|&(s, l)| {
+                far = far.max(s + l);
+                far
+            })
+            .collect();
+        BusyView { ranges, max_end }
+    }
+
+    /// The busy range overlapping `[x, x + n)` that starts first (so
+    /// that `[x, its start)` is clear of busy ranges), in two binary
+    /// searches: the ranges starting before `x + n` are a prefix, and the
+    /// first of them reaching past `x` is where the running maximum end
+    /// first passes `x`.
+    pub(super) fn overlap(&self, x: u64, n: u64) -> Option<(u64, u64)> {
+        let i = self.ranges.partition_point(|&(s, _)| s < x + n);
+        let j = self.max_end.partition_point(|&e| e <= x);
+        (j < i).then(|| self.ranges[j])
+    }
+}
+
+/// The first piece of free run `[f, f + len)` that no busy extent of
+/// `view` overlaps and that holds at least `minlen` extents (cut to
+/// `maxlen`). Busy extents are skipped, not waited for (a log force per
+/// collision would make every allocation after a free wait for the disk);
+/// `seen` records that one was skipped.
+pub(super) fn unbusy(
+    view: &BusyView,
+    seen: &mut bool,
+    f: u64,
+    len: u64,
+    minlen: u64,
+    maxlen: u64,
+) -> Option<(u64, u64)> {
+    not_busy_piece(f, len, minlen, maxlen, |x, n| {
+        let o = view.overlap(x, n);
+        *seen |= o.is_some();
+        o
+    })
+}
+
+/// The first piece of `[f, f + len)`, at least `minlen` and at most
+/// `maxlen` long, that no busy range overlaps. `busy(x, n)` returns some
+/// busy range overlapping `[x, x + n)` (any one: the CIL's lookup gives the
+/// one that starts last), so a candidate is shrunk until nothing overlaps
+/// it, never trusted after one look.
+pub(super) fn not_busy_piece(
+    mut f: u64,
+    len: u64,
+    minlen: u64,
+    maxlen: u64,
+    mut busy: impl FnMut(u64, u64) -> Option<(u64, u64)>,
+) -> Option<(u64, u64)> {
+    let end = f + len;
+    'outer: while f < end && end - f >= minlen {
+        let mut hi = end.min(f + maxlen);
+        loop {
+            match busy(f, hi - f) {
+                None => return Some((f, hi - f)),
+                Some((bs, bl)) => {
+                    if bs <= f || bs - f < minlen {
+                        // No piece long enough before this busy range.
+                        f = (bs + bl).max(f + 1);
+                        continue 'outer;
+                    }
+                    hi = bs.min(hi);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The kernel's choice among the free runs `runs` of one bitmap block (in
+/// order, each at least `minlen` long), around the busy ranges `busy`
+/// (sorted by first extent; may nest): the first clean piece of `maxlen`,
+/// else the run of the greatest length (the earliest of equals) that has
+/// a clean piece of at least `minlen`, its first such piece cut to
+/// `maxlen`. The same answer as [`not_busy_piece`] asked run by run, from
+/// one sweep: O(runs + busy ranges). `seen` is set when a busy range cut a
+/// run.
+pub(super) fn choose(
+    runs: &[(u64, u64)],
+    busy: &[(u64, u64)],
+    minlen: u64,
+    maxlen: u64,
+    seen: &mut bool,
+) -> Option<(u64, u64)> {
+    let mut j = 0;
+    // The furthest end of busy[..j] (the ranges starting at or before p).
+    let mut cover = 0u64;
+    // (length of the run, its first clean piece of at least minlen)
+    let mut best: Option<(u64, (u64, u64))> = None;
+    for &(f, n) in runs {
+        let e = f + n;
+        let mut p = f;
+        let mut first: Option<(u64, u64)> = None;
+        while p < e {
+            while j < busy.len() && busy[j].0 <= p {
+                cover = cover.max(busy[j].0 + busy[j].1);
+                j += 1;
+            }
+            if cover > p {
+                *seen = true;
+                p = cover.min(e);
+                continue;
+            }
+            let q = busy.get(j).map_or(e, |r| r.0.min(e));
+            if q < e {
+                *seen = true;
+            }
+            let len = q - p;
+            if len >= maxlen {
+                return Some((p, maxlen));
+            }
+            if len >= minlen && first.is_none() {
+                first = Some((p, len));
+            }
+            p = q;
+        }
+        if let Some(piece) = first {
+            if best.is_none_or(|(bn, _)| n > bn) {
+                best = Some((n, piece));
+            }
+        }
+    }
+    best.map(|(_, (p, len))| (p, len.min(maxlen)))
+}
