@@ -261,6 +261,7 @@ impl wire::Handler for RxFuse {
     }
 
     fn dispatch(&self, req: &Request, op: Op<'_>, reply: Reply) {
+        wire::trace::request(req, &op);
         let node = req.nodeid;
         match op {
             Op::Lookup { name } => self.run(|c| c.lookup(node, name, ReplyEntry(reply))),

@@ -44,8 +44,10 @@
 //! transaction holding the realtime lock, the runs kept for block `b` are
 //! exactly the free runs that start and end inside `b` in its committed
 //! bitmap (a run reaching the block's end is kept cut there). Every
-//! change of a bitmap block drops its entry (`forget_runs`) before the
-//! change; a cancel drops them all; the whole index is dropped when it
+//! change of a bitmap block takes its entry out before the change
+//! (`take_runs`) and puts back the runs after it, found again only around
+//! the bits changed (`rtalloc::runs`), with no memo; a cancel drops them
+//! all; the whole index is dropped when it
 //! holds more than [`MAX_INDEXED_RUNS`].
 //!
 //! An entry may also remember that a search found no piece of at least
@@ -280,11 +282,13 @@ impl RtSumCache {
         }
     }
 
-    /// Bitmap block `bbno` is about to change: drop its indexed runs.
-    pub fn forget_runs(&mut self, bbno: u64) {
-        if let Some(old) = self.runs.remove(&bbno) {
-            self.indexed -= old.runs.len();
-        }
+    /// Bitmap block `bbno` is about to change: take its indexed runs out
+    /// (the caller puts them back changed, or leaves the block
+    /// unindexed).
+    pub fn take_runs(&mut self, bbno: u64) -> Option<std::sync::Arc<[(u64, u64)]>> {
+        let old = self.runs.remove(&bbno)?;
+        self.indexed -= old.runs.len();
+        Some(old.runs)
     }
 
     /// A transaction that changed counters was cancelled: forget what it
@@ -345,7 +349,7 @@ mod tests {
         c.note_no_piece(1, np); // not indexed: nothing to remember it by
         assert_eq!(c.block_runs(0).and_then(|e| e.no_piece), Some(np));
         assert!(c.block_runs(1).is_none());
-        c.forget_runs(0);
+        assert_eq!(c.take_runs(0).as_deref(), Some(&[(1, 3), (9, 1)][..]));
         assert!(c.block_runs(0).is_none());
         assert_eq!(c.indexed, 1);
         c.set_block_runs(2, vec![(70_000, 4), (70_010, 1)].into());

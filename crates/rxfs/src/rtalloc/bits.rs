@@ -213,8 +213,15 @@ impl<'t> RtBits<'t> {
             let first = p % bpb;
             let cnt = (bpb - first).min(end - p);
             let id = self.bitmap_buf(block)?;
-            self.tx.rt_lock()?.forget_runs(block);
+            let old = self.tx.rt_lock()?.take_runs(block);
             fmt::set_bits(self.tx.buf_mut(id), first, cnt, free);
+            if let Some(old) = old {
+                // The block's runs, kept up to date (see rtalloc::runs).
+                let base = block * bpb;
+                let nbits = self.l.bits_in_block(block);
+                let new = super::runs::update_runs(&old, p, p + cnt, self.tx.buf(id), base, nbits);
+                self.tx.rt_lock()?.set_block_runs(block, new.into());
+            }
             let w0 = (first / RTWORD_BITS) as usize * RTWORD_BYTES;
             let w1 = (first + cnt).div_ceil(RTWORD_BITS) as usize * RTWORD_BYTES;
             self.tx.log_buf(id, w0..w1);

@@ -36,6 +36,7 @@
 
 mod bits;
 mod choose;
+mod runs;
 #[cfg(test)]
 mod tests;
 

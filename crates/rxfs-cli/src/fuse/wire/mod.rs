@@ -9,6 +9,7 @@
 //! - [`mount`]: mount(2) for root, `fusermount3` for everyone else.
 //! - [`session`]: INIT, then one event loop per cloned descriptor.
 //! - [`uring`]: the event loops of FUSE over io_uring.
+//! - [`trace`]: a request/reply trace for debugging (`RXFS_FUSE_TRACE`).
 //!
 //! Why our own: the protocol requests rxfs needs (FUSE_TMPFILE,
 //! FUSE_STATX) are not in the FUSE crates, and the event loops are
@@ -19,6 +20,7 @@ pub mod mount;
 pub mod reply;
 pub mod request;
 pub mod session;
+pub mod trace;
 pub mod types;
 pub mod uring;
 

@@ -142,6 +142,7 @@ impl Reply {
 
     fn send(&mut self, error: i32, parts: &[&[u8]]) {
         self.done = true;
+        super::trace::reply(self.unique, error, parts);
         let ch = match &self.sink {
             Sink::Dev(ch) => ch,
             Sink::Ring(slot) => {

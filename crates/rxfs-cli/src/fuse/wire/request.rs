@@ -130,6 +130,57 @@ pub enum Op<'a> {
     Malformed,
 }
 
+impl Op<'_> {
+    /// The request's kind, for traces.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Op::Init { .. } => "Init",
+            Op::Destroy { .. } => "Destroy",
+            Op::Interrupt { .. } => "Interrupt",
+            Op::Lookup { .. } => "Lookup",
+            Op::Forget { .. } => "Forget",
+            Op::BatchForget { .. } => "BatchForget",
+            Op::Getattr { .. } => "Getattr",
+            Op::Statx { .. } => "Statx",
+            Op::Setattr { .. } => "Setattr",
+            Op::Readlink { .. } => "Readlink",
+            Op::Symlink { .. } => "Symlink",
+            Op::Mknod { .. } => "Mknod",
+            Op::Mkdir { .. } => "Mkdir",
+            Op::Unlink { .. } => "Unlink",
+            Op::Rmdir { .. } => "Rmdir",
+            Op::Rename { .. } => "Rename",
+            Op::Link { .. } => "Link",
+            Op::Open { .. } => "Open",
+            Op::Read { .. } => "Read",
+            Op::Write { .. } => "Write",
+            Op::Statfs { .. } => "Statfs",
+            Op::Release { .. } => "Release",
+            Op::Fsync { .. } => "Fsync",
+            Op::Setxattr { .. } => "Setxattr",
+            Op::Getxattr { .. } => "Getxattr",
+            Op::Listxattr { .. } => "Listxattr",
+            Op::Removexattr { .. } => "Removexattr",
+            Op::Flush { .. } => "Flush",
+            Op::Opendir { .. } => "Opendir",
+            Op::Readdir { .. } => "Readdir",
+            Op::Readdirplus { .. } => "Readdirplus",
+            Op::Releasedir { .. } => "Releasedir",
+            Op::Fsyncdir { .. } => "Fsyncdir",
+            Op::Access { .. } => "Access",
+            Op::Create { .. } => "Create",
+            Op::Tmpfile { .. } => "Tmpfile",
+            Op::Ioctl { .. } => "Ioctl",
+            Op::Fallocate { .. } => "Fallocate",
+            Op::Lseek { .. } => "Lseek",
+            Op::CopyFileRange { .. } => "CopyFileRange",
+            Op::Syncfs { .. } => "Syncfs",
+            Op::Unknown { .. } => "Unknown",
+            Op::Malformed { .. } => "Malformed",
+        }
+    }
+}
+
 /// A cursor over a request's argument bytes. From `/dev/fuse` they are
 /// one run; from an io_uring entry the fixed part (the kernel's "op
 /// header", its first argument) is in the entry's header and the rest in
