@@ -52,14 +52,15 @@
 //!
 //! An entry may also remember that a search found no piece of at least
 //! `minlen` extents clear of busy ranges in the block ([`NoPiece`]), with
-//! the busy list's generation then ([`crate::xact::MetaTx::busy_generation`],
-//! which moves only when busy extents become reusable). *Why it holds:*
-//! while the entry lives the block's free runs are unchanged, and while
-//! the generation reads the same busy ranges were only added, so the
-//! clear pieces can only have shrunk: a search for `minlen` or more that
-//! follows the block's last run no further into the next block finds
-//! nothing there still and skips the block. (That run can only grow by
-//! frees in the next block, which are busy.)
+//! the oldest checkpoint of the busy ranges that were in the way. *Why it
+//! holds:* while the entry lives the block's free runs are unchanged
+//! (a change replaces the entry, without memo), and while that checkpoint
+//! is not yet stable ([`crate::xact::MetaTx::busy_stable_seq`] below it)
+//! every one of those ranges is busy still and others were only added,
+//! so the clear pieces can only have shrunk: a search for `minlen` or more
+//! finds nothing there still and skips the block. Only blocks whose last
+//! free run ends inside them get a memo (a run that goes on into the next
+//! block changes with that block, whose changes replace its own entry).
 //!
 //! Locking: one [`RtSumCache`] per mount, inside the realtime lock (a
 //! mutex the transaction holds from its first realtime allocation or free
@@ -78,14 +79,14 @@ pub const MAX_MEM_SUMMARY_BYTES: u64 = 256 << 20;
 pub const MAX_INDEXED_RUNS: usize = 1 << 20;
 
 /// A search found no piece of `minlen` extents clear of busy ranges in a
-/// bitmap block at busy generation `generation` (see the module doc).
+/// bitmap block (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NoPiece {
-    pub generation: u64,
+    /// The oldest checkpoint of the busy ranges that were in the way
+    /// (`u64::MAX` when none was): the memo holds while fewer checkpoints
+    /// are stable.
+    pub until: u64,
     pub minlen: u64,
-    /// How far the block's last free run was followed into the next
-    /// block (a search that would follow it further may find more).
-    pub reach: u64,
     /// Busy ranges were what stood in the way.
     pub busy: bool,
 }
@@ -340,9 +341,8 @@ mod tests {
             Some(&[(1, 3), (9, 1)][..])
         );
         let np = NoPiece {
-            generation: 4,
+            until: 4,
             minlen: 2,
-            reach: 32768,
             busy: true,
         };
         c.note_no_piece(0, np);

@@ -25,10 +25,9 @@ struct AgBusy {
 #[derive(Debug, Default)]
 pub(crate) struct BusyList {
     ags: BTreeMap<u32, AgBusy>,
-    /// Bumped whenever extents stop being busy: between two equal
-    /// readings, busy ranges were only added, so whatever was found busy
-    /// is busy still.
-    retired: u64,
+    /// The newest checkpoint whose extents were retired: a busy range of
+    /// checkpoint `s` is busy still while this is below `s`.
+    retired_upto: u64,
 }
 
 impl BusyList {
@@ -40,22 +39,20 @@ impl BusyList {
 
     /// Drop the extents of checkpoints up to `seq` (now stable).
     pub(crate) fn retire(&mut self, seq: u64) {
-        let mut gone = false;
         self.ags.retain(|_, ag| {
             ag.by_start.retain(|_, v| {
-                let n = v.len();
                 v.retain(|&(_, s)| s > seq);
-                gone |= v.len() < n;
                 !v.is_empty()
             });
             !ag.by_start.is_empty()
         });
-        self.retired += gone as u64;
+        self.retired_upto = self.retired_upto.max(seq);
     }
 
-    /// How many times extents stopped being busy (see `retired`).
-    pub(crate) fn retired(&self) -> u64 {
-        self.retired
+    /// Every busy range of a checkpoint up to this one has been retired
+    /// (see `retired_upto`).
+    pub(crate) fn retired_upto(&self) -> u64 {
+        self.retired_upto
     }
 
     /// The busy extent overlapping `[agbno, agbno + len)` of `agno` that
@@ -84,15 +81,16 @@ impl BusyList {
     }
 
     /// Every busy extent overlapping `[agbno, agbno + len)` of `agno`,
-    /// appended to `out` in order of first block (one per first block: the
-    /// longest freed there). One range walk for a whole region, where
+    /// appended to `out` in order of first block, with its checkpoint
+    /// sequence (one per first block: the longest freed there, the oldest
+    /// checkpoint of those). One range walk for a whole region, where
     /// [`Self::overlap`] would be asked once per candidate.
     pub(crate) fn ranges(
         &self,
         agno: AgNumber,
         agbno: AgBlock,
         len: u32,
-        out: &mut Vec<(AgBlock, u32)>,
+        out: &mut Vec<(AgBlock, u32, u64)>,
     ) {
         let Some(ag) = self.ags.get(&agno.0) else {
             return;
@@ -104,8 +102,9 @@ impl BusyList {
         let hi = agbno.0.saturating_add(len);
         for (&s, v) in ag.by_start.range(lo..hi) {
             let l = v.iter().map(|&(l, _)| l).max().unwrap_or(0);
+            let seq = v.iter().map(|&(_, q)| q).min().unwrap_or(0);
             if s as u64 + l as u64 > agbno.0 as u64 {
-                out.push((AgBlock(s), l));
+                out.push((AgBlock(s), l, seq));
             }
         }
     }
@@ -143,11 +142,12 @@ mod tests {
         assert_eq!(o(&b, 2, 100, 100), Some((AgBlock(120), 1)));
         assert_eq!(o(&b, 3, 0, u32::MAX), None);
         assert_eq!(b.max_seq(), Some(9));
-        assert_eq!(b.retired(), 0);
-        b.retire(6);
-        assert_eq!(b.retired(), 0, "nothing retired");
+        let mut out = Vec::new();
+        b.ranges(AgNumber(1), AgBlock(0), 2000, &mut out);
+        assert_eq!(out, vec![(AgBlock(100), 50, 7), (AgBlock(1000), 5, 8)]);
+        assert_eq!(b.retired_upto(), 0);
         b.retire(8);
-        assert_eq!(b.retired(), 1);
+        assert_eq!(b.retired_upto(), 8);
         assert_eq!(o(&b, 1, 0, 2000), None);
         assert_eq!(o(&b, 2, 120, 1), Some((AgBlock(120), 1)));
         b.retire(9);
@@ -181,7 +181,7 @@ mod tests {
             let mut out = Vec::new();
             b.ranges(AgNumber(0), AgBlock(s), l, &mut out);
             assert!(out.windows(2).all(|w| w[0].0 .0 < w[1].0 .0), "in order");
-            for &(bs, bl) in &out {
+            for &(bs, bl, _) in &out {
                 assert!(bs.0 < s + l && s < bs.0 + bl, "{bs:?}+{bl} misses {s}+{l}");
             }
             let o = b.overlap(AgNumber(0), AgBlock(s), l);
@@ -189,7 +189,7 @@ mod tests {
             // Nothing overlapping is left out.
             for p in s..s + l {
                 let hit = b.overlap(AgNumber(0), AgBlock(p), 1).is_some();
-                let listed = out.iter().any(|&(bs, bl)| bs.0 <= p && p < bs.0 + bl);
+                let listed = out.iter().any(|&(bs, bl, _)| bs.0 <= p && p < bs.0 + bl);
                 assert_eq!(hit, listed, "block {p} of query {s}+{l}");
             }
         }

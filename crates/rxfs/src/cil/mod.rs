@@ -591,22 +591,24 @@ impl Cil {
         self.busy.lock().overlap(agno, agbno, len)
     }
 
-    /// Every busy range overlapping `[agbno, agbno + len)`, appended to
-    /// `out` in order (see [`busy::BusyList::ranges`]).
+    /// Every busy range overlapping `[agbno, agbno + len)` with its
+    /// checkpoint sequence, appended to `out` in order (see
+    /// [`busy::BusyList::ranges`]).
     pub fn busy_ranges(
         &self,
         agno: AgNumber,
         agbno: AgBlock,
         len: u32,
-        out: &mut Vec<(AgBlock, u32)>,
+        out: &mut Vec<(AgBlock, u32, u64)>,
     ) {
         self.busy.lock().ranges(agno, agbno, len, out)
     }
 
-    /// Changes whenever busy extents become reusable (never when some
-    /// are added).
-    pub fn busy_generation(&self) -> u64 {
-        self.busy.lock().retired()
+    /// Busy ranges of every checkpoint up to this sequence have become
+    /// reusable; a range of a newer checkpoint (or of a transaction not
+    /// yet committed) is busy still.
+    pub fn busy_stable_seq(&self) -> u64 {
+        self.busy.lock().retired_upto()
     }
 
     /// Make every busy extent reusable: force the log until none is left.

@@ -715,17 +715,18 @@ impl MetaTx for Trans<'_> {
             .map(|(_, b, l)| (*b, *l))
             .or_else(|| self.core().cil.busy_overlap(agno, agbno, len))
     }
-    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32)> {
+    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)> {
         let mut out = Vec::new();
         self.core().cil.busy_ranges(agno, agbno, len, &mut out);
-        crate::xact::merge_own_busy(&self.busy, agno, agbno, len, &mut out);
+        let seq = self.core().cil.busy_stable_seq().saturating_add(1);
+        crate::xact::merge_own_busy(&self.busy, agno, agbno, len, seq, &mut out);
         out
     }
     fn force_busy(&mut self) -> Result<()> {
         self.core().cil.force_busy()
     }
-    fn busy_generation(&self) -> u64 {
-        self.core().cil.busy_generation()
+    fn busy_stable_seq(&self) -> u64 {
+        self.core().cil.busy_stable_seq()
     }
     fn space_left(&self) -> Option<i64> {
         let rw = self.core();

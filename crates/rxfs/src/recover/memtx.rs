@@ -47,8 +47,9 @@ pub struct MemTx {
     /// ICREATE items logged (for tests to inspect).
     pub icreates: Vec<(AgNumber, AgBlock, u32, u32, u32)>,
     busy: Vec<(AgNumber, AgBlock, u32)>,
-    /// Times `busy` was emptied ([`MetaTx::busy_generation`]).
-    busy_cleared: u64,
+    /// `busy` was emptied: every range it held is reusable (the stable
+    /// sequence is then `u64::MAX`, [`MetaTx::busy_stable_seq`]).
+    busy_cleared: bool,
     /// Raw items logged (for tests to inspect; MemTx has no log).
     pub raw_items: Vec<Vec<Vec<u8>>>,
     /// The directory rotor to use (tests share one per image so that
@@ -75,7 +76,7 @@ impl MemTx {
             sb_delta: HashMap::new(),
             icreates: Vec::new(),
             busy: Vec::new(),
-            busy_cleared: 0,
+            busy_cleared: false,
             raw_items: Vec::new(),
             dir_rotor: None,
             rt_mode: Default::default(),
@@ -301,16 +302,21 @@ impl MetaTx for MemTx {
             .find(|(a, b, l)| *a == agno && b.0 < agbno.0 + len && agbno.0 < b.0 + l)
             .map(|(_, b, l)| (*b, *l))
     }
-    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32)> {
+    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)> {
         let mut out = Vec::new();
-        crate::xact::merge_own_busy(&self.busy, agno, agbno, len, &mut out);
+        let seq = self.busy_stable_seq().saturating_add(1);
+        crate::xact::merge_own_busy(&self.busy, agno, agbno, len, seq, &mut out);
         out
     }
-    fn busy_generation(&self) -> u64 {
-        self.busy_cleared
+    fn busy_stable_seq(&self) -> u64 {
+        if self.busy_cleared {
+            u64::MAX
+        } else {
+            0
+        }
     }
     fn force_busy(&mut self) -> Result<()> {
-        self.busy_cleared += 1;
+        self.busy_cleared = true;
         self.busy.clear();
         Ok(())
     }

@@ -16,20 +16,26 @@ pub(super) struct BusyView {
     pub(super) ranges: Vec<(u64, u64)>,
     /// `max_end[i]`: the furthest end of `ranges[..=i]` (ranges may nest).
     max_end: Vec<u64>,
+    /// The oldest checkpoint of the ranges (`u64::MAX` when none): while
+    /// fewer are stable ([`MetaTx::busy_stable_seq`]), every range seen is
+    /// busy still.
+    pub(super) oldest: u64,
 }
 
 impl BusyView {
     pub(super) fn of(tx: &dyn MetaTx, x: u64, n: u64) -> BusyView {
         let mut ranges = Vec::new();
+        let mut oldest = u64::MAX;
         for (a, k, l) in super::busy_pieces(x, n) {
             let base = (a.0 - super::RT_BUSY_AG) as u64 * super::RT_BUSY_SPAN;
-            ranges.extend(
-                tx.busy_ranges(a, k, l)
-                    .into_iter()
-                    .map(|(bk, bl)| (base + bk.0 as u64, bl as u64)),
-            );
+            ranges.extend(tx.busy_ranges(a, k, l).into_iter().map(|(bk, bl, seq)| {
+                oldest = oldest.min(seq);
+                (base + bk.0 as u64, bl as u64)
+            }));
         }
-        Self::from_ranges(ranges)
+        let mut v = Self::from_ranges(ranges);
+        v.oldest = oldest;
+        v
     }
 
     /// A view of `ranges` (sorted by first extent).
@@ -43,7 +49,11 @@ impl BusyView {
                 far
             })
             .collect();
-        BusyView { ranges, max_end }
+        BusyView {
+            ranges,
+            max_end,
+            oldest: u64::MAX,
+        }
     }
 
     /// The busy range overlapping `[x, x + n)` that starts first (so

@@ -377,14 +377,13 @@ fn in_block(
 ) -> Result<Option<(u64, u64)>> {
     let bpb = b.l.bits_per_block();
     let end = ((i + 1) * bpb).min(b.l.rextents);
-    let generation = b.tx.busy_generation();
+    let stable = b.tx.busy_stable_seq();
     let indexed = b.tx.rt_lock()?.block_runs(i).cloned();
     let all = match indexed {
         Some(e) => {
             b.tx.rt_lock()?.stats.runs_indexed += 1;
             if let Some(np) = e.no_piece {
-                let reach = reach(&b.l, &e.runs, end, maxlen);
-                if np.generation == generation && minlen >= np.minlen && reach <= np.reach {
+                if stable < np.until && minlen >= np.minlen {
                     // Nothing clear there when last looked, and nothing
                     // became clear since (see cache::rtsum).
                     *seen |= np.busy;
@@ -422,11 +421,13 @@ fn in_block(
     let mut busy = false;
     let r = choose(&runs, &view.ranges, minlen, maxlen, &mut busy);
     *seen |= busy;
-    if r.is_none() {
+    // Remembered only when the last run stays inside the block: frees in
+    // the next block would change what a run that goes on finds, and they
+    // replace that block's entry, not this one's.
+    if r.is_none() && reach == end {
         let np = NoPiece {
-            generation,
+            until: view.oldest,
             minlen,
-            reach,
             busy,
         };
         b.tx.rt_lock()?.note_no_piece(i, np);

@@ -259,15 +259,17 @@ pub trait MetaTx {
     /// The first busy range overlapping `[agbno, agbno + len)`, if any.
     fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)>;
     /// Every busy range overlapping `[agbno, agbno + len)`, in order of
-    /// first block (this transaction's own frees merged in): for an
-    /// allocator that weighs many candidates of one region.
-    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32)>;
+    /// first block, with the sequence of the checkpoint that will make it
+    /// reusable (for this transaction's own frees, merged in, one no
+    /// later than the checkpoint it will commit into):
+    /// for an allocator that weighs many candidates of one region.
+    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)>;
     /// Force the log so that every busy extent becomes free to reuse.
     fn force_busy(&mut self) -> Result<()>;
-    /// A number that changes whenever busy extents become reusable and
-    /// never when ranges become busy: a region found all busy stays so
-    /// while it reads the same.
-    fn busy_generation(&self) -> u64;
+    /// Busy ranges of every checkpoint up to this sequence have become
+    /// reusable: a range [`Self::busy_ranges`] gave with a greater
+    /// sequence is busy still.
+    fn busy_stable_seq(&self) -> u64;
 
     /// The highest AG whose AGF this transaction holds (the allocator
     /// starts there when it may choose the AG: AGFs are locked in
@@ -288,13 +290,16 @@ pub trait MetaTx {
 
 /// Add to `out` (busy ranges of the CIL, in order) the entries of a
 /// transaction's own list of frees `own` that overlap `[agbno, agbno +
-/// len)` of `agno`, keeping `out` in order of first block.
+/// len)` of `agno`, keeping `out` in order of first block. They get
+/// sequence `seq`: no later than the checkpoint the transaction will
+/// commit into (one past the stable sequence will do).
 pub(crate) fn merge_own_busy(
     own: &[(AgNumber, AgBlock, u32)],
     agno: AgNumber,
     agbno: AgBlock,
     len: u32,
-    out: &mut Vec<(AgBlock, u32)>,
+    seq: u64,
+    out: &mut Vec<(AgBlock, u32, u64)>,
 ) {
     let end = agbno.0 as u64 + len as u64;
     let before = out.len();
@@ -303,7 +308,7 @@ pub(crate) fn merge_own_busy(
             .filter(|(a, b, l)| {
                 *a == agno && (b.0 as u64) < end && (agbno.0 as u64) < b.0 as u64 + *l as u64
             })
-            .map(|&(_, b, l)| (b, l)),
+            .map(|&(_, b, l)| (b, l, seq)),
     );
     if out.len() > before {
         out.sort_unstable_by_key(|r| r.0 .0);
