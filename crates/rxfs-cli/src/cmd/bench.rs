@@ -82,6 +82,10 @@ pub struct Args {
     /// Seed of the random sizes (rtalloc).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Summary modes to measure, comma-separated (rtalloc; for profiling
+    /// one alone).
+    #[arg(long, default_value = "none,minlevel,memory")]
+    pub rt_modes: String,
 }
 
 fn open(a: &Args) -> CliResult<Arc<Filesystem>> {

@@ -166,6 +166,7 @@ fn delta(a: RtAllocStats, b: RtAllocStats) -> RtAllocStats {
         summary_skips: b.summary_skips - a.summary_skips,
         bitmap_reads: b.bitmap_reads - a.bitmap_reads,
         runs_indexed: b.runs_indexed - a.runs_indexed,
+        memo_skips: b.memo_skips - a.memo_skips,
         invalidations: b.invalidations - a.invalidations,
         alloc_ns: b.alloc_ns - a.alloc_ns,
     }
@@ -254,13 +255,25 @@ fn measure_on(a: &Args, mode: RtSumMode) -> CliResult<(RtAllocStats, f64, u64)> 
 /// `rxfs bench rtalloc` (see the module doc).
 pub fn rtalloc(a: &Args, out: &mut Out) -> CliResult<()> {
     fragment(a, out)?;
-    let modes = [RtSumMode::None, RtSumMode::MinLevel, RtSumMode::Memory];
+    let modes = a
+        .rt_modes
+        .split(',')
+        .map(|m| match m.trim() {
+            "none" => Ok(RtSumMode::None),
+            "minlevel" => Ok(RtSumMode::MinLevel),
+            "memory" => Ok(RtSumMode::Memory),
+            other => Err(CliError::usage(format!(
+                "--rt-modes: {other:?} is not none, minlevel or memory"
+            ))),
+        })
+        .collect::<CliResult<Vec<_>>>()?;
     say!(
         out,
         "| summary mode | allocations | µs / allocation | x none | summary reads / alloc | \
-         reads skipped / alloc | bitmap reads / alloc | blocks from run index / alloc | rounds/s |"
+         reads skipped / alloc | bitmap reads / alloc | blocks from run index / alloc | \
+         of those skipped / alloc | rounds/s |"
     );
-    say!(out, "|---|---|---|---|---|---|---|---|---|");
+    say!(out, "|---|---|---|---|---|---|---|---|---|---|");
     let mut base = None;
     let mut digests = Vec::new();
     for mode in modes {
@@ -271,7 +284,7 @@ pub fn rtalloc(a: &Args, out: &mut Out) -> CliResult<()> {
         let b = *base.get_or_insert(us);
         say!(
             out,
-            "| {} | {} | {:.2} | {:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
+            "| {} | {} | {:.2} | {:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.0} |",
             format!("{mode:?}").to_lowercase(),
             w.allocs,
             us,
@@ -280,6 +293,7 @@ pub fn rtalloc(a: &Args, out: &mut Out) -> CliResult<()> {
             w.summary_skips as f64 / n,
             w.bitmap_reads as f64 / n,
             w.runs_indexed as f64 / n,
+            w.memo_skips as f64 / n,
             a.files as f64 / secs
         );
         out.points.push(serde_json::json!({
@@ -292,6 +306,7 @@ pub fn rtalloc(a: &Args, out: &mut Out) -> CliResult<()> {
             "summary_skips": w.summary_skips,
             "bitmap_reads": w.bitmap_reads,
             "runs_indexed": w.runs_indexed,
+            "memo_skips": w.memo_skips,
             "rounds": a.files,
             "secs": secs,
         }));

@@ -139,6 +139,9 @@ pub struct RtAllocStats {
     pub bitmap_reads: u64,
     /// Bitmap blocks searched through the free-run index, not scanned.
     pub runs_indexed: u64,
+    /// Of those, blocks skipped because nothing clear could be there (the
+    /// no-clear-piece memo).
+    pub memo_skips: u64,
     /// Times the cache was dropped by a cancelled transaction.
     pub invalidations: u64,
     /// Nanoseconds spent searching and taking extents (under the lock).

@@ -15,10 +15,11 @@ use crate::types::{AgBlock, AgNumber};
 
 #[derive(Debug, Default)]
 struct AgBusy {
-    /// First block -> (length, checkpoint sequence) of each busy extent
-    /// starting there (a range can be freed twice in one checkpoint
-    /// window: AGFL churn).
-    by_start: BTreeMap<u32, Vec<(u32, u64)>>,
+    /// (first block, checkpoint sequence) -> length of each busy extent
+    /// (a range can be freed twice in one checkpoint window, AGFL churn:
+    /// the longer one is kept). Flat, so that a walk over a region reads
+    /// no per-extent allocation.
+    by_start: BTreeMap<(u32, u64), u32>,
     max_len: u32,
 }
 
@@ -34,16 +35,14 @@ impl BusyList {
     pub(crate) fn insert(&mut self, agno: AgNumber, agbno: AgBlock, len: u32, seq: u64) {
         let ag = self.ags.entry(agno.0).or_default();
         ag.max_len = ag.max_len.max(len);
-        ag.by_start.entry(agbno.0).or_default().push((len, seq));
+        let l = ag.by_start.entry((agbno.0, seq)).or_default();
+        *l = (*l).max(len);
     }
 
     /// Drop the extents of checkpoints up to `seq` (now stable).
     pub(crate) fn retire(&mut self, seq: u64) {
         self.ags.retain(|_, ag| {
-            ag.by_start.retain(|_, v| {
-                v.retain(|&(_, s)| s > seq);
-                !v.is_empty()
-            });
+            ag.by_start.retain(|&(_, s), _| s > seq);
             !ag.by_start.is_empty()
         });
         self.retired_upto = self.retired_upto.max(seq);
@@ -69,15 +68,11 @@ impl BusyList {
         }
         let lo = agbno.0.saturating_sub(ag.max_len.saturating_sub(1));
         let hi = agbno.0.saturating_add(len);
-        for (&s, v) in ag.by_start.range(lo..hi).rev() {
-            if let Some(&(l, _)) = v
-                .iter()
-                .find(|&&(l, _)| s as u64 + l as u64 > agbno.0 as u64)
-            {
-                return Some((AgBlock(s), l));
-            }
-        }
-        None
+        ag.by_start
+            .range((lo, 0)..(hi, 0))
+            .rev()
+            .find(|(&(s, _), &l)| s as u64 + l as u64 > agbno.0 as u64)
+            .map(|(&(s, _), &l)| (AgBlock(s), l))
     }
 
     /// Every busy extent overlapping `[agbno, agbno + len)` of `agno`,
@@ -100,11 +95,19 @@ impl BusyList {
         }
         let lo = agbno.0.saturating_sub(ag.max_len.saturating_sub(1));
         let hi = agbno.0.saturating_add(len);
-        for (&s, v) in ag.by_start.range(lo..hi) {
-            let l = v.iter().map(|&(l, _)| l).max().unwrap_or(0);
-            let seq = v.iter().map(|&(_, q)| q).min().unwrap_or(0);
-            if s as u64 + l as u64 > agbno.0 as u64 {
-                out.push((AgBlock(s), l, seq));
+        let first = out.len();
+        for (&(s, seq), &l) in ag.by_start.range((lo, 0)..(hi, 0)) {
+            if s as u64 + l as u64 <= agbno.0 as u64 {
+                continue;
+            }
+            let n = out.len();
+            match out.last_mut() {
+                // Several checkpoints freed ranges starting here.
+                Some(last) if n > first && last.0 .0 == s => {
+                    last.1 = last.1.max(l);
+                    last.2 = last.2.min(seq);
+                }
+                _ => out.push((AgBlock(s), l, seq)),
             }
         }
     }
@@ -113,7 +116,7 @@ impl BusyList {
     pub(crate) fn max_seq(&self) -> Option<u64> {
         self.ags
             .values()
-            .flat_map(|ag| ag.by_start.values().flatten())
+            .flat_map(|ag| ag.by_start.keys())
             .map(|&(_, s)| s)
             .max()
     }

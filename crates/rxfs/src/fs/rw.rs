@@ -716,6 +716,7 @@ impl FsStats {
             ("rt_summary_skips", self.rt.summary_skips),
             ("rt_bitmap_reads", self.rt.bitmap_reads),
             ("rt_runs_indexed", self.rt.runs_indexed),
+            ("rt_memo_skips", self.rt.memo_skips),
             ("rt_cache_invalidations", self.rt.invalidations),
             ("rt_alloc_ns", self.rt.alloc_ns),
         ]

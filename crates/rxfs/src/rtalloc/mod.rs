@@ -387,6 +387,7 @@ fn in_block(
                     // Nothing clear there when last looked, and nothing
                     // became clear since (see cache::rtsum).
                     *seen |= np.busy;
+                    b.tx.rt_lock()?.stats.memo_skips += 1;
                     return Ok(None);
                 }
             }
