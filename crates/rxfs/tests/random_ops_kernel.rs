@@ -27,7 +27,8 @@ use std::sync::Arc;
 use common::*;
 use random_support::gen::{Gen, Params};
 use random_support::model::{Model, Op};
-use random_support::targets::{LibTarget, PosixTarget, Target};
+use random_support::targets::{LibTarget, PosixTarget};
+use random_support::timeline::Timeline;
 use random_support::view::{diff, of_model, of_mount, of_rxfs, View};
 use random_support::{close_all, run_ops, Counts};
 use rxfs::bdev::{for_each_crash_image, sample_points, BlockDevice, CrashDevice, CrashMode};
@@ -329,15 +330,6 @@ fn random_ops_interleaved_with_kernel() {
     );
 }
 
-/// Model namespace views after each operation that changed it, with the
-/// crash-device clock at the operation's start and end.
-struct Timeline {
-    /// (op index, ev_start, ev_end, is_sync)
-    ops: Vec<(usize, usize, usize, bool)>,
-    /// (op index after which this view holds, view)
-    views: Vec<(usize, View)>,
-}
-
 fn crash_seed(
     s: &Scratch,
     base: &[u8],
@@ -351,35 +343,9 @@ fn crash_seed(
     let mut t = LibTarget::new(fs.clone(), Some(dev.clone()));
     let mut m = Model::new();
     let mut g = Gen::new(seed, params(4096, 0));
-    let mut tl = Timeline {
-        ops: Vec::new(),
-        views: vec![(0, of_model(&m, false))],
-    };
-    let mut done = 0;
-    let mut tries = 0;
-    while done < 250 && tries < 20_000 {
-        tries += 1;
-        let Some(op) = g.op(&m) else { continue };
-        let start = t.clock();
-        let want = m.apply(&op);
-        let got = t.exec(&op);
-        assert_eq!(
-            got,
-            want,
-            "crash seed {seed} op {done}: {}",
-            random_support::describe(&op)
-        );
-        done += 1;
-        c.ops += 1;
-        tl.ops
-            .push((done, start, t.clock(), matches!(op, Op::Sync)));
-        if want.is_ok() {
-            let v = of_model(&m, false);
-            if tl.views.last().map(|x| &x.1) != Some(&v) {
-                tl.views.push((done, v));
-            }
-        }
-    }
+    let mut tl = Timeline::new(&m);
+    let done = tl.run(&mut g, &mut m, &mut t, 250, &format!("crash seed {seed}"));
+    c.ops += done;
     fs.abandon();
     drop(t);
     drop(fs);
@@ -387,25 +353,8 @@ fn crash_seed(
     let mut n = 0usize;
     for_each_crash_image(&dev, &points, &CrashMode::EVERY, seed, |ci| {
         let p = ci.point;
-        let lo = tl
-            .ops
-            .iter()
-            .filter(|o| o.3 && o.2 <= p)
-            .map(|o| o.0)
-            .max()
-            .unwrap_or(0);
-        let hi = tl
-            .ops
-            .iter()
-            .filter(|o| o.1 < p)
-            .map(|o| o.0)
-            .max()
-            .unwrap_or(0);
-        // The views that may hold: the last at or before `lo` up to the
-        // last at or before `hi`.
-        let first = tl.views.iter().rposition(|v| v.0 <= lo).unwrap_or(0);
-        let last = tl.views.iter().rposition(|v| v.0 <= hi).unwrap_or(0);
-        let ok_view = |got: &View| tl.views[first..=last].iter().any(|v| &v.1 == got);
+        let (lo, hi, allowed) = tl.allowed(p);
+        let ok_view = |got: &View| allowed.iter().any(|v| &v.1 == got);
         let case = format!("seed {seed} point {p} mode {:?} (ops {lo}..={hi})", ci.mode);
         let kernel = n.is_multiple_of(4);
         n += 1;
@@ -419,7 +368,7 @@ fn crash_seed(
             assert!(
                 ok_view(&got),
                 "{case}: kernel recovery shows a tree no prefix of the ops gives:\n{}",
-                diff(&tl.views[last].1, &got)
+                diff(&allowed[allowed.len() - 1].1, &got)
             );
             if let Err(e) = repair_ok(&file) {
                 panic!("{case}: after the kernel's recovery: {e}");
@@ -433,7 +382,7 @@ fn crash_seed(
         assert!(
             ok_view(&got),
             "{case}: rxfs recovery shows a tree no prefix of the ops gives:\n{}",
-            diff(&tl.views[last].1, &got)
+            diff(&allowed[allowed.len() - 1].1, &got)
         );
         assert_eq!(
             fs.stats().ag_lock_order_violations,

@@ -31,8 +31,9 @@ use std::sync::Arc;
 
 use common::*;
 use random_support::gen::{Gen, Params};
-use random_support::model::{Model, Op};
-use random_support::targets::{LibTarget, Target};
+use random_support::model::Model;
+use random_support::targets::LibTarget;
+use random_support::timeline::Timeline;
 use random_support::view::{diff, of_model, of_rxfs};
 use random_support::{close_all, run_ops, Counts};
 use rxfs::bdev::{
@@ -164,28 +165,14 @@ fn rt_random_ops_crash_sampled() {
         let mut t = LibTarget::new(fs.clone(), Some(dev.clone()));
         let mut m = Model::new();
         let mut g = Gen::new(2000 + seed, params(4096, 0, true));
-        // (op index, clock at start, clock at end, is sync), and the
-        // model's namespace after each op that changed it.
-        let mut tl = Vec::new();
-        let mut views = vec![(0usize, of_model(&m, false))];
-        let mut done = 0;
-        let mut tries = 0;
-        while done < 250 && tries < 20_000 {
-            tries += 1;
-            let Some(op) = g.op(&m) else { continue };
-            let start = t.clock();
-            let want = m.apply(&op);
-            let got = t.exec(&op);
-            assert_eq!(got, want, "rt crash seed {seed} op {done}");
-            done += 1;
-            tl.push((done, start, t.clock(), matches!(op, Op::Sync)));
-            if want.is_ok() {
-                let v = of_model(&m, false);
-                if views.last().map(|x| &x.1) != Some(&v) {
-                    views.push((done, v));
-                }
-            }
-        }
+        let mut tl = Timeline::new(&m);
+        let done = tl.run(
+            &mut g,
+            &mut m,
+            &mut t,
+            250,
+            &format!("rt crash seed {seed}"),
+        );
         ops += done;
         fs.abandon();
         drop(t);
@@ -200,20 +187,7 @@ fn rt_random_ops_crash_sampled() {
         let file = s.path("crash.img");
         for_each_crash_image(&dev, &points, &CrashMode::EVERY, seed, |ci| {
             let p = ci.point;
-            let lo = tl
-                .iter()
-                .filter(|o| o.3 && o.2 <= p)
-                .map(|o| o.0)
-                .max()
-                .unwrap_or(0);
-            let hi = tl
-                .iter()
-                .filter(|o| o.1 < p)
-                .map(|o| o.0)
-                .max()
-                .unwrap_or(0);
-            let first = views.iter().rposition(|v| v.0 <= lo).unwrap_or(0);
-            let last = views.iter().rposition(|v| v.0 <= hi).unwrap_or(0);
+            let (lo, hi, allowed) = tl.allowed(p);
             let case = format!("seed {seed} point {p} mode {:?} (ops {lo}..={hi})", ci.mode);
             let rtd: Arc<dyn BlockDevice> = Arc::new(MemDevice::new(rt_final.clone()));
             let d: Arc<dyn BlockDevice> = ci.device();
@@ -221,9 +195,9 @@ fn rt_random_ops_crash_sampled() {
                 .unwrap_or_else(|e| panic!("{case}: rxfs recovery: {e}"));
             let got = of_rxfs(&fs, false).unwrap();
             assert!(
-                views[first..=last].iter().any(|v| v.1 == got),
+                allowed.iter().any(|v| v.1 == got),
                 "{case}: recovery shows a tree no prefix of the ops gives:\n{}",
-                diff(&views[last].1, &got)
+                diff(&allowed[allowed.len() - 1].1, &got)
             );
             fs.unmount().unwrap();
             drop(fs);

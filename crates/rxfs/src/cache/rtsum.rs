@@ -58,9 +58,12 @@
 //! is not yet stable ([`crate::xact::MetaTx::busy_stable_seq`] below it)
 //! every one of those ranges is busy still and others were only added,
 //! so the clear pieces can only have shrunk: a search for `minlen` or more
-//! finds nothing there still and skips the block. Only blocks whose last
-//! free run ends inside them get a memo (a run that goes on into the next
-//! block changes with that block, whose changes replace its own entry).
+//! finds nothing there still and skips the block. A last run that reaches
+//! the block's end is followed into the next blocks (as far as the request
+//! says): the memo records how far (`reach`) and the change clock, and
+//! answers only a request that follows it no further, while none of those
+//! next blocks has changed (every bitmap change advances the clock and
+//! stamps its block: `note_change`, `changed_since`).
 //!
 //! Locking: one [`RtSumCache`] per mount, inside the realtime lock (a
 //! mutex the transaction holds from its first realtime allocation or free
@@ -87,6 +90,13 @@ pub struct NoPiece {
     /// are stable.
     pub until: u64,
     pub minlen: u64,
+    /// How far the block's last run was followed (past the block's end
+    /// when it reached it): a request that would follow it further is not
+    /// answered by the memo.
+    pub reach: u64,
+    /// The change clock then ([`RtSumCache::clock`]): the blocks the run
+    /// was followed into must not have changed since.
+    pub stamp: u64,
     /// Busy ranges were what stood in the way.
     pub busy: bool,
 }
@@ -170,6 +180,12 @@ pub struct RtSumCache {
     /// The free-run index.
     runs: std::collections::HashMap<u64, IndexedBlock>,
     indexed: usize,
+    /// Bitmap block -> the change clock at its last change, for the
+    /// blocks changed since `forgot` (the clock when the map was last
+    /// emptied, which bounds its size).
+    changed: std::collections::HashMap<u64, u64>,
+    clock: u64,
+    forgot: u64,
     pub stats: RtAllocStats,
 }
 
@@ -191,6 +207,9 @@ impl RtSumCache {
             mem: None,
             runs: Default::default(),
             indexed: 0,
+            changed: Default::default(),
+            clock: 0,
+            forgot: 0,
             stats: RtAllocStats::default(),
         }
     }
@@ -286,6 +305,29 @@ impl RtSumCache {
         }
     }
 
+    /// The change clock: advanced by every bitmap block change.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+
+    /// Bitmap block `bbno` changes (in the locking transaction).
+    pub fn note_change(&mut self, bbno: u64) {
+        self.clock += 1;
+        if self.changed.len() >= MAX_INDEXED_RUNS / 16 {
+            self.changed.clear();
+            self.forgot = self.clock;
+        }
+        self.changed.insert(bbno, self.clock);
+    }
+
+    /// Whether bitmap block `bbno` may have changed after clock `stamp`.
+    pub fn changed_since(&self, bbno: u64, stamp: u64) -> bool {
+        match self.changed.get(&bbno) {
+            Some(&c) => c > stamp,
+            None => self.forgot > stamp,
+        }
+    }
+
     /// Bitmap block `bbno` is about to change: take its indexed runs out
     /// (the caller puts them back changed, or leaves the block
     /// unindexed).
@@ -325,6 +367,11 @@ mod tests {
         c.tighten(2, 99);
         assert_eq!(c.min_level(2), 5, "capped at levels");
         c.set_block_runs(1, vec![(10, 2)].into());
+        assert!(!c.changed_since(1, 0));
+        c.note_change(1);
+        let t = c.clock();
+        assert!(c.changed_since(1, t - 1) && !c.changed_since(1, t));
+        assert!(!c.changed_since(2, 0), "never changed");
         c.invalidate();
         assert_eq!((c.min_level(1), c.min_level(2)), (0, 0));
         assert!(
@@ -346,6 +393,8 @@ mod tests {
         let np = NoPiece {
             until: 4,
             minlen: 2,
+            reach: 32768,
+            stamp: 0,
             busy: true,
         };
         c.note_no_piece(0, np);

@@ -77,8 +77,9 @@ impl BusyList {
 
     /// Every busy extent overlapping `[agbno, agbno + len)` of `agno`,
     /// appended to `out` in order of first block, with its checkpoint
-    /// sequence (one per first block: the longest freed there, the oldest
-    /// checkpoint of those). One range walk for a whole region, where
+    /// sequence (one per first block: the longest freed there, and the
+    /// oldest checkpoint of those, the first that may make part of it
+    /// reusable). One range walk for a whole region, where
     /// [`Self::overlap`] would be asked once per candidate.
     pub(crate) fn ranges(
         &self,

@@ -47,9 +47,10 @@ pub struct MemTx {
     /// ICREATE items logged (for tests to inspect).
     pub icreates: Vec<(AgNumber, AgBlock, u32, u32, u32)>,
     busy: Vec<(AgNumber, AgBlock, u32)>,
-    /// `busy` was emptied: every range it held is reusable (the stable
-    /// sequence is then `u64::MAX`, [`MetaTx::busy_stable_seq`]).
-    busy_cleared: bool,
+    /// Times `busy` was emptied: the stable sequence
+    /// ([`MetaTx::busy_stable_seq`]); the ranges it holds belong to the
+    /// next one.
+    busy_cleared: u64,
     /// Raw items logged (for tests to inspect; MemTx has no log).
     pub raw_items: Vec<Vec<Vec<u8>>>,
     /// The directory rotor to use (tests share one per image so that
@@ -76,7 +77,7 @@ impl MemTx {
             sb_delta: HashMap::new(),
             icreates: Vec::new(),
             busy: Vec::new(),
-            busy_cleared: false,
+            busy_cleared: 0,
             raw_items: Vec::new(),
             dir_rotor: None,
             rt_mode: Default::default(),
@@ -309,14 +310,10 @@ impl MetaTx for MemTx {
         out
     }
     fn busy_stable_seq(&self) -> u64 {
-        if self.busy_cleared {
-            u64::MAX
-        } else {
-            0
-        }
+        self.busy_cleared
     }
     fn force_busy(&mut self) -> Result<()> {
-        self.busy_cleared = true;
+        self.busy_cleared += 1;
         self.busy.clear();
         Ok(())
     }

@@ -213,7 +213,9 @@ impl<'t> RtBits<'t> {
             let first = p % bpb;
             let cnt = (bpb - first).min(end - p);
             let id = self.bitmap_buf(block)?;
-            let old = self.tx.rt_lock()?.take_runs(block);
+            let st = self.tx.rt_lock()?;
+            st.note_change(block);
+            let old = st.take_runs(block);
             fmt::set_bits(self.tx.buf_mut(id), first, cnt, free);
             if let Some(old) = old {
                 // The block's runs, kept up to date (see rtalloc::runs).

@@ -383,7 +383,11 @@ fn in_block(
         Some(e) => {
             b.tx.rt_lock()?.stats.runs_indexed += 1;
             if let Some(np) = e.no_piece {
-                if stable < np.until && minlen >= np.minlen {
+                let st = b.tx.rt_lock()?;
+                let r = reach(&b.l, &e.runs, end, maxlen);
+                if memo_holds(&np, stable, minlen, r, end, bpb, |j| {
+                    st.changed_since(j, np.stamp)
+                }) {
                     // Nothing clear there when last looked, and nothing
                     // became clear since (see cache::rtsum).
                     *seen |= np.busy;
@@ -422,18 +426,46 @@ fn in_block(
     let mut busy = false;
     let r = choose(&runs, &view.ranges, minlen, maxlen, &mut busy);
     *seen |= busy;
-    // Remembered only when the last run stays inside the block: frees in
-    // the next block would change what a run that goes on finds, and they
-    // replace that block's entry, not this one's.
-    if r.is_none() && reach == end {
+    // Remembered only when the block's last run ends inside it (or the
+    // device ends there): a run reaching the block's end is followed into
+    // the next block as far as the request says (a later, longer request
+    // follows it further), and frees there replace that block's entry,
+    // not this one's.
+    if r.is_none() {
+        let stamp = b.tx.rt_lock()?.clock();
         let np = NoPiece {
             until: view.oldest,
             minlen,
+            reach,
+            stamp,
             busy,
         };
         b.tx.rt_lock()?.note_no_piece(i, np);
     }
     Ok(r)
+}
+
+/// Whether memo `np` of the block ending at extent `end` answers a
+/// request for `minlen` that follows the block's last run to `reach`, with
+/// `stable` checkpoints stable and `changed(j)` saying whether bitmap block
+/// `j` changed since the memo (see `cache::rtsum`): the busy ranges in the
+/// way not yet reusable, the request no smaller and following the run no
+/// further, and no block the run was followed into changed.
+fn memo_holds(
+    np: &NoPiece,
+    stable: u64,
+    minlen: u64,
+    reach: u64,
+    end: u64,
+    bpb: u64,
+    changed: impl Fn(u64) -> bool,
+) -> bool {
+    stable < np.until
+        && minlen >= np.minlen
+        && reach <= np.reach
+        && (end..np.reach)
+            .step_by(bpb as usize)
+            .all(|x| !changed(x / bpb))
 }
 
 /// How far past its block's `end` a search for `maxlen` follows the last

@@ -178,3 +178,44 @@ fn one_sweep_chooses_as_run_by_run() {
     }
     assert!(cut > 500, "the cases exercise busy ranges: {cut}");
 }
+
+#[test]
+fn memos_answer_only_what_they_saw() {
+    // Block 0 of 1024-extent blocks; its last run reached the end and
+    // was followed to 1100 (into block 1) when no clear piece was found.
+    let np = NoPiece {
+        until: 7,
+        minlen: 4,
+        reach: 1100,
+        stamp: 10,
+        busy: true,
+    };
+    let none = |_| false;
+    assert!(memo_holds(&np, 6, 4, 1100, 1024, 1024, none));
+    assert!(
+        memo_holds(&np, 6, 9, 1050, 1024, 1024, none),
+        "smaller reach, larger minlen"
+    );
+    assert!(
+        !memo_holds(&np, 7, 4, 1100, 1024, 1024, none),
+        "the ranges in the way retired"
+    );
+    assert!(
+        !memo_holds(&np, 6, 2, 1100, 1024, 1024, none),
+        "a smaller request"
+    );
+    // The review's case: a longer request follows the run further.
+    assert!(
+        !memo_holds(&np, 6, 4, 1200, 1024, 1024, none),
+        "followed further"
+    );
+    // Block 1 changed since (frees there may be reusable sooner).
+    assert!(!memo_holds(&np, 6, 4, 1100, 1024, 1024, |j| j == 1));
+    assert!(
+        memo_holds(&np, 6, 4, 1100, 1024, 1024, |j| j == 2),
+        "block 2 not reached"
+    );
+    // A memo whose run stayed inside the block checks no other block.
+    let inside = NoPiece { reach: 1024, ..np };
+    assert!(memo_holds(&inside, 6, 4, 1024, 1024, 1024, |_| true));
+}

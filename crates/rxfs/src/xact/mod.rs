@@ -259,9 +259,9 @@ pub trait MetaTx {
     /// The first busy range overlapping `[agbno, agbno + len)`, if any.
     fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)>;
     /// Every busy range overlapping `[agbno, agbno + len)`, in order of
-    /// first block, with the sequence of the checkpoint that will make it
-    /// reusable (for this transaction's own frees, merged in, one no
-    /// later than the checkpoint it will commit into):
+    /// first block, with the sequence of the first checkpoint that may
+    /// make it (or part of it) reusable (for this transaction's own frees,
+    /// merged in, one no later than the checkpoint it will commit into):
     /// for an allocator that weighs many candidates of one region.
     fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)>;
     /// Force the log so that every busy extent becomes free to reuse.

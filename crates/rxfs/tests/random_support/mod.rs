@@ -10,6 +10,7 @@
 pub mod gen;
 pub mod model;
 pub mod targets;
+pub mod timeline;
 pub mod view;
 
 use gen::Gen;

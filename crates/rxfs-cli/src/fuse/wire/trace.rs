@@ -2,8 +2,10 @@
 //! the kernel's caches: with `RXFS_FUSE_TRACE=PREFIX` in its environment,
 //! a daemon appends to `PREFIX.PID` one line per request (`>`: time in
 //! µs since the first, thread, unique id, opcode, node id, the names it
-//! carries) and one per reply (`<`: unique id, error, and the node id of
-//! an entry reply). Off (one atomic load per request) without it.
+//! carries, quoted) and one per reply (`<`: unique id, error, and the node
+//! id of an entry reply). Off (one atomic load per request) without it.
+//! The file is made with the daemon's umask and holds file names: point
+//! it somewhere private.
 
 use std::io::Write;
 use std::sync::{Mutex, OnceLock};
@@ -48,8 +50,10 @@ fn line(t: &Trace, s: std::fmt::Arguments<'_>) {
     let _ = o.flush();
 }
 
+/// A name as a quoted, escaped string (a name holding a newline cannot
+/// forge a trace line).
 fn name(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
+    format!("{:?}", String::from_utf8_lossy(b))
 }
 
 /// Trace request `req` (decoded as `op`).
