@@ -186,41 +186,6 @@ fn meta_inode(
     Ok(ip)
 }
 
-/// The disk address of every block of a realtime metadata file below
-/// `bytes`, from its extents (in file order): every block must be mapped
-/// by a written extent inside the AGs. Shared by the mount (from the
-/// decoded inode) and by transactions of a mount that did not load the
-/// files (recovery's, from the dinode).
-pub fn file_blocks(
-    geo: &crate::geometry::Geometry,
-    extents: impl IntoIterator<Item = crate::format::bmbt::Extent>,
-    bytes: u64,
-    what: &'static str,
-    ino: u64,
-) -> Result<Vec<crate::types::Daddr>> {
-    let at = Location::Ino(ino);
-    let want = bytes >> geo.blocklog;
-    let mut out = Vec::with_capacity(want as usize);
-    for e in extents {
-        if out.len() as u64 >= want {
-            break;
-        }
-        if e.off.0 != out.len() as u64 || e.unwritten {
-            return Err(Error::corrupt(what, at, "hole or unwritten extent"));
-        }
-        if !geo.fsb_extent_valid(crate::types::FsBlock(e.start), e.len) {
-            return Err(Error::corrupt(what, at, "extent outside the AGs"));
-        }
-        for i in 0..e.len.min(want - out.len() as u64) {
-            out.push(geo.fsb_to_daddr(crate::types::FsBlock(e.start + i)));
-        }
-    }
-    if (out.len() as u64) < want {
-        return Err(Error::corrupt(what, at, "blocks not mapped"));
-    }
-    Ok(out)
-}
-
 /// The disk addresses of every block of the bitmap and summary files
 /// (both checked: fully mapped, written), for the allocator.
 pub fn maps(fs: &(impl ReadCtx + ?Sized)) -> Result<crate::cache::rtsum::RtMaps> {
@@ -228,7 +193,7 @@ pub fn maps(fs: &(impl ReadCtx + ?Sized)) -> Result<crate::cache::rtsum::RtMaps>
     let bmp = bitmap_inode(fs)?;
     let sum = summary_inode(fs)?;
     let one = |ip: &Inode, bytes: u64, what| {
-        file_blocks(
+        crate::rtalloc::file_blocks(
             fs.geo(),
             ip.data.extents().iter().copied(),
             bytes,

@@ -11,11 +11,46 @@ use crate::format::bufkind::BufKind;
 use crate::format::rt::{self as fmt, RtLayout, RTWORD_BITS, RTWORD_BYTES};
 use crate::xact::{BufId, MetaTx};
 
+/// The disk address of every block of a realtime metadata file below
+/// `bytes`, from its extents (in file order): every block must be mapped
+/// by a written extent inside the AGs. Shared by the mount (from the
+/// decoded inode) and by transactions of a mount that did not load the
+/// files (recovery's, from the dinode).
+pub fn file_blocks(
+    geo: &crate::geometry::Geometry,
+    extents: impl IntoIterator<Item = crate::format::bmbt::Extent>,
+    bytes: u64,
+    what: &'static str,
+    ino: u64,
+) -> Result<Vec<crate::types::Daddr>> {
+    let at = Location::Ino(ino);
+    let want = bytes >> geo.blocklog;
+    let mut out = Vec::with_capacity(want as usize);
+    for e in extents {
+        if out.len() as u64 >= want {
+            break;
+        }
+        if e.off.0 != out.len() as u64 || e.unwritten {
+            return Err(Error::corrupt(what, at, "hole or unwritten extent"));
+        }
+        if !geo.fsb_extent_valid(crate::types::FsBlock(e.start), e.len) {
+            return Err(Error::corrupt(what, at, "extent outside the AGs"));
+        }
+        for i in 0..e.len.min(want - out.len() as u64) {
+            out.push(geo.fsb_to_daddr(crate::types::FsBlock(e.start + i)));
+        }
+    }
+    if (out.len() as u64) < want {
+        return Err(Error::corrupt(what, at, "blocks not mapped"));
+    }
+    Ok(out)
+}
+
 /// The blocks of the bitmap and summary files, from their dinodes as the
 /// transaction sees them (for transactions of a mount that did not load
 /// them: recovery's). Extents-format forks only (the files mkfs makes; a
 /// btree-format bitmap is refused as not supported); the checks are
-/// [`crate::rt::file_blocks`]'s.
+/// [`file_blocks`]'s.
 fn maps_from_dinodes(tx: &mut dyn MetaTx, l: &RtLayout) -> Result<RtMaps> {
     use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
     use crate::format::dinode_edit as di;
@@ -41,7 +76,7 @@ fn maps_from_dinodes(tx: &mut dyn MetaTx, l: &RtLayout) -> Result<RtMaps> {
             .chunks_exact(EXTENT_REC_SIZE)
             .take(n)
             .map(Extent::decode);
-        crate::rt::file_blocks(tx.geo(), exts, bytes, what, ino)
+        file_blocks(tx.geo(), exts, bytes, what, ino)
     };
     Ok(RtMaps {
         bitmap: one(rbmino, l.bitmap_bytes(), "rt bitmap inode")?,

@@ -41,8 +41,8 @@ mod runs;
 mod tests;
 
 use crate::cache::rtsum::NoPiece;
-pub use bits::level_of;
 use bits::RtBits;
+pub use bits::{file_blocks, level_of};
 #[cfg(test)]
 use choose::not_busy_piece;
 use choose::{choose, unbusy, BusyView};
