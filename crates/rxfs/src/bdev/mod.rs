@@ -16,7 +16,7 @@ mod latency;
 mod mem;
 pub mod overlay;
 mod record;
-mod simrng;
+pub(crate) mod simrng;
 
 pub use cow::{CowDevice, SECTOR_SIZE};
 pub use crash::{

@@ -81,6 +81,10 @@ pub const MAX_MEM_SUMMARY_BYTES: u64 = 256 << 20;
 /// Most free runs kept in the free-run index (16 bytes each).
 pub const MAX_INDEXED_RUNS: usize = 1 << 20;
 
+/// Most bitmap blocks whose last change is remembered (`changed`; past it
+/// the map starts again and older memos that need it stop holding).
+pub const MAX_CHANGE_STAMPS: usize = 1 << 16;
+
 /// A search found no piece of `minlen` extents clear of busy ranges in a
 /// bitmap block (see the module doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -313,7 +317,7 @@ impl RtSumCache {
     /// Bitmap block `bbno` changes (in the locking transaction).
     pub fn note_change(&mut self, bbno: u64) {
         self.clock += 1;
-        if self.changed.len() >= MAX_INDEXED_RUNS / 16 {
+        if self.changed.len() >= MAX_CHANGE_STAMPS {
             self.changed.clear();
             self.forgot = self.clock;
         }

@@ -126,6 +126,7 @@ impl BusyList {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bdev::simrng::SimRng;
 
     #[test]
     fn overlaps_found_by_range() {
@@ -165,13 +166,8 @@ mod tests {
         // listed range has no overlap; the last listed is what `overlap`
         // answers (the overlapping range that starts last).
         let mut b = BusyList::default();
-        let mut seed = 0x1234_5678u64;
-        let mut next = |m: u64| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed % m
-        };
+        let mut rng = SimRng::new(0x1234_5678u64);
+        let mut next = |m: u64| rng.next_u64() % m;
         for i in 0..200 {
             b.insert(
                 AgNumber(0),

@@ -298,10 +298,7 @@ impl MetaTx for MemTx {
         self.busy.push((agno, agbno, len));
     }
     fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)> {
-        self.busy
-            .iter()
-            .find(|(a, b, l)| *a == agno && b.0 < agbno.0 + len && agbno.0 < b.0 + l)
-            .map(|(_, b, l)| (*b, *l))
+        crate::xact::own_busy(&self.busy, agno, agbno, len).next()
     }
     fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)> {
         let mut out = Vec::new();

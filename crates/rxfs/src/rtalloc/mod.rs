@@ -365,9 +365,11 @@ fn any_run(b: &mut RtBits<'_>, low: u32, high: u32, i: u64) -> Result<bool> {
 
 /// The first free run of `maxlen` starting in bitmap block `i` (cut to
 /// `maxlen`), else the longest of at least `minlen` (the kernel's
-/// `xfs_rtallocate_extent_block` choice). The block's runs are found in
-/// one pass over its words; busy extents are stepped over, a run being
-/// checked for them only when it would be the answer.
+/// `xfs_rtallocate_extent_block` choice), stepping over busy extents.
+/// The block's runs come from the free-run index (one pass over its words
+/// when it is not there); its busy ranges are fetched once and weighed in
+/// one sweep ([`choose`]); a block with nothing clear is remembered
+/// ([`NoPiece`], see `cache::rtsum`).
 fn in_block(
     b: &mut RtBits<'_>,
     seen: &mut bool,
@@ -426,11 +428,10 @@ fn in_block(
     let mut busy = false;
     let r = choose(&runs, &view.ranges, minlen, maxlen, &mut busy);
     *seen |= busy;
-    // Remembered only when the block's last run ends inside it (or the
-    // device ends there): a run reaching the block's end is followed into
-    // the next block as far as the request says (a later, longer request
-    // follows it further), and frees there replace that block's entry,
-    // not this one's.
+    // Nothing clear: remembered with how far the last run was followed and
+    // the change clock, so that a later request is answered by the memo
+    // only if it would look no further and nothing it would look at
+    // changed (`memo_holds`).
     if r.is_none() {
         let stamp = b.tx.rt_lock()?.clock();
         let np = NoPiece {

@@ -73,6 +73,7 @@ fn scan(block: &[u8], base: u64, nbits: u64, lo: u64, hi: u64, out: &mut Vec<(u6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::bdev::simrng::SimRng;
     use crate::format::rt::{set_bits, FreeRunScanner, RtLayout};
 
     fn runs_of(l: &RtLayout, block: &[u8]) -> Vec<(u64, u64)> {
@@ -95,13 +96,8 @@ mod tests {
             rextslog: 13,
         };
         let base = 4096;
-        let mut seed = 99u64;
-        let mut r = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut rng = SimRng::new(99u64);
+        let mut r = || rng.next_u64();
         let mut block = vec![0u8; 512];
         let mut runs = runs_of(&l, &block);
         for i in 0..4000 {

@@ -1,4 +1,5 @@
 use super::*;
+use crate::bdev::simrng::SimRng;
 
 #[test]
 fn levels_are_floor_log2() {
@@ -64,14 +65,9 @@ fn pieces_avoid_every_busy_range() {
     assert_eq!(not_busy_piece(7, 9, 9, 9, busy_last(&[])), Some((7, 9)));
     assert_eq!(not_busy_piece(7, 9, 1, 9, busy_last(&[(0, 100)])), None);
     // Every piece returned is free of busy ranges, whatever the pattern.
-    let mut seed = 7u64;
+    let mut rng = SimRng::new(7u64);
     for _ in 0..2000 {
-        let mut r = || {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            seed
-        };
+        let mut r = || rng.next_u64();
         let ranges: Vec<(u64, u64)> = (0..r() % 6).map(|_| (r() % 120, 1 + r() % 8)).collect();
         let (minlen, maxlen) = (1 + r() % 10, 10 + r() % 40);
         if let Some((s, n)) = not_busy_piece(0, 128, minlen, maxlen, busy_last(&ranges)) {
@@ -89,13 +85,8 @@ fn busy_view_answers_the_first_overlap() {
     // Against a scan of every range: the overlapping range that starts
     // first (nested and touching ranges included), and the pieces found
     // through the view are the pieces found through the CIL's answer.
-    let mut seed = 11u64;
-    let mut r = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = SimRng::new(11u64);
+    let mut r = || rng.next_u64();
     for _ in 0..3000 {
         let mut ranges: Vec<(u64, u64)> = (0..r() % 8).map(|_| (r() % 120, 1 + r() % 30)).collect();
         ranges.sort();
@@ -137,13 +128,8 @@ fn choose_run_by_run(
 
 #[test]
 fn one_sweep_chooses_as_run_by_run() {
-    let mut seed = 23u64;
-    let mut r = || {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        seed
-    };
+    let mut rng = SimRng::new(23u64);
+    let mut r = || rng.next_u64();
     let mut cut = 0;
     for _ in 0..5000 {
         // Disjoint free runs in order; busy ranges anywhere (nested,

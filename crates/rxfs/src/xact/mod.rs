@@ -288,6 +288,21 @@ pub trait MetaTx {
     }
 }
 
+/// The entries of a transaction's own list of frees `own` that overlap
+/// `[agbno, agbno + len)` of `agno` (in the list's order; sums in u64, so
+/// no range at the top of the block space wraps).
+pub(crate) fn own_busy(
+    own: &[(AgNumber, AgBlock, u32)],
+    agno: AgNumber,
+    agbno: AgBlock,
+    len: u32,
+) -> impl Iterator<Item = (AgBlock, u32)> + '_ {
+    let (lo, hi) = (agbno.0 as u64, agbno.0 as u64 + len as u64);
+    own.iter()
+        .filter(move |(a, b, l)| *a == agno && (b.0 as u64) < hi && lo < b.0 as u64 + *l as u64)
+        .map(|&(_, b, l)| (b, l))
+}
+
 /// Add to `out` (busy ranges of the CIL, in order) the entries of a
 /// transaction's own list of frees `own` that overlap `[agbno, agbno +
 /// len)` of `agno`, keeping `out` in order of first block. They get
@@ -301,15 +316,8 @@ pub(crate) fn merge_own_busy(
     seq: u64,
     out: &mut Vec<(AgBlock, u32, u64)>,
 ) {
-    let end = agbno.0 as u64 + len as u64;
     let before = out.len();
-    out.extend(
-        own.iter()
-            .filter(|(a, b, l)| {
-                *a == agno && (b.0 as u64) < end && (agbno.0 as u64) < b.0 as u64 + *l as u64
-            })
-            .map(|&(_, b, l)| (b, l, seq)),
-    );
+    out.extend(own_busy(own, agno, agbno, len).map(|(b, l)| (b, l, seq)));
     if out.len() > before {
         out.sort_unstable_by_key(|r| r.0 .0);
     }
