@@ -30,12 +30,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// entries (this process serves one mount).
 static DEV_REQUESTS: AtomicU64 = AtomicU64::new(0);
 static RING_REQUESTS: AtomicU64 = AtomicU64::new(0);
+/// io_uring loops pinning themselves to their queue's CPU, and unpinning
+/// (see [`uring`]'s placement).
+static RING_PINS: AtomicU64 = AtomicU64::new(0);
+static RING_UNPINS: AtomicU64 = AtomicU64::new(0);
 
 /// The transport's counters, as `rxfs stats` lists them.
-pub fn counters() -> [(&'static str, u64); 2] {
+pub fn counters() -> [(&'static str, u64); 4] {
     [
         ("fuse_dev_requests", DEV_REQUESTS.load(Ordering::Relaxed)),
         ("fuse_uring_requests", RING_REQUESTS.load(Ordering::Relaxed)),
+        ("fuse_uring_pins", RING_PINS.load(Ordering::Relaxed)),
+        ("fuse_uring_unpins", RING_UNPINS.load(Ordering::Relaxed)),
     ]
 }
 

@@ -18,6 +18,10 @@ use zerocopy::IntoBytes;
 use super::abi;
 use super::types::{ttl_pair, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo};
 
+/// The most parts a message has after its header (the largest reply,
+/// READDIRPLUS or a notification, has fewer).
+const MAX_PARTS: usize = 7;
+
 /// One `/dev/fuse` descriptor (the session's or a clone).
 #[derive(Debug)]
 pub struct Channel {
@@ -43,17 +47,26 @@ impl Channel {
             error,
             unique,
         };
-        let mut all: Vec<&[u8]> = Vec::with_capacity(parts.len() + 1);
-        all.push(h.as_bytes());
-        all.extend_from_slice(parts);
-        self.send(&all)
+        // The iovecs live on the stack: a reply allocates nothing (a
+        // per-reply heap block costs an allocator slow path when the
+        // event loops take turns, each loop's page emptying in between).
+        let mut iov = [IoSlice::new(&[]); MAX_PARTS + 1];
+        if parts.len() > MAX_PARTS {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "reply of too many parts",
+            ));
+        }
+        iov[0] = IoSlice::new(h.as_bytes());
+        for (slot, p) in iov[1..].iter_mut().zip(parts) {
+            *slot = IoSlice::new(p);
+        }
+        self.send(&iov[..parts.len() + 1], len)
     }
 
-    /// Write one message (header first). ENOENT (an interrupted request)
-    /// is not an error.
-    fn send(&self, parts: &[&[u8]]) -> std::io::Result<()> {
-        let iov: Vec<IoSlice<'_>> = parts.iter().map(|p| IoSlice::new(p)).collect();
-        let total: usize = parts.iter().map(|p| p.len()).sum();
+    /// Write one message of `total` bytes (header first). ENOENT (an
+    /// interrupted request) is not an error.
+    fn send(&self, iov: &[IoSlice<'_>], total: usize) -> std::io::Result<()> {
         loop {
             // SAFETY: IoSlice is ABI-compatible with iovec; the slices
             // outlive the call.
