@@ -354,9 +354,13 @@ impl wire::Handler for RxFuse {
             }
             Op::Syncfs => self.run(|c| c.syncfs(ReplyEmpty(reply))),
             // close(2): the kernel wrote the file's dirty pages back and
-            // waited for them before sending this; durability is fsync's
-            // business.
-            Op::Flush => reply.ok(),
+            // waited for them (and checked their errors) before sending
+            // this; durability is fsync's business, and POSIX locks are the
+            // kernel's (no lock requests are served). Nothing is left to
+            // do, so the first FLUSH answers ENOSYS: the kernel then stops
+            // sending it (`no_flush`), and every close saves a round trip
+            // (it still writes the pages back and reports their errors).
+            Op::Flush => reply.error(libc::ENOSYS),
             // Open references are the kernel's lookup counts (FORGET), not
             // open handles; a released file gives back its unused
             // preallocation past EOF, after the reply.

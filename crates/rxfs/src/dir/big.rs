@@ -114,6 +114,12 @@ pub struct DataBuf {
     pub dirty: bool,
     /// Emptied: to be freed at commit.
     pub freed: bool,
+    /// `st.entries` holds the block's live entries. A block read for an
+    /// add alone is decoded without them ([`BigDir::data_block`]); its
+    /// slots, bestfree table and `bytes` are always current, and
+    /// [`BigDir::data_block_full`] decodes the entries from `bytes` when an
+    /// edit needs them.
+    pub entries_ok: bool,
 }
 
 /// Where a name was found: (leaf block, entry in it, data block, byte
@@ -167,7 +173,25 @@ impl BigDir {
         Ok(tx.geo().fsb_to_daddr(FsBlock(e.start + (dablk - e.off.0))))
     }
 
-    /// The data block `db`, read and decoded once per operation.
+    /// The data block `db` with its entries decoded (see
+    /// [`DataBuf::entries_ok`]).
+    pub fn data_block_full(&mut self, tx: &mut dyn MetaTx, db: u64) -> Result<&mut DataBuf> {
+        let (geo, owner, uuid) = (self.geo, self.owner, self.uuid);
+        let d = self.data_block(tx, db)?;
+        if !d.entries_ok {
+            // The bytes may be edited since they were read: stamp a copy
+            // so the verifier's checksum holds, as at the first read.
+            let mut copy = d.bytes.clone();
+            crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
+            d.st.entries = data_decode(&copy, &geo, d.daddr, owner, &uuid, true)?.entries;
+            d.entries_ok = true;
+        }
+        Ok(d)
+    }
+
+    /// The data block `db`, read and decoded once per operation (its
+    /// entries only if an earlier call asked for them: see
+    /// [`DataBuf::entries_ok`]).
     pub fn data_block(&mut self, tx: &mut dyn MetaTx, db: u64) -> Result<&mut DataBuf> {
         if !self.data.contains_key(&db) {
             if self
@@ -182,7 +206,7 @@ impl BigDir {
             let bytes = tx.buf(buf).to_vec();
             let mut copy = bytes.clone();
             crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
-            let st = data_decode(&copy, &self.geo, daddr, self.owner, &self.uuid)?;
+            let st = data_decode(&copy, &self.geo, daddr, self.owner, &self.uuid, false)?;
             if st.bf[0].1 as u16 != self.bests[db as usize] {
                 return Err(corrupt(
                     self.owner,
@@ -199,6 +223,7 @@ impl BigDir {
                     rekind: false,
                     dirty: false,
                     freed: false,
+                    entries_ok: false,
                 },
             );
         }
@@ -260,7 +285,7 @@ impl BigDir {
         for (li, ei, addr) in cands {
             let (db, off) = self.geo.dataptr_split(addr as u64);
             let owner = self.owner;
-            let d = self.data_block(tx, db)?;
+            let d = self.data_block_full(tx, db)?;
             let e =
                 d.st.entries
                     .binary_search_by_key(&off, |e| e.off)

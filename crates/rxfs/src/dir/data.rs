@@ -15,33 +15,39 @@ use crate::format::dir_leaf::{LeafEntry, LEAF_ENTRY_SIZE};
 use crate::format::Uuid;
 use crate::types::{Daddr, Ino};
 
-/// Decode a verified-or-stamped data block.
+/// Decode a verified-or-stamped data block: its unused slots, bestfree
+/// table and, with `names`, its live entries. Without `names` the
+/// entries are left empty (an edit that only adds needs the slots; see
+/// [`super::big::DataBuf::entries_ok`]): no allocation per entry.
 pub fn data_decode(
     buf: &[u8],
     geo: &DirGeo,
     daddr: Daddr,
     owner: Ino,
     uuid: &Uuid,
+    names: bool,
 ) -> Result<BlockState> {
     let blk = DataBlock::data(buf, geo, daddr, owner, uuid)?;
     let mut entries = Vec::new();
-    blk.walk(0, |e| {
-        entries.push(BlockEntry {
-            off: e.off,
-            name: e.name.to_vec(),
-            ino: Ino(e.ino),
-            ftype: e.ftype,
-        });
-        true
-    })?;
     let mut free = Vec::new();
     let mut at = DIR3_HDR_SIZE;
-    for e in &entries {
+    // The walk checked the tiling: the gaps between entries are single
+    // unused slots.
+    blk.walk(0, |e| {
         if e.off > at {
             free.push((at, e.off - at));
         }
         at = e.off + geo.data_entsize(e.name.len());
-    }
+        if names {
+            entries.push(BlockEntry {
+                off: e.off,
+                name: e.name.to_vec(),
+                ino: Ino(e.ino),
+                ftype: e.ftype,
+            });
+        }
+        true
+    })?;
     if buf.len() > at {
         free.push((at, buf.len() - at));
     }
@@ -79,30 +85,34 @@ pub fn data_new(geo: &DirGeo, daddr: Daddr, owner: Ino, uuid: &Uuid) -> (Vec<u8>
 }
 
 /// Add an entry at the start of the longest unused slot (the caller
-/// checked it is long enough); returns its offset.
+/// checked it is long enough); returns its offset. `entries`: whether
+/// `st.entries` holds the block's entries (then the new one joins them);
+/// when not, they stay empty, to be decoded from `buf` when needed.
 pub fn data_add(
     geo: &DirGeo,
     buf: &mut [u8],
     st: &mut BlockState,
-    name: &[u8],
-    ino: Ino,
-    ftype: u8,
+    entry: (&[u8], Ino, u8),
+    entries: bool,
 ) -> usize {
+    let (name, ino, ftype) = entry;
     let len = geo.data_entsize(name.len());
     let ftype = if geo.ftype { ftype } else { 0 };
     let off = st.bf[0].0;
     debug_assert!(st.bf[0].1 >= len);
     st.use_free(off, len);
-    let ei = st.entries.partition_point(|e| e.off < off);
-    st.entries.insert(
-        ei,
-        BlockEntry {
-            off,
-            name: name.to_vec(),
-            ino,
-            ftype,
-        },
-    );
+    if entries {
+        let ei = st.entries.partition_point(|e| e.off < off);
+        st.entries.insert(
+            ei,
+            BlockEntry {
+                off,
+                name: name.to_vec(),
+                ino,
+                ftype,
+            },
+        );
+    }
     put_entry(geo, buf, off, name, ino, ftype);
     st.write(buf);
     off

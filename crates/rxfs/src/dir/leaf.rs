@@ -58,6 +58,7 @@ pub fn add(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8], ino: Ino, ftype: u8
                 rekind: true,
                 dirty: true,
                 freed: false,
+                entries_ok: true,
             },
         );
         if d.bests.len() <= db as usize {
@@ -66,7 +67,13 @@ pub fn add(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8], ino: Ino, ftype: u8
         d.bests[db as usize] = (geo.blksize as usize - crate::format::dir::DIR3_HDR_SIZE) as u16;
     }
     let blk = d.data_block(tx, db)?;
-    let off = data_add(&geo, &mut blk.bytes, &mut blk.st, name, ino, ftype);
+    let off = data_add(
+        &geo,
+        &mut blk.bytes,
+        &mut blk.st,
+        (name, ino, ftype),
+        blk.entries_ok,
+    );
     blk.dirty = true;
     let best = blk.st.bf[0].1 as u16;
     d.bests[db as usize] = best;
@@ -86,7 +93,7 @@ pub fn remove(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8]) -> Result<Ino> {
     let (li, ei, db, off, ino) = d.find(tx, name)?.ok_or(Error::NotFound)?;
     let geo = d.geo;
     let owner = d.owner;
-    let blk = d.data_block(tx, db)?;
+    let blk = d.data_block_full(tx, db)?;
     data_remove(&geo, &mut blk.bytes, &mut blk.st, off)
         .ok_or_else(|| corrupt(owner, "entry vanished"))?;
     blk.dirty = true;
@@ -108,7 +115,7 @@ pub fn remove(tx: &mut dyn MetaTx, d: &mut BigDir, name: &[u8]) -> Result<Ino> {
     // Back to a single block?
     if d.bests.len() == 1 {
         let count = d.count_all(tx)?;
-        let blk0 = d.data_block(tx, 0)?;
+        let blk0 = d.data_block_full(tx, 0)?;
         if data_fits_block(&blk0.st, count) {
             to_block(tx, d)?;
             return Ok(ino);
@@ -173,6 +180,7 @@ pub fn from_block(
             rekind: true,
             dirty: true,
             freed: false,
+            entries_ok: true,
         },
     );
     let map_base = map.clone();
@@ -204,7 +212,7 @@ pub fn replace(
 ) -> Result<Ino> {
     let (_, _, db, off, old) = d.find(tx, name)?.ok_or(Error::NotFound)?;
     let geo = d.geo;
-    let blk = d.data_block(tx, db)?;
+    let blk = d.data_block_full(tx, db)?;
     crate::format::put_be64(&mut blk.bytes, off, ino.0);
     let i = blk
         .st
