@@ -179,11 +179,8 @@ impl BigDir {
         let (geo, owner, uuid) = (self.geo, self.owner, self.uuid);
         let d = self.data_block(tx, db)?;
         if !d.entries_ok {
-            // The bytes may be edited since they were read: stamp a copy
-            // so the verifier's checksum holds, as at the first read.
-            let mut copy = d.bytes.clone();
-            crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
-            d.st.entries = data_decode(&copy, &geo, d.daddr, owner, &uuid, true)?.entries;
+            // The bytes may be edited since they were read.
+            d.st.entries = decode_data(&d.bytes, &geo, d.daddr, owner, &uuid, true)?.entries;
             d.entries_ok = true;
         }
         Ok(d)
@@ -204,9 +201,7 @@ impl BigDir {
             let daddr = self.daddr(tx, self.geo.db_to_dablk(db))?;
             let buf = tx.read_buf(daddr, self.geo.blksize as usize, BufKind::DirData)?;
             let bytes = tx.buf(buf).to_vec();
-            let mut copy = bytes.clone();
-            crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
-            let st = data_decode(&copy, &self.geo, daddr, self.owner, &self.uuid, false)?;
+            let st = decode_data(&bytes, &self.geo, daddr, self.owner, &self.uuid, false)?;
             if st.bf[0].1 as u16 != self.bests[db as usize] {
                 return Err(corrupt(
                     self.owner,
@@ -443,6 +438,22 @@ impl BigDir {
         s.fp = fp;
         tx.set_fork_cache(self.dp, Some(self.base.clone()));
     }
+}
+
+/// Decode a data block's bytes as this operation holds them: the
+/// transaction's copy may be edited, its checksum not yet updated, so a
+/// stamped copy is what the verifier sees ([`data_decode`]'s `names`).
+fn decode_data(
+    bytes: &[u8],
+    geo: &DirGeo,
+    daddr: Daddr,
+    owner: Ino,
+    uuid: &Uuid,
+    names: bool,
+) -> Result<BlockState> {
+    let mut copy = bytes.to_vec();
+    crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
+    data_decode(&copy, geo, daddr, owner, uuid, names)
 }
 
 /// Write `bytes` as the block at `daddr`: through its buffer when it holds

@@ -91,6 +91,39 @@ pub struct BlockState {
     pub tail: usize,
 }
 
+/// A block's live entries and its unused slots `(offset, length)`, both
+/// in offset order.
+pub(super) type Slots = (Vec<BlockEntry>, Vec<(usize, usize)>);
+
+/// Walk the slots of a verified block: its unused slots and, with
+/// `names`, its live entries (else none: no allocation per entry).
+pub(super) fn slots_of(blk: &DataBlock<'_>, geo: &DirGeo, names: bool) -> Result<Slots> {
+    let mut entries = Vec::new();
+    let mut free = Vec::new();
+    let mut at = DIR3_HDR_SIZE;
+    // The walk checks the tiling: the gaps between entries are single
+    // unused slots.
+    blk.walk(0, |e| {
+        if e.off > at {
+            free.push((at, e.off - at));
+        }
+        at = e.off + geo.data_entsize(e.name.len());
+        if names {
+            entries.push(BlockEntry {
+                off: e.off,
+                name: e.name.to_vec(),
+                ino: Ino(e.ino),
+                ftype: e.ftype,
+            });
+        }
+        true
+    })?;
+    if blk.end() > at {
+        free.push((at, blk.end() - at));
+    }
+    Ok((entries, free))
+}
+
 impl BlockState {
     /// Start of the leaf entries (end of the slots).
     pub fn leaf_start(&self) -> usize {
@@ -100,29 +133,7 @@ impl BlockState {
     /// Verify and decode `buf`, the block of directory `owner` at `daddr`.
     pub fn decode(buf: &[u8], geo: &DirGeo, daddr: Daddr, owner: Ino, uuid: &Uuid) -> Result<Self> {
         let blk = DataBlock::block(buf, geo, daddr, owner, uuid)?;
-        let mut entries = Vec::new();
-        blk.walk(0, |e| {
-            entries.push(BlockEntry {
-                off: e.off,
-                name: e.name.to_vec(),
-                ino: Ino(e.ino),
-                ftype: e.ftype,
-            });
-            true
-        })?;
-        // The walk checked the tiling: the gaps between entries are single
-        // unused slots.
-        let mut free = Vec::new();
-        let mut at = DIR3_HDR_SIZE;
-        for e in &entries {
-            if e.off > at {
-                free.push((at, e.off - at));
-            }
-            at = e.off + geo.data_entsize(e.name.len());
-        }
-        if blk.end() > at {
-            free.push((at, blk.end() - at));
-        }
+        let (entries, free) = slots_of(&blk, geo, true)?;
         let stale = blk.leaf.iter().filter(|l| l.is_stale()).count();
         let bf = blk.bestfree.map(|(o, l)| (o as usize, l as usize));
         let st = BlockState {

@@ -7,7 +7,7 @@
 //! adjacent, bestfree = the three longest unused slots (kept as the kernel
 //! keeps it), tags equal offsets.
 
-use super::block::{put_entry, BlockEntry, BlockState};
+use super::block::{put_entry, slots_of, BlockEntry, BlockState};
 use crate::error::Result;
 use crate::format::dir::{DirGeo, DIR3_HDR_SIZE};
 use crate::format::dir_data::{DataBlock, BLOCK_MAGIC, BLOCK_TAIL_SIZE, DATA_MAGIC};
@@ -28,29 +28,7 @@ pub fn data_decode(
     names: bool,
 ) -> Result<BlockState> {
     let blk = DataBlock::data(buf, geo, daddr, owner, uuid)?;
-    let mut entries = Vec::new();
-    let mut free = Vec::new();
-    let mut at = DIR3_HDR_SIZE;
-    // The walk checked the tiling: the gaps between entries are single
-    // unused slots.
-    blk.walk(0, |e| {
-        if e.off > at {
-            free.push((at, e.off - at));
-        }
-        at = e.off + geo.data_entsize(e.name.len());
-        if names {
-            entries.push(BlockEntry {
-                off: e.off,
-                name: e.name.to_vec(),
-                ino: Ino(e.ino),
-                ftype: e.ftype,
-            });
-        }
-        true
-    })?;
-    if buf.len() > at {
-        free.push((at, buf.len() - at));
-    }
+    let (entries, free) = slots_of(&blk, geo, names)?;
     Ok(BlockState {
         n: buf.len(),
         free,

@@ -195,6 +195,24 @@ impl Rings {
     }
 }
 
+/// The CPUs the calling thread may run on.
+fn thread_mask() -> libc::cpu_set_t {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+        set
+    }
+}
+
+/// Let the calling thread run on the CPUs of `set` only.
+fn set_thread_mask(set: &libc::cpu_set_t) {
+    // SAFETY: sched_setaffinity reads the set.
+    unsafe {
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set);
+    }
+}
+
 /// Requests a pinned loop serves with no other loop of its queue busy
 /// before it unpins itself.
 pub const UNPIN_AFTER: u32 = 4096;
@@ -215,16 +233,10 @@ struct Affinity {
 
 impl Affinity {
     fn new(cpu: usize, busy: Arc<std::sync::atomic::AtomicUsize>) -> Affinity {
-        // SAFETY: cpu_set_t is plain data; sched_getaffinity fills it.
-        let all = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-            set
-        };
         Affinity {
             cpu,
             busy,
-            all,
+            all: thread_mask(),
             pinned: false,
             quiet: 0,
         }
@@ -237,22 +249,21 @@ impl Affinity {
         if others > 0 {
             self.quiet = 0;
             if !self.pinned {
-                // SAFETY: cpu_set_t is plain data; sched_setaffinity reads it.
-                unsafe {
-                    let mut set: libc::cpu_set_t = std::mem::zeroed();
-                    libc::CPU_SET(self.cpu, &mut set);
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-                }
+                // SAFETY: cpu_set_t is plain data; CPU_SET writes one bit
+                // of it (cpu < CPU_SETSIZE: a queue's CPU number).
+                let one = unsafe {
+                    let mut one: libc::cpu_set_t = std::mem::zeroed();
+                    libc::CPU_SET(self.cpu, &mut one);
+                    one
+                };
+                set_thread_mask(&one);
                 self.pinned = true;
                 super::RING_PINS.fetch_add(1, Ordering::Relaxed);
             }
         } else if self.pinned {
             self.quiet += 1;
             if self.quiet >= UNPIN_AFTER {
-                // SAFETY: as above, with the mask read at start.
-                unsafe {
-                    libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &self.all);
-                }
+                set_thread_mask(&self.all);
                 self.pinned = false;
                 self.quiet = 0;
                 super::RING_UNPINS.fetch_add(1, Ordering::Relaxed);
@@ -487,12 +498,7 @@ mod tests {
     }
 
     fn mask() -> Vec<usize> {
-        // SAFETY: as in Affinity::new.
-        let set = unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
-            set
-        };
+        let set = thread_mask();
         // SAFETY: CPU_ISSET reads the set.
         (0..libc::CPU_SETSIZE as usize)
             .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
