@@ -82,6 +82,27 @@ const PHASES: &[(&str, &[&str])] = &[
     // After the read-only phase, a read of the file written in the
     // noatime phase and never read since.
     ("", &["cat f > /dev/null"]),
+    // Changes of the directory's inode alone (no entry changes): ctime
+    // moves past atime, so the next listing updates atime, though the
+    // entries did not change (rxfs lets the kernel keep listings: it must
+    // drop a kept one then).
+    (
+        "",
+        &[
+            "ls d > /dev/null",
+            "ls d > /dev/null",
+            "chmod 750 d",
+            "ls d > /dev/null",
+            "ls d > /dev/null",
+            "setfattr -n user.k -v 1 d",
+            "ls d > /dev/null",
+            "setfattr -x user.k d",
+            "ls d > /dev/null",
+            "touch -m -d '1 hour ago' d",
+            "ls d > /dev/null",
+            "ls d > /dev/null",
+        ],
+    ),
 ];
 
 fn atimes(dir: &Path) -> Vec<(i64, i64)> {
@@ -143,7 +164,7 @@ fn atime_updates_as_the_kernel_makes_them() {
         return;
     }
     require_root();
-    require_tools(&["chattr", "dd"]);
+    require_tools(&["chattr", "dd", "setfattr"]);
     let s = Scratch::new("mount_atime");
     let kimg = s.path("kimg");
     mkfs(&kimg, 512 << 20, &[]);
@@ -173,6 +194,16 @@ fn atime_updates_as_the_kernel_makes_them() {
         (21, "[]"),
         (23, "[]"),
         (24, "[\"f\"]"),
+        (25, "[\"d\"]"),
+        (26, "[]"),
+        (27, "[]"),
+        (28, "[\"d\"]"),
+        (29, "[]"),
+        (30, "[]"),
+        (31, "[\"d\"]"),
+        (33, "[\"d\"]"),
+        (35, "[\"d\"]"),
+        (36, "[]"),
     ] {
         assert!(
             want[i].ends_with(&format!("atime changed: {must}")),
@@ -259,4 +290,84 @@ fn no_atime_update_after_a_read_only_remount() {
     );
     rxfs_umount(&mnt, g);
     run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
+}
+
+/// The kernel keeps directory listings (rxfs answers OPENDIR with
+/// ENOSYS): a rename that moves a listed directory changes its `..`
+/// entry behind that listing, which rxfs must drop. Under `noatime` (no
+/// atime update ever due) as under the default.
+#[test]
+fn a_moved_directory_lists_its_new_parent() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("mount_listing_move");
+    for opts in ["", "noatime"] {
+        let img = s.path(&format!("img{opts}"));
+        mkfs(&img, 512 << 20, &[]);
+        let mnt = s.path(&format!("m{opts}"));
+        let g = rxfs_mount(&img, &mnt, opts);
+        // The `..` entry's d_ino as getdents gives it (ls stats `..`).
+        let dotdot = |dir: &str| -> u64 { dotdot_ino(&mnt.join(dir)) };
+        let ino = |p: &str| std::fs::metadata(mnt.join(p)).unwrap().ino();
+        let out = sh_in(&mnt, None, "mkdir -p p1/m p2 && touch p1/m/x");
+        assert!(out.status.success());
+        assert_eq!(dotdot("p1/m"), ino("p1"), "{opts}: before the move");
+        // Listed again: served from the kernel's cache now.
+        assert_eq!(dotdot("p1/m"), ino("p1"), "{opts}: listed again");
+        std::fs::rename(mnt.join("p1/m"), mnt.join("p2/m")).unwrap();
+        assert_eq!(dotdot("p2/m"), ino("p2"), "{opts}: after the move");
+        // An exchange moves both.
+        let out = sh_in(&mnt, None, "mkdir p1/n && ls -a p1/n > /dev/null");
+        assert!(out.status.success());
+        let r = unsafe {
+            let a =
+                std::ffi::CString::new(mnt.join("p1/n").as_os_str().as_encoded_bytes()).unwrap();
+            let b =
+                std::ffi::CString::new(mnt.join("p2/m").as_os_str().as_encoded_bytes()).unwrap();
+            libc::renameat2(
+                libc::AT_FDCWD,
+                a.as_ptr(),
+                libc::AT_FDCWD,
+                b.as_ptr(),
+                libc::RENAME_EXCHANGE,
+            )
+        };
+        assert_eq!(r, 0, "renameat2 exchange");
+        assert_eq!(dotdot("p2/m"), ino("p2"), "{opts}: exchanged into p2");
+        assert_eq!(dotdot("p1/n"), ino("p1"), "{opts}: exchanged into p1");
+        assert_eq!(
+            std::fs::read_dir(mnt.join("p1/n")).unwrap().count(),
+            1,
+            "{opts}: the exchanged directory's entries"
+        );
+        rxfs_umount(&mnt, g);
+        run_output("xfs_repair", &[OsStr::new("-n"), img.as_os_str()]);
+    }
+}
+
+/// The inode number of the `..` entry of directory `dir`, read with
+/// readdir(3).
+fn dotdot_ino(dir: &Path) -> u64 {
+    let c = std::ffi::CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+    // SAFETY: a valid C string; the stream is closed below, entries read
+    // before the next readdir.
+    unsafe {
+        let d = libc::opendir(c.as_ptr());
+        assert!(!d.is_null(), "opendir {}", dir.display());
+        let mut found = None;
+        loop {
+            let e = libc::readdir(d);
+            if e.is_null() {
+                break;
+            }
+            let name = std::ffi::CStr::from_ptr((*e).d_name.as_ptr());
+            if name.to_bytes() == b".." {
+                found = Some((*e).d_ino);
+            }
+        }
+        libc::closedir(d);
+        found.unwrap_or_else(|| panic!("no .. in {}", dir.display()))
+    }
 }

@@ -92,6 +92,7 @@
 pub mod attr;
 pub mod cred;
 pub mod ioctl;
+pub mod listing;
 pub mod mount_table;
 pub mod node;
 pub mod ops;
@@ -279,6 +280,8 @@ impl wire::Handler for RxFuse {
             Op::Read(r) => {
                 self.run(|c| c.read(node, r.offset, r.size, r.flags as i32, ReplyData(reply)))
             }
+            // See `listing`: the kernel opens directories itself.
+            Op::Opendir(_) if self.core.opens_dirs_itself() => reply.error(libc::ENOSYS),
             Op::Opendir(o) => self.run(|c| c.opendir(node, o.flags as i32, ReplyOpen(reply))),
             Op::Readdir(r) => {
                 let reply = ReplyDirectory::new(reply, r.size);

@@ -3,8 +3,12 @@
 //! it read-only (a `mount -o remount,ro` changes the kernel's mount, not
 //! the daemon).
 
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Mutex;
 
 /// `p` as the mount table spells it: space, tab, newline and backslash
 /// octal-escaped.
@@ -31,7 +35,7 @@ fn entries_at<'a>(table: &'a [u8], mnt: &'a [u8]) -> impl Iterator<Item = (&'a [
 
 /// The mount types (`fuse.rxfs`, `fuse`...) found at `mnt`.
 pub fn types_at(mnt: &Path) -> Vec<Vec<u8>> {
-    let Ok(table) = std::fs::read("/proc/self/mounts") else {
+    let Ok(table) = std::fs::read(MOUNTS) else {
         return Vec::new();
     };
     let want = escaped(mnt);
@@ -39,12 +43,81 @@ pub fn types_at(mnt: &Path) -> Vec<Vec<u8>> {
 }
 
 /// Whether the topmost FUSE mount at `mnt` is read-only in the kernel
-/// now. False if the table cannot be read or has no such mount.
-pub fn fuse_mount_read_only(mnt: &Path) -> bool {
-    let Ok(table) = std::fs::read("/proc/self/mounts") else {
-        return false;
-    };
-    read_only_in(&table, &escaped(mnt))
+/// now, asked often (before every atime update the daemon makes):
+/// the table is read once and again only after the kernel says it
+/// changed. An open `/proc/self/mounts` polls with `POLLPRI` (and
+/// `POLLERR`) once per change of the mount namespace's table since the
+/// descriptor's last poll, a remount included; the poll itself resets
+/// it, so "poll, then read if it fired" never misses a change (one after
+/// the poll fires the next poll).
+pub struct ReadOnlyWatch {
+    mnt: Vec<u8>,
+    /// The open table and the answer of its last read; `None` until the
+    /// first question (or when the table cannot be opened: then every
+    /// question reads it whole).
+    state: Mutex<Option<(File, bool)>>,
+}
+
+impl ReadOnlyWatch {
+    pub fn new(mnt: &Path) -> ReadOnlyWatch {
+        ReadOnlyWatch {
+            mnt: escaped(mnt),
+            state: Mutex::new(None),
+        }
+    }
+
+    /// Whether the mount is read-only now. False if the table cannot be
+    /// read or has no such mount.
+    pub fn read_only(&self) -> bool {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((f, ro)) = st.as_mut() {
+            let mut p = libc::pollfd {
+                fd: f.as_raw_fd(),
+                events: libc::POLLPRI,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd, no wait.
+            let n = unsafe { libc::poll(&mut p, 1, 0) };
+            if n == 0 || (n == 1 && p.revents & (libc::POLLPRI | libc::POLLERR) == 0) {
+                return *ro;
+            }
+            match reread(f) {
+                Ok(t) => {
+                    *ro = read_only_in(&t, &self.mnt);
+                    return *ro;
+                }
+                Err(_) => *st = None,
+            }
+        }
+        let Ok(mut f) = File::open(MOUNTS) else {
+            return false;
+        };
+        // Poll once before reading: the descriptor's first poll reports
+        // every change since the namespace began.
+        let mut p = libc::pollfd {
+            fd: f.as_raw_fd(),
+            events: libc::POLLPRI,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(&mut p, 1, 0) };
+        let Ok(t) = reread(&mut f) else {
+            return false;
+        };
+        let ro = read_only_in(&t, &self.mnt);
+        *st = Some((f, ro));
+        ro
+    }
+}
+
+const MOUNTS: &str = "/proc/self/mounts";
+
+/// The whole table, read again from its start.
+fn reread(f: &mut File) -> std::io::Result<Vec<u8>> {
+    f.seek(SeekFrom::Start(0))?;
+    let mut t = Vec::with_capacity(8192);
+    f.read_to_end(&mut t)?;
+    Ok(t)
 }
 
 fn read_only_in(table: &[u8], mnt: &[u8]) -> bool {

@@ -39,15 +39,18 @@ impl NodeTable {
             });
     }
 
-    /// The kernel dropped `n` references.
-    pub fn forget(&self, ino: u64, n: u64) {
+    /// The kernel dropped `n` references. Returns whether that was its
+    /// last (the kernel no longer knows the node).
+    pub fn forget(&self, ino: u64, n: u64) -> bool {
         let mut map = self.map.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(node) = map.get_mut(&ino) {
             node.nlookup = node.nlookup.saturating_sub(n);
             if node.nlookup == 0 {
                 map.remove(&ino);
+                return true;
             }
         }
+        false
     }
 }
 

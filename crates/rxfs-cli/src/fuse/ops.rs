@@ -46,6 +46,8 @@ pub struct Core {
     pub fs: Arc<Filesystem>,
     root: Ino,
     pub nodes: NodeTable,
+    /// Directory listings the kernel may hold (see [`super::listing`]).
+    pub(super) listings: super::listing::Listings,
     /// Entry and attribute cache time (see the module comment).
     pub(super) ttl: Duration,
     /// Print corruption and I/O errors to stderr (foreground mounts).
@@ -57,7 +59,7 @@ pub struct Core {
     pub notifier: std::sync::OnceLock<super::wire::Notifier>,
     /// The mount point, once mounted: a read-only remount is the kernel's
     /// (see [`Self::atime_due`]).
-    pub mountpoint: std::sync::OnceLock<std::path::PathBuf>,
+    pub mountpoint: std::sync::OnceLock<super::mount_table::ReadOnlyWatch>,
     /// The INIT capabilities the kernel granted (`init::*`), set before
     /// the first request.
     pub granted: std::sync::OnceLock<u64>,
@@ -97,6 +99,7 @@ impl Core {
             fs,
             root,
             nodes: NodeTable::default(),
+            listings: Default::default(),
             ttl: Duration::from_secs(if rw { 1 } else { 300 }),
             log_errors,
             rw,
@@ -121,6 +124,8 @@ impl Core {
         if let Some(n) = self.notifier.get() {
             let _ = n.inval_inode(INodeNo(nodeid), -1, 0);
         }
+        // The change moved ctime: a kept listing owes an atime update.
+        self.listing_changed(nodeid);
     }
 
     pub(super) fn ino(&self, nodeid: u64) -> Ino {
@@ -170,6 +175,9 @@ impl Core {
             Ok(ip) => {
                 self.remember(&ip);
                 let attr = self.entry_attr(&ip);
+                if ip.is_dir() {
+                    self.listing_attrs(ip.ino.0, &ip.core);
+                }
                 reply.entry(&self.ttl, &attr, Generation(ip.core.gen as u64));
             }
             Err(Error::NotFound) => {
@@ -235,7 +243,9 @@ impl Core {
     /// unlinked inode is freed (a transaction).
     pub fn forget(&self, nodeid: u64, n: u64) {
         if nodeid != INodeNo::ROOT.0 {
-            self.nodes.forget(nodeid, n);
+            if self.nodes.forget(nodeid, n) {
+                self.listing_forgotten(nodeid);
+            }
             if self.rw {
                 if let Err(e) = self.fs.inode_unref(Ino(nodeid), n) {
                     self.errno("forget", nodeid, &e);
@@ -266,6 +276,9 @@ impl Core {
     fn attrs(&self, nodeid: u64) -> rxfs::Result<super::wire::FileAttr> {
         if self.rw && !self.fs.is_shut_down() {
             let a = self.fs.iget_attrs(self.ino(nodeid))?;
+            if a.is_dir() {
+                self.listing_attrs(nodeid, &a.core);
+            }
             return Ok(super::attr::file_attr_of(&self.fs, &a));
         }
         self.inode(nodeid).map(|ip| file_attr(&self.fs, &ip))
@@ -332,11 +345,12 @@ impl Core {
     /// (`mount -o remount,ro` changes the kernel's mount only; the mount
     /// table is read only when an update is otherwise due).
     fn atime_due(&self, ip: &Inode) -> bool {
-        self.fs.atime_update_due(&ip.core)
-            && !self
-                .mountpoint
-                .get()
-                .is_some_and(|m| super::mount_table::fuse_mount_read_only(m))
+        self.atime_due_core(&ip.core)
+    }
+
+    /// [`Self::atime_due`] of an inode core.
+    pub(super) fn atime_due_core(&self, core: &rxfs::format::inode::InodeCore) -> bool {
+        self.fs.atime_update_due(core) && !self.mountpoint.get().is_some_and(|m| m.read_only())
     }
 
     /// After a read of `ip`'s data or entries: its atime, by the mount's
@@ -434,6 +448,9 @@ impl Core {
         match r.err().or(inner) {
             None => {
                 self.accessed(&dir);
+                if offset == 0 {
+                    self.listing_served(nodeid);
+                }
                 reply.ok()
             }
             Some(e) => reply.fail(self.errno("readdir", nodeid, &e)),
@@ -463,6 +480,9 @@ impl Core {
                     // accepted, except "." and "..".
                     if !full && !dots {
                         self.remember(&ip);
+                        if ip.is_dir() {
+                            self.listing_attrs(ip.ino.0, &ip.core);
+                        }
                     }
                     !full
                 }
@@ -480,6 +500,9 @@ impl Core {
         match r {
             Ok(()) => {
                 self.accessed(&dir);
+                if offset == 0 {
+                    self.listing_served(nodeid);
+                }
                 reply.ok()
             }
             Err(e) => reply.fail(self.errno("readdirplus", nodeid, &e)),

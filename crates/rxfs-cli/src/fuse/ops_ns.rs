@@ -86,7 +86,23 @@ impl Core {
             .fs
             .rename(self.ino(parent), name, self.ino(newparent), newname, f)
         {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                // A moved directory's `..` and ctime changed (both of
+                // an exchange's): drop a listing the kernel keeps.
+                if !self.listings_empty() {
+                    let mut moved = vec![(newparent, newname)];
+                    if f.exchange {
+                        moved.push((parent, name));
+                    }
+                    for (dir, n) in moved {
+                        let found = self.inode(dir).and_then(|d| self.fs.lookup(&d, n));
+                        if let Ok(ino) = found {
+                            self.listing_changed(ino.0);
+                        }
+                    }
+                }
+                reply.ok()
+            }
             Err(e) => reply.fail(self.errno("rename", parent, &e)),
         }
     }
@@ -125,6 +141,7 @@ impl Core {
                     // set-gid): the kernel must not keep the old one.
                     self.forget_attrs(nodeid);
                 }
+                self.listing_changed(nodeid);
                 reply.ok()
             }
             Err(e) => reply.fail(self.errno("setxattr", nodeid, &e)),
@@ -136,7 +153,10 @@ impl Core {
             return reply.fail(e);
         }
         match self.fs.removexattr(self.ino(nodeid), name) {
-            Ok(()) => reply.ok(),
+            Ok(()) => {
+                self.listing_changed(nodeid);
+                reply.ok()
+            }
             Err(e) => reply.fail(self.errno("removexattr", nodeid, &e)),
         }
     }

@@ -384,7 +384,10 @@ impl Core {
             set.mode = chown_mode(&ip, who);
         }
         match self.fs.setattr(self.ino(nodeid), &set) {
-            Ok(ip) => reply.attr(&self.ttl, &file_attr(&self.fs, &ip)),
+            Ok(ip) => {
+                self.listing_changed(nodeid);
+                reply.attr(&self.ttl, &file_attr(&self.fs, &ip))
+            }
             Err(e) => reply.fail(self.errno("setattr", nodeid, &e)),
         }
     }

@@ -140,7 +140,9 @@ pub fn serve(
         }
     };
     let _ = core.notifier.set(session.notifier());
-    let _ = core.mountpoint.set(cfg.mountpoint.clone());
+    let _ = core
+        .mountpoint
+        .set(super::mount_table::ReadOnlyWatch::new(&cfg.mountpoint));
     drop(core);
     ready(Ok(()));
     let mnt = cfg.mountpoint.clone();

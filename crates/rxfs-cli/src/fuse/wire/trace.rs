@@ -77,6 +77,7 @@ pub fn request(req: &Request, op: &Op<'_>) {
         } => format!("{} -> {newdir}/{} flags {flags}", name(n), name(newname)),
         Op::Link { oldnodeid, newname } => format!("{oldnodeid} as {}", name(newname)),
         Op::Forget { nlookup } => format!("nlookup {nlookup}"),
+        Op::Getxattr { name: n, size } => format!("{} size {size}", name(n)),
         Op::Open(a) | Op::Opendir(a) => format!("flags {:#x}", a.flags),
         Op::Write { arg, data } => format!("off {} len {}", arg.offset, data.len()),
         Op::Read(a) | Op::Readdir(a) | Op::Readdirplus(a) => {
