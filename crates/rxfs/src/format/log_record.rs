@@ -449,25 +449,47 @@ impl LogRecord {
     /// log, the number of its BBs before the end; the BBs after it get their
     /// stamped cycle bumped by one (before the CRC, as the kernel does).
     pub fn encode(&mut self, wrap_at: Option<u32>) -> Vec<u8> {
+        let mut raw = self.encode_header(wrap_at);
+        raw.extend_from_slice(self.data_bytes());
+        raw
+    }
+
+    /// [`Self::encode`] without copying the payload: the header BBs are
+    /// returned and the record is them followed by [`Self::data_bytes`],
+    /// whose BBs past `wrap_at` get their stamped cycle bumped in place.
+    /// Call once per packed record.
+    pub fn encode_header(&mut self, wrap_at: Option<u32>) -> Vec<u8> {
         debug_assert!(self.packed, "encode a packed record");
         let hblks = self.header.header_blocks() as usize;
         let blocks = self.header.data_blocks() as usize;
-        let mut raw = vec![0u8; (hblks + blocks) * BBSIZE];
+        let mut hdr = vec![0u8; hblks * BBSIZE];
         self.header.crc = 0;
-        self.header.encode(&mut raw[..BBSIZE]);
+        self.header.encode(&mut hdr[..BBSIZE]);
         for (j, x) in self.ext.iter().enumerate() {
-            x.encode(&mut raw[(j + 1) * BBSIZE..(j + 2) * BBSIZE]);
+            x.encode(&mut hdr[(j + 1) * BBSIZE..(j + 2) * BBSIZE]);
         }
-        raw[hblks * BBSIZE..].copy_from_slice(&self.data[..blocks * BBSIZE]);
         if let Some(split) = wrap_at {
-            bump_wrapped_cycles(&mut raw, split as usize);
+            // Never the first header BB: a record starts before the end.
+            let split = split as usize;
+            let data = &mut self.data[..blocks * BBSIZE];
+            if split < hblks {
+                bump_wrapped_cycles(&mut hdr, split);
+                bump_wrapped_cycles(data, 0);
+            } else {
+                bump_wrapped_cycles(data, split - hblks);
+            }
         }
-        let (h, d) = raw.split_at(hblks * BBSIZE);
-        let crc = compute_crc(h, d, REC_CRC_SIZE).expect("encoded record is complete");
+        let crc = compute_crc(&hdr, &self.data[..blocks * BBSIZE], REC_CRC_SIZE)
+            .expect("encoded record is complete");
         self.header.crc = crc;
-        raw[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_le_bytes());
+        hdr[CRC_OFF..CRC_OFF + 4].copy_from_slice(&crc.to_le_bytes());
         self.crc = CrcCheck::Good;
-        raw
+        hdr
+    }
+
+    /// The payload BBs as written (`data_blocks() * 512` bytes).
+    pub fn data_bytes(&self) -> &[u8] {
+        &self.data[..self.header.data_blocks() as usize * BBSIZE]
     }
 }
 

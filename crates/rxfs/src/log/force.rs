@@ -15,13 +15,19 @@
 //!   once (a batch): one `last_sync_lsn` move, one grant-head update, the
 //!   callbacks in LSN order, one wakeup of forces and writers.
 
-use super::iclog::{record_pieces, IclogState, IoJob};
+use super::iclog::{record_bytes, IclogState, IoJob};
 use super::writer::{Core, Shared};
 use super::Counters;
 use crate::error::{Error, Result};
 use crate::types::{Daddr, Lsn};
 use std::sync::atomic::Ordering;
 use std::time::Instant;
+
+thread_local! {
+    /// A record's bytes laid out for its write, kept by each thread that
+    /// writes records (see `RecordBytes::lay_out`).
+    static RECORD_BUF: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 impl Shared {
     pub(super) fn force(&self, lsn: Option<Lsn>) -> Result<Lsn> {
@@ -159,7 +165,7 @@ impl Shared {
                 Counters::add(&self.stats.overlapped_commits, 1);
             }
         }
-        let (pieces, spare) = record_pieces(job, self.cfg.size_bbs);
+        let rec = record_bytes(job, self.cfg.size_bbs);
         let r = (|| {
             if flush {
                 if let Some(d) = self.data_dev.get() {
@@ -168,15 +174,19 @@ impl Shared {
                 self.dev.flush()?;
                 Counters::add(&self.stats.flushes, 1);
             }
-            for (blk, raw) in &pieces {
-                let off = Daddr(self.cfg.start.0 + *blk as u64).bytes();
-                self.dev.write_at(raw, off)?;
-                Counters::add(&self.stats.writes, 1);
-                Counters::add(&self.stats.bytes, raw.len() as u64);
-            }
-            Ok(())
+            RECORD_BUF.with(|b| {
+                let mut raw = b.borrow_mut();
+                for (blk, at) in rec.lay_out(&mut raw) {
+                    let off = Daddr(self.cfg.start.0 + blk as u64).bytes();
+                    self.dev.write_at(&raw[at.clone()], off)?;
+                    Counters::add(&self.stats.writes, 1);
+                    Counters::add(&self.stats.bytes, at.len() as u64);
+                }
+                Ok(())
+            })
         })();
-        (r, spare)
+        // The payload's buffer is filled again by the next record.
+        (r, rec.data)
     }
 
     /// Complete finished buffers in ring order, a batch per pass; only one

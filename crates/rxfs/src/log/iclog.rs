@@ -173,26 +173,56 @@ pub fn is_full(capacity: usize, used: usize) -> bool {
     capacity - used < OP_HEADER_SIZE + 1
 }
 
-/// The device writes of one record: (log block, raw bytes) pieces, two
-/// when the record crosses the end of a log of `log_bbs` blocks (the piece
-/// at block 0 carries the next cycle in its stamped words, as the format
-/// requires).
-pub(crate) fn record_pieces(job: IoJob, log_bbs: u32) -> (Vec<(u32, Vec<u8>)>, Vec<u8>) {
+/// One record ready for the device: its header BBs and its payload BBs
+/// (the buffer the payload was filled in, stamped in place), and where it
+/// goes.
+pub(crate) struct RecordBytes {
+    header: Vec<u8>,
+    /// The filled buffer; its first `data_len` bytes are the payload BBs.
+    pub data: Vec<u8>,
+    data_len: usize,
+    block: u32,
+    /// BBs before the end of the log when the record crosses it.
+    wrap: Option<u32>,
+}
+
+impl RecordBytes {
+    /// The device writes, one per piece: (log block, byte range of the
+    /// record) once, or twice when the record crosses the end of the log
+    /// (the piece at block 0 carries the next cycle in its stamped words,
+    /// as the format requires). The record's bytes are laid out whole in
+    /// `out` (a buffer the caller keeps from record to record: the copy
+    /// costs less than a fresh buffer's page faults).
+    pub fn lay_out(&self, out: &mut Vec<u8>) -> Vec<(u32, std::ops::Range<usize>)> {
+        out.clear();
+        out.extend_from_slice(&self.header);
+        out.extend_from_slice(&self.data[..self.data_len]);
+        match self.wrap {
+            None => vec![(self.block, 0..out.len())],
+            Some(first) => {
+                let cut = first as usize * BBSIZE;
+                vec![(self.block, 0..cut), (0, cut..out.len())]
+            }
+        }
+    }
+}
+
+/// Pack and stamp the record of `job` for a log of `log_bbs` blocks.
+pub(crate) fn record_bytes(job: IoJob, log_bbs: u32) -> RecordBytes {
     let block = job.header.lsn.block();
     let mut rec = LogRecord::new(job.header, job.payload);
     rec.pack();
     let total = rec.header.total_blocks();
     debug_assert!(total < log_bbs);
     let wrap = (block as u64 + total as u64 > log_bbs as u64).then(|| log_bbs - block);
-    let raw = rec.encode(wrap);
-    let spare = rec.data; // reuse the payload's memory for the next fill
-    match wrap {
-        None => (vec![(block, raw)], spare),
-        Some(first) => {
-            let mut a = raw;
-            let b = a.split_off(first as usize * BBSIZE);
-            (vec![(block, a), (0, b)], spare)
-        }
+    let header = rec.encode_header(wrap);
+    let data_len = rec.data_bytes().len();
+    RecordBytes {
+        header,
+        data: rec.data,
+        data_len,
+        block,
+        wrap,
     }
 }
 
@@ -253,7 +283,13 @@ mod tests {
             seq: 0,
             need_flush: false,
         };
-        let (p, _) = record_pieces(job, 100);
+        let r = record_bytes(job, 100);
+        let mut raw = Vec::new();
+        let p: Vec<(u32, Vec<u8>)> = r
+            .lay_out(&mut raw)
+            .into_iter()
+            .map(|(b, at)| (b, raw[at].to_vec()))
+            .collect();
         assert_eq!(p.len(), 2);
         assert_eq!((p[0].0, p[0].1.len()), (98, 1024));
         assert_eq!((p[1].0, p[1].1.len()), (0, 512));
