@@ -55,25 +55,20 @@ pub struct Listings {
 }
 
 impl Listings {
+    fn held(&self) -> std::sync::MutexGuard<'_, HashSet<u64>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     fn insert(&self, nodeid: u64) {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(nodeid);
+        self.held().insert(nodeid);
     }
 
     fn is_empty(&self) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .is_empty()
+        self.held().is_empty()
     }
 
     fn remove(&self, nodeid: u64) -> bool {
-        self.held
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&nodeid)
+        self.held().remove(&nodeid)
     }
 }
 

@@ -71,14 +71,7 @@ impl ReadOnlyWatch {
     pub fn read_only(&self) -> bool {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((f, ro)) = st.as_mut() {
-            let mut p = libc::pollfd {
-                fd: f.as_raw_fd(),
-                events: libc::POLLPRI,
-                revents: 0,
-            };
-            // SAFETY: one valid pollfd, no wait.
-            let n = unsafe { libc::poll(&mut p, 1, 0) };
-            if n == 0 || (n == 1 && p.revents & (libc::POLLPRI | libc::POLLERR) == 0) {
+            if !changed(f) {
                 return *ro;
             }
             match reread(f) {
@@ -94,13 +87,7 @@ impl ReadOnlyWatch {
         };
         // Poll once before reading: the descriptor's first poll reports
         // every change since the namespace began.
-        let mut p = libc::pollfd {
-            fd: f.as_raw_fd(),
-            events: libc::POLLPRI,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd, no wait.
-        unsafe { libc::poll(&mut p, 1, 0) };
+        changed(&f);
         let Ok(t) = reread(&mut f) else {
             return false;
         };
@@ -111,6 +98,19 @@ impl ReadOnlyWatch {
 }
 
 const MOUNTS: &str = "/proc/self/mounts";
+
+/// Whether the open table `f` says the mounts changed since its last
+/// poll (and resets that; a failed poll counts as a change).
+fn changed(f: &File) -> bool {
+    let mut p = libc::pollfd {
+        fd: f.as_raw_fd(),
+        events: libc::POLLPRI,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd, no wait.
+    let n = unsafe { libc::poll(&mut p, 1, 0) };
+    n != 0 && !(n == 1 && p.revents & (libc::POLLPRI | libc::POLLERR) == 0)
+}
 
 /// The whole table, read again from its start.
 fn reread(f: &mut File) -> std::io::Result<Vec<u8>> {
