@@ -568,3 +568,92 @@ fn rt_concurrent_writers_and_removers() {
         }
     }
 }
+
+/// The rt extents of a file (first rt block, blocks).
+fn rt_extents(fs: &Filesystem, ino: Ino) -> Vec<(u64, u64)> {
+    match &fs.iget(ino).unwrap().data {
+        rxfs::inode::Fork::Extents { list, .. } => list.iter().map(|e| (e.start, e.len)).collect(),
+        other => panic!("extents fork expected, got {other:?}"),
+    }
+}
+
+/// Realtime extents freed by a committed transaction are not handed out
+/// again before that transaction's checkpoint is on disk (its file's old
+/// mapping could still be recovered and would see the new owner's data),
+/// in every summary mode: on a device filled to the last extent, a file
+/// removed without a log force leaves only busy space, so the next
+/// allocation must force the log first (counted in `busy_forces`) and
+/// only then may use it. The allocator reads busy ranges from the
+/// realtime lock's mirror of the CIL's list (`cache::rtbusy`), already
+/// filled for the block by the allocations before the removal: a removal
+/// the mirror missed would be reused without the force.
+#[test]
+fn rt_freed_extents_wait_for_their_checkpoint() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    for mode in [RtSumMode::None, RtSumMode::MinLevel, RtSumMode::Memory] {
+        let s = Scratch::new("rtw-busy");
+        let (img, rt) = make(&s, "b", 4096, 4096);
+        let fs = open(&img, &rt, mode);
+        let root = fs.root_ino();
+        let mut x = fs.get_fsxattr(root).unwrap();
+        x.xflags |= XFLAG_RTINHERIT;
+        fs.set_fsxattr(root, &x, true, &Cred::root()).unwrap();
+        // Fill the device: 1 MiB files, then one-extent files.
+        let mut files = Vec::new();
+        for (size, prefix) in [(1u64 << 20, "m"), (4096, "s")] {
+            loop {
+                let name = format!("{prefix}{}", files.len());
+                let ino = fs
+                    .create(root, name.as_bytes(), &args(0o100644))
+                    .unwrap()
+                    .ino;
+                match fs.fallocate(ino, 0, 0, size) {
+                    Ok(()) => files.push((name, ino)),
+                    Err(rxfs::Error::NoSpace) => {
+                        fs.unlink(root, name.as_bytes()).unwrap();
+                        break;
+                    }
+                    Err(e) => panic!("{mode:?}: fallocate: {e}"),
+                }
+            }
+        }
+        assert_eq!(fs.rw().unwrap().counters().frextents, 0, "{mode:?}: full");
+        // The last allocation failed and its transaction was cancelled,
+        // which drops the realtime cache: one stable free extent, taken
+        // again, brings the busy mirror of the block back.
+        let (last, last_ino) = files.pop().unwrap();
+        let blocks: u64 = rt_extents(&fs, last_ino).iter().map(|e| e.1).sum();
+        fs.unlink(root, last.as_bytes()).unwrap();
+        fs.log_force().unwrap();
+        let probe = fs.create(root, b"probe", &args(0o100644)).unwrap().ino;
+        fs.fallocate(probe, 0, 0, blocks * 4096).unwrap();
+        assert_eq!(fs.rw().unwrap().counters().frextents, 0, "{mode:?}: full");
+        // Everything so far is stable; then one file goes, no force.
+        fs.log_force().unwrap();
+        let (gone, gone_ino) = files[3].clone();
+        let freed = rt_extents(&fs, gone_ino);
+        fs.unlink(root, gone.as_bytes()).unwrap();
+        let forces = fs.stats().rt.busy_forces;
+        let ino = fs.create(root, b"new", &args(0o100644)).unwrap().ino;
+        fs.fallocate(ino, 0, 0, 64 << 10).unwrap();
+        let got = rt_extents(&fs, ino);
+        let reused = got
+            .iter()
+            .any(|&(s, n)| freed.iter().any(|&(fs_, fn_)| s < fs_ + fn_ && fs_ < s + n));
+        assert!(
+            reused,
+            "{mode:?}: the freed extents are the only free space"
+        );
+        assert_eq!(
+            fs.stats().rt.busy_forces,
+            forces + 1,
+            "{mode:?}: busy extents reused without a log force first"
+        );
+        fs.unmount().unwrap();
+        drop(fs);
+        repair_clean(&img, &rt);
+    }
+}

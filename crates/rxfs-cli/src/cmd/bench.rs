@@ -86,6 +86,11 @@ pub struct Args {
     /// one alone).
     #[arg(long, default_value = "none,minlevel,memory")]
     pub rt_modes: String,
+    /// Passes over the summary modes (rtalloc): each pass measures every
+    /// mode once, in an order rotated from pass to pass; the table gives
+    /// the median time per allocation and the range.
+    #[arg(long, default_value_t = 3)]
+    pub rt_repeat: u32,
 }
 
 fn open(a: &Args) -> CliResult<Arc<Filesystem>> {

@@ -27,6 +27,7 @@
 pub mod buf;
 pub mod ilock;
 pub mod inode_item;
+pub mod rtbusy;
 pub mod rtsum;
 pub mod view;
 

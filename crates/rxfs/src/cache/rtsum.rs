@@ -65,6 +65,9 @@
 //! next blocks has changed (every bitmap change advances the clock and
 //! stamps its block: `note_change`, `changed_since`).
 //!
+//! **Busy ranges** of each bitmap block, mirrored from the CIL's busy
+//! list ([`super::rtbusy`], every mode).
+//!
 //! Locking: one [`RtSumCache`] per mount, inside the realtime lock (a
 //! mutex the transaction holds from its first realtime allocation or free
 //! to its commit or cancel, the kernel's `rbmip` ILOCK). That lock also
@@ -158,8 +161,14 @@ pub struct RtAllocStats {
     pub memo_skips: u64,
     /// Times the cache was dropped by a cancelled transaction.
     pub invalidations: u64,
-    /// Nanoseconds spent searching and taking extents (under the lock).
+    /// Nanoseconds spent searching and taking extents (under the lock),
+    /// without the log forces below.
     pub alloc_ns: u64,
+    /// Log forces an allocation made to wait out busy extents (only
+    /// extents freed moments ago were left), and the nanoseconds they
+    /// took: device writes and flushes, not allocator work.
+    pub busy_forces: u64,
+    pub force_ns: u64,
 }
 
 /// Where the blocks of the bitmap and summary files are (disk addresses
@@ -182,14 +191,18 @@ pub struct RtSumCache {
     minlevel: Vec<u8>,
     mem: Option<Vec<u32>>,
     /// The free-run index.
-    runs: std::collections::HashMap<u64, IndexedBlock>,
+    runs: rustc_hash::FxHashMap<u64, IndexedBlock>,
     indexed: usize,
     /// Bitmap block -> the change clock at its last change, for the
     /// blocks changed since `forgot` (the clock when the map was last
     /// emptied, which bounds its size).
-    changed: std::collections::HashMap<u64, u64>,
+    changed: rustc_hash::FxHashMap<u64, u64>,
     clock: u64,
     forgot: u64,
+    /// The busy ranges of each bitmap block ([`super::rtbusy`]).
+    pub busy: super::rtbusy::RtBusyMirror,
+    /// Scratch space for busy ranges gathered over several blocks.
+    pub busy_scratch: Vec<super::rtbusy::RtBusy>,
     pub stats: RtAllocStats,
 }
 
@@ -214,6 +227,8 @@ impl RtSumCache {
             changed: Default::default(),
             clock: 0,
             forgot: 0,
+            busy: Default::default(),
+            busy_scratch: Vec::new(),
             stats: RtAllocStats::default(),
         }
     }
@@ -348,6 +363,7 @@ impl RtSumCache {
         self.mem = None;
         self.runs.clear();
         self.indexed = 0;
+        self.busy.clear();
         self.stats.invalidations += 1;
     }
 }

@@ -36,6 +36,7 @@ pub mod read;
 pub mod rw;
 pub mod statfs;
 pub mod trans;
+mod tx_copy;
 
 pub use statfs::StatFs;
 

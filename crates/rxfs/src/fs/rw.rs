@@ -719,6 +719,8 @@ impl FsStats {
             ("rt_memo_skips", self.rt.memo_skips),
             ("rt_cache_invalidations", self.rt.invalidations),
             ("rt_alloc_ns", self.rt.alloc_ns),
+            ("rt_busy_forces", self.rt.busy_forces),
+            ("rt_force_ns", self.rt.force_ns),
         ]
     }
 }

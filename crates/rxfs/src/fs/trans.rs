@@ -2,14 +2,14 @@
 //!
 //! A transaction holds a log reservation (a grant ticket) taken before it
 //! locks anything, the buffers it joined (each locked to it, with a
-//! private working copy) and the inodes it joined (working copies; the
+//! private working copy, made at the first change: [`super::tx_copy`]) and the inodes it joined (working copies; the
 //! caller holds their inode locks). Commit hands the working copies to the
 //! CIL ([`crate::cil::Cil::commit`]), which publishes them; cancel drops
 //! them. Because changes are made to private copies, cancelling a
 //! transaction that already changed things is always safe (the kernel must
 //! shut down instead).
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use crate::ail::IntentItem;
@@ -23,6 +23,7 @@ use crate::format::log::HostOrder;
 use crate::format::log_items::{FreeExtent, LI_EFD, LI_EFI};
 use crate::format::sb::Superblock;
 use crate::format::{be16, crc};
+use crate::fs::tx_copy::TxCopy;
 use crate::fs::Filesystem;
 use crate::geometry::Geometry;
 use crate::log::Ticket;
@@ -32,7 +33,7 @@ use crate::xact::{BufId, ForkCache, InodeId, MetaTx, Resv, SbCounter};
 struct TBuf {
     buf: Arc<Buf>,
     _guard: TxGuard,
-    data: Vec<u8>,
+    data: TxCopy,
     kind: BufKind,
     map: Vec<u32>,
     dirty: bool,
@@ -147,9 +148,9 @@ impl<'a> Trans<'a> {
             fs,
             ticket: Some(ticket),
             bufs: Vec::new(),
-            by_addr: HashMap::new(),
+            by_addr: HashMap::default(),
             inodes: Vec::new(),
-            by_ino: HashMap::new(),
+            by_ino: HashMap::default(),
             sb_delta: [0; 4],
             busy: Vec::new(),
             raw: Vec::new(),
@@ -220,7 +221,7 @@ impl<'a> Trans<'a> {
                 )));
             }
             if !read {
-                b.data.fill(0);
+                b.data = TxCopy::Owned(vec![0u8; len]);
                 b.kind = kind;
                 b.stale = false;
                 b.dirty = true;
@@ -244,16 +245,16 @@ impl<'a> Trans<'a> {
         let data = {
             let st = buf.st.lock();
             if !read {
-                vec![0u8; len]
+                TxCopy::Owned(vec![0u8; len])
             } else if st.stale || st.committed.len() != len {
                 drop(st);
                 let mut d = vec![0u8; len];
                 rw.raw.read_at(&mut d, daddr.bytes())?;
                 kind.verify(&d, daddr, &uuid)?;
-                d
+                TxCopy::Owned(d)
             } else {
-                let d = (*st.committed).clone();
-                if !kind.magic_ok(&d) {
+                let d = TxCopy::Shared(st.committed.clone());
+                if !kind.magic_ok(d.bytes()) {
                     return Err(Error::corrupt(
                         kind.name(),
                         Location::Daddr(daddr.0),
@@ -390,7 +391,7 @@ impl<'a> Trans<'a> {
                 guards.push(b._guard);
                 b.dirty.then_some(TxBuf {
                     buf: b.buf,
-                    data: b.data,
+                    data: b.data.into_vec(),
                     kind: b.kind,
                     map: b.map,
                     stale: b.stale,
@@ -430,6 +431,14 @@ impl<'a> Trans<'a> {
         }
         let raw = std::mem::take(&mut self.raw);
         let empty = bufs.is_empty() && inodes.is_empty() && raw.is_empty();
+        // Realtime frees enter the realtime lock's busy mirror with the
+        // checkpoint they commit into, before the lock is dropped
+        // (`cache::rtbusy`).
+        let rt_busy = if self.rt.is_some() {
+            crate::rtalloc::own_rt_busy(&self.busy)
+        } else {
+            Vec::new()
+        };
         let r = if empty {
             Ok(rw.cil.current_seq())
         } else {
@@ -443,6 +452,9 @@ impl<'a> Trans<'a> {
         };
         rw.cil.log().grant().ungrant(ticket);
         let seq = r?;
+        if let (false, Some(rt)) = (empty, self.rt.as_mut()) {
+            crate::rtalloc::busy_committed(rt, self.fs.sb(), &rt_busy, seq);
+        }
         // Still under the callers' inode locks (they are dropped after
         // commit), so no other transaction of these inodes ran between.
         for (item, c) in caches {
@@ -543,10 +555,10 @@ impl MetaTx for Trans<'_> {
         self.join(daddr, len, kind, false)
     }
     fn buf(&self, b: BufId) -> &[u8] {
-        &self.bufs[b.0 as usize].data
+        self.bufs[b.0 as usize].data.bytes()
     }
     fn buf_mut(&mut self, b: BufId) -> &mut [u8] {
-        &mut self.bufs[b.0 as usize].data
+        self.bufs[b.0 as usize].data.bytes_mut()
     }
     fn log_buf(&mut self, b: BufId, range: std::ops::Range<usize>) {
         let tb = &mut self.bufs[b.0 as usize];
@@ -644,7 +656,7 @@ impl MetaTx for Trans<'_> {
                 let s = b.buf.daddr.bytes();
                 if b.kind == BufKind::Dino && s <= at && at + n as u64 <= s + b.data.len() as u64 {
                     let o = (at - s) as usize;
-                    return Ok(b.data[o..o + n].to_vec());
+                    return Ok(b.data.bytes()[o..o + n].to_vec());
                 }
             }
         }
@@ -719,6 +731,19 @@ impl MetaTx for Trans<'_> {
         let seq = self.core().cil.busy_stable_seq().saturating_add(1);
         crate::xact::merge_own_busy(&self.busy, agno, agbno, len, seq, &mut out);
         out
+    }
+    fn committed_busy_ranges(
+        &self,
+        agno: AgNumber,
+        agbno: AgBlock,
+        len: u32,
+    ) -> Vec<(AgBlock, u32, u64)> {
+        let mut out = Vec::new();
+        self.core().cil.busy_ranges(agno, agbno, len, &mut out);
+        out
+    }
+    fn own_busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32)> {
+        crate::xact::own_busy(&self.busy, agno, agbno, len).collect()
     }
     fn force_busy(&mut self) -> Result<()> {
         self.core().cil.force_busy()

@@ -306,6 +306,19 @@ impl MetaTx for MemTx {
         crate::xact::merge_own_busy(&self.busy, agno, agbno, len, seq, &mut out);
         out
     }
+    fn committed_busy_ranges(
+        &self,
+        _agno: AgNumber,
+        _agbno: AgBlock,
+        _len: u32,
+    ) -> Vec<(AgBlock, u32, u64)> {
+        // Recovery commits nothing before its end: every busy range is
+        // its own.
+        Vec::new()
+    }
+    fn own_busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32)> {
+        crate::xact::own_busy(&self.busy, agno, agbno, len).collect()
+    }
     fn busy_stable_seq(&self) -> u64 {
         self.busy_cleared
     }

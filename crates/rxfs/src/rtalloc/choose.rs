@@ -7,7 +7,8 @@
 //! a checkpoint not yet on disk are never handed out (see the module doc
 //! of [`super`]).
 
-use crate::xact::MetaTx;
+use super::bits::RtBits;
+use crate::error::Result;
 
 /// The busy ranges overlapping rt extents `[x, x + n)`, in extents, in
 /// order of first extent, from one walk of the busy list, so that the
@@ -22,20 +23,85 @@ pub(super) struct BusyView {
     pub(super) oldest: u64,
 }
 
-impl BusyView {
-    pub(super) fn of(tx: &dyn MetaTx, x: u64, n: u64) -> BusyView {
-        let mut ranges = Vec::new();
-        let mut oldest = u64::MAX;
-        for (a, k, l) in super::busy_pieces(x, n) {
+/// A busy range as the sweeps read it: (first extent, length).
+pub(super) trait Span: Copy {
+    fn span(self) -> (u64, u64);
+}
+
+impl Span for (u64, u64) {
+    fn span(self) -> (u64, u64) {
+        self
+    }
+}
+
+impl Span for crate::cache::rtbusy::RtBusy {
+    fn span(self) -> (u64, u64) {
+        (self.0, self.1)
+    }
+}
+
+/// Call `f` with the busy ranges overlapping rt extents `[x, x + n)` (in
+/// order of first extent; possibly with others of the same bitmap block
+/// that are busy too) and the oldest checkpoint among those overlapping
+/// (`u64::MAX` when none): from the realtime lock's busy mirror
+/// (`cache::rtbusy`, filled from the CIL's list where a block is not
+/// mirrored), lent without a copy when the range lies in one block, and
+/// the transaction's own frees merged in.
+pub(super) fn with_busy<R>(
+    b: &mut RtBits<'_>,
+    x: u64,
+    n: u64,
+    f: impl FnOnce(&[crate::cache::rtbusy::RtBusy], u64) -> R,
+) -> Result<R> {
+    let bpb = b.l.bits_per_block();
+    let tx = &mut *b.tx;
+    let stable = tx.busy_stable_seq();
+    let mut own = Vec::new();
+    for (a, k, l) in super::busy_pieces(x, n) {
+        let base = (a.0 - super::RT_BUSY_AG) as u64 * super::RT_BUSY_SPAN;
+        own.extend(
+            tx.own_busy_ranges(a, k, l)
+                .into_iter()
+                .map(|(bk, bl)| (base + bk.0 as u64, bl as u64, stable.saturating_add(1))),
+        );
+    }
+    // The mirror lives under the lock; the fills ask the transaction.
+    let st = tx.rt_lock()?;
+    let mut mirror = std::mem::take(&mut st.busy);
+    let mut scratch = std::mem::take(&mut st.busy_scratch);
+    let (ranges, oldest) = mirror.ranges(bpb, x, x + n, stable, &mut scratch, |blk| {
+        let mut got = Vec::new();
+        for (a, k, l) in super::busy_pieces(blk * bpb, bpb) {
             let base = (a.0 - super::RT_BUSY_AG) as u64 * super::RT_BUSY_SPAN;
-            ranges.extend(tx.busy_ranges(a, k, l).into_iter().map(|(bk, bl, seq)| {
-                oldest = oldest.min(seq);
-                (base + bk.0 as u64, bl as u64)
-            }));
+            got.extend(
+                tx.committed_busy_ranges(a, k, l)
+                    .into_iter()
+                    .map(|(bk, bl, seq)| (base + bk.0 as u64, bl as u64, seq)),
+            );
         }
-        let mut v = Self::from_ranges(ranges);
-        v.oldest = oldest;
-        v
+        got
+    });
+    let r = if own.is_empty() {
+        f(ranges, oldest)
+    } else {
+        own.extend_from_slice(ranges);
+        own.sort_unstable_by_key(|r| r.0);
+        f(&own, oldest.min(stable.saturating_add(1)))
+    };
+    let st = tx.rt_lock()?;
+    st.busy = mirror;
+    st.busy_scratch = scratch;
+    Ok(r)
+}
+
+impl BusyView {
+    /// The view of `[x, x + n)` ([`with_busy`]).
+    pub(super) fn of(b: &mut RtBits<'_>, x: u64, n: u64) -> Result<BusyView> {
+        with_busy(b, x, n, |rs, oldest| {
+            let mut v = Self::from_ranges(rs.iter().map(|r| r.span()).collect());
+            v.oldest = oldest;
+            v
+        })
     }
 
     /// A view of `ranges` (sorted by first extent).
@@ -121,16 +187,16 @@ pub(super) fn not_busy_piece(
 }
 
 /// The kernel's choice among the free runs `runs` of one bitmap block (in
-/// order, each at least `minlen` long), around the busy ranges `busy`
-/// (sorted by first extent; may nest): the first clean piece of `maxlen`,
-/// else the run of the greatest length (the earliest of equals) that has
-/// a clean piece of at least `minlen`, its first such piece cut to
-/// `maxlen`. The same answer as [`not_busy_piece`] asked run by run, from
-/// one sweep: O(runs + busy ranges). `seen` is set when a busy range cut a
-/// run.
-pub(super) fn choose(
-    runs: &[(u64, u64)],
-    busy: &[(u64, u64)],
+/// order; those shorter than `minlen` are passed over), around the busy
+/// ranges `busy` (sorted by first extent; may nest): the first clean piece
+/// of `maxlen`, else the run of the greatest length (the earliest of
+/// equals) that has a clean piece of at least `minlen`, its first such
+/// piece cut to `maxlen`. The same answer as [`not_busy_piece`] asked run
+/// by run, from one sweep: O(runs + busy ranges). `seen` is set when a
+/// busy range cut a run.
+pub(super) fn choose<B: Span>(
+    runs: impl IntoIterator<Item = (u64, u64)>,
+    busy: &[B],
     minlen: u64,
     maxlen: u64,
     seen: &mut bool,
@@ -140,13 +206,16 @@ pub(super) fn choose(
     let mut cover = 0u64;
     // (length of the run, its first clean piece of at least minlen)
     let mut best: Option<(u64, (u64, u64))> = None;
-    for &(f, n) in runs {
+    for (f, n) in runs {
+        if n < minlen {
+            continue;
+        }
         let e = f + n;
         let mut p = f;
         let mut first: Option<(u64, u64)> = None;
         while p < e {
-            while j < busy.len() && busy[j].0 <= p {
-                cover = cover.max(busy[j].0 + busy[j].1);
+            while let Some((s, l)) = busy.get(j).map(|r| r.span()).filter(|r| r.0 <= p) {
+                cover = cover.max(s + l);
                 j += 1;
             }
             if cover > p {
@@ -154,7 +223,7 @@ pub(super) fn choose(
                 p = cover.min(e);
                 continue;
             }
-            let q = busy.get(j).map_or(e, |r| r.0.min(e));
+            let q = busy.get(j).map_or(e, |r| r.span().0.min(e));
             if q < e {
                 *seen = true;
             }

@@ -45,7 +45,7 @@ use bits::RtBits;
 pub use bits::{file_blocks, level_of};
 #[cfg(test)]
 use choose::not_busy_piece;
-use choose::{choose, unbusy, BusyView};
+use choose::{choose, unbusy, with_busy, BusyView};
 
 use crate::error::{Error, Location, Result};
 use crate::types::{AgBlock, AgNumber};
@@ -82,6 +82,34 @@ fn busy_pieces(x: u64, n: u64) -> impl Iterator<Item = (AgNumber, AgBlock, u32)>
     })
 }
 
+/// A transaction's own frees (`(AG, block, length)` busy keys) that are
+/// realtime extents, as (first extent, count).
+pub fn own_rt_busy(own: &[(AgNumber, AgBlock, u32)]) -> Vec<(u64, u64)> {
+    own.iter()
+        .filter(|(a, _, _)| a.0 >= RT_BUSY_AG)
+        .map(|&(a, b, l)| {
+            (
+                (a.0 - RT_BUSY_AG) as u64 * RT_BUSY_SPAN + b.0 as u64,
+                l as u64,
+            )
+        })
+        .collect()
+}
+
+/// The transaction holding `rt` committed its realtime frees `freed`
+/// into checkpoint `seq`: they enter the busy mirror (`cache::rtbusy`).
+pub fn busy_committed(
+    rt: &mut crate::cache::rtsum::RtSumCache,
+    sb: &crate::format::sb::Superblock,
+    freed: &[(u64, u64)],
+    seq: u64,
+) {
+    let bpb = crate::format::rt::RtLayout::of(sb).bits_per_block();
+    for &(x, n) in freed {
+        rt.busy.committed(bpb, x, n, seq);
+    }
+}
+
 /// Allocate between `minlen` and `maxlen` free rt extents (see the module
 /// doc for where); returns `(first extent, count)`. `NoSpace` when no
 /// free run of `minlen` exists.
@@ -98,6 +126,7 @@ pub fn alloc(
     }
     let t0 = std::time::Instant::now();
     let mut forced = false;
+    let mut forced_ns = 0u64;
     loop {
         let mut b = RtBits::new(tx)?;
         let maxlen = maxlen.min(b.l.rextents);
@@ -114,14 +143,20 @@ pub fn alloc(
             // Only extents freed moments ago were left: make every free
             // stable (a log force) and search once more.
             drop(b);
+            let f0 = std::time::Instant::now();
             tx.force_busy()?;
+            let waited = f0.elapsed().as_nanos() as u64;
+            let st = &mut tx.rt_lock()?.stats;
+            st.busy_forces += 1;
+            st.force_ns += waited;
+            forced_ns += waited;
             forced = true;
             continue;
         };
         take(&mut b, x, n)?;
         let st = &mut b.tx.rt_lock()?.stats;
         st.allocs += 1;
-        st.alloc_ns += t0.elapsed().as_nanos() as u64;
+        st.alloc_ns += (t0.elapsed().as_nanos() as u64).saturating_sub(forced_ns);
         return Ok((x, n));
     }
 }
@@ -271,7 +306,7 @@ fn search(
         if b.is_free(t)? {
             let e = b.run_end(t, (t + maxlen).min(b.l.rextents), true)?;
             if e - t >= minlen {
-                let view = BusyView::of(&*b.tx, t, e - t);
+                let view = BusyView::of(b, t, e - t)?;
                 let r = unbusy(&view, seen, t, e - t, minlen, maxlen);
                 if r.is_some() {
                     return Ok(r);
@@ -410,23 +445,27 @@ fn in_block(
             all
         }
     };
-    let mut runs = all.to_vec();
     // A run reaching the block's end may go on (up to four times what is
     // asked, so that busy extents in it can be stepped over).
     let reach = reach(&b.l, &all, end, maxlen);
-    if let Some(last) = runs.last_mut() {
+    let mut last = all.last().copied();
+    if let Some(l) = last.as_mut() {
         if reach > end {
-            let e = b.run_end(end, reach, true)?;
-            last.1 = e - last.0;
+            l.1 = b.run_end(end, reach, true)? - l.0;
         }
     }
-    runs.retain(|r| r.1 >= minlen);
-    let (Some(&(lo, _)), Some(&(hf, hn))) = (runs.first(), runs.last()) else {
+    let k = all.len().saturating_sub(1);
+    let runs = || all[..k].iter().copied().chain(last);
+    let (Some((lo, _)), Some((hf, hn))) = (
+        runs().find(|r| r.1 >= minlen),
+        runs().rfind(|r| r.1 >= minlen),
+    ) else {
         return Ok(None);
     };
-    let view = BusyView::of(&*b.tx, lo, hf + hn - lo);
     let mut busy = false;
-    let r = choose(&runs, &view.ranges, minlen, maxlen, &mut busy);
+    let (r, oldest) = with_busy(b, lo, hf + hn - lo, |rs, oldest| {
+        (choose(runs(), rs, minlen, maxlen, &mut busy), oldest)
+    })?;
     *seen |= busy;
     // Nothing clear: remembered with how far the last run was followed and
     // the change clock, so that a later request is answered by the memo
@@ -435,7 +474,7 @@ fn in_block(
     if r.is_none() {
         let stamp = b.tx.rt_lock()?.clock();
         let np = NoPiece {
-            until: view.oldest,
+            until: oldest,
             minlen,
             reach,
             stamp,

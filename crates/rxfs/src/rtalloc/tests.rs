@@ -148,7 +148,7 @@ fn one_sweep_chooses_as_run_by_run() {
         let (minlen, maxlen) = (1 + r() % 8, 8 + r() % 30);
         let runs: Vec<_> = runs.into_iter().filter(|x| x.1 >= minlen).collect();
         let mut seen = false;
-        let got = choose(&runs, &busy, minlen, maxlen, &mut seen);
+        let got = choose(runs.iter().copied(), &busy, minlen, maxlen, &mut seen);
         assert_eq!(
             got,
             choose_run_by_run(&runs, &busy, minlen, maxlen),

@@ -264,6 +264,17 @@ pub trait MetaTx {
     /// merged in, one no later than the checkpoint it will commit into):
     /// for an allocator that weighs many candidates of one region.
     fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)>;
+    /// [`Self::busy_ranges`] without this transaction's own frees: the
+    /// ranges committed transactions made busy.
+    fn committed_busy_ranges(
+        &self,
+        agno: AgNumber,
+        agbno: AgBlock,
+        len: u32,
+    ) -> Vec<(AgBlock, u32, u64)>;
+    /// This transaction's own frees (not yet committed) overlapping
+    /// `[agbno, agbno + len)`.
+    fn own_busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32)>;
     /// Force the log so that every busy extent becomes free to reuse.
     fn force_busy(&mut self) -> Result<()>;
     /// Busy ranges of every checkpoint up to this sequence have become
