@@ -91,6 +91,11 @@ pub struct Args {
     /// the median time per allocation and the range.
     #[arg(long, default_value_t = 3)]
     pub rt_repeat: u32,
+    /// One bitmap block in this many gets free space when the device is
+    /// fragmented (rtalloc): the others stay full, as on a nearly full
+    /// device, where seed 001's summary reads pile up.
+    #[arg(long, default_value_t = 8)]
+    pub rt_hot: u64,
 }
 
 fn open(a: &Args) -> CliResult<Arc<Filesystem>> {

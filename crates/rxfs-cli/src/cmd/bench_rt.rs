@@ -82,9 +82,6 @@ fn rt_dir(fs: &Filesystem, name: &[u8]) -> CliResult<Ino> {
     Ok(dir)
 }
 
-/// One region of the device in [`HOT`] gets its files removed.
-const HOT: u64 = 8;
-
 /// Phase 1 (see the module doc).
 fn fragment(a: &Args, out: &mut Out) -> CliResult<()> {
     let fs = open(a, RtSumMode::Memory)?;
@@ -121,11 +118,13 @@ fn fragment(a: &Args, out: &mut Out) -> CliResult<()> {
             Err(e) => return Err(err(e)),
         }
     }
-    // Free space in one region (bitmap block) of HOT (every HOT-th from
-    // the seed's): half its files removed, the rest punched.
+    // Free space in one region (bitmap block) of `--rt-hot` (every
+    // such one from the seed's): half its files removed, the rest
+    // punched.
+    let every = a.rt_hot.max(1);
     let hot = |rtb: u64| -> bool {
         let region = rtb / l.rextsize as u64 / l.bits_per_block();
-        region % HOT == a.seed % HOT
+        region % every == a.seed % every
     };
     let mut removed = 0;
     for (name, ino, len) in &files {
@@ -150,7 +149,7 @@ fn fragment(a: &Args, out: &mut Out) -> CliResult<()> {
     say!(
         out,
         "fragmented: {} files preallocated to fill the device, {removed} removed and others \
-         punched in one region of {HOT}, in {:.1} s: {} free runs, {} of {} rt extents free, \
+         punched in one region of {every}, in {:.1} s: {} free runs, {} of {} rt extents free, \
          {} bitmap blocks",
         files.len(),
         t0.elapsed().as_secs_f64(),
@@ -290,26 +289,29 @@ pub fn rtalloc(a: &Args, out: &mut Out) -> CliResult<()> {
     say!(
         out,
         "| summary mode | allocations | µs / allocation (median of {passes}) | range | x none | \
-         summary reads / alloc | reads skipped / alloc | bitmap reads / alloc | \
+         x none (best of each) | summary reads / alloc | reads skipped / alloc | bitmap reads / alloc | \
          blocks from run index / alloc | of those skipped / alloc | log forces | rounds/s |"
     );
-    say!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    say!(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let mut base = None;
+    let mut base_best = None;
     for (mode, g) in modes.iter().zip(got) {
         let (w, mut us, secs) = g.expect("every mode measured");
         us.sort_by(f64::total_cmp);
         let med = us[us.len() / 2];
         let b = *base.get_or_insert(med);
+        let bb = *base_best.get_or_insert(us[0]);
         let n = w.allocs.max(1) as f64;
         say!(
             out,
-            "| {} | {} | {:.2} | {:.2}-{:.2} | {:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.0} |",
+            "| {} | {} | {:.2} | {:.2}-{:.2} | {:.1}x | {:.1}x | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} | {:.0} |",
             format!("{mode:?}").to_lowercase(),
             w.allocs,
             med,
             us[0],
             us[us.len() - 1],
             b / med.max(1e-9),
+            bb / us[0].max(1e-9),
             w.summary_reads as f64 / n,
             w.summary_skips as f64 / n,
             w.bitmap_reads as f64 / n,
