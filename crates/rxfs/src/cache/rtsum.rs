@@ -29,7 +29,11 @@
 //!   the summary block it belongs to, which the transaction logs, so the
 //!   log carries exactly the changed blocks. *Invariant:* outside a
 //!   transaction holding the realtime lock, the copy equals the committed
-//!   summary file. A cancel drops the copy; the next user loads it again.
+//!   summary file, and beside it a mask per bitmap block has bit `log`
+//!   set iff that block's counter at `log` is non-zero (kept with every
+//!   change), so "does any run of `low..=high` start in `b`?" is one test
+//!   (the "more efficient search" the thread hoped the copy would allow).
+//!   A cancel drops the copy; the next user loads it again.
 //! - [`RtSumMode::None`]: every question reads summary counters through
 //!   the transaction's buffers (the baseline).
 //!
@@ -190,6 +194,9 @@ pub struct RtSumCache {
     rbmblocks: u32,
     minlevel: Vec<u8>,
     mem: Option<Vec<u32>>,
+    /// With `mem`: per bitmap block, the levels whose counter is non-zero
+    /// (bit per level; at most 64 levels: `rextslog` < 64).
+    nonzero: Vec<u64>,
     /// The free-run index.
     runs: rustc_hash::FxHashMap<u64, IndexedBlock>,
     indexed: usize,
@@ -222,6 +229,7 @@ impl RtSumCache {
             rbmblocks,
             minlevel: vec![0; rbmblocks as usize],
             mem: None,
+            nonzero: Vec::new(),
             runs: Default::default(),
             indexed: 0,
             changed: Default::default(),
@@ -272,9 +280,29 @@ impl RtSumCache {
         self.mem.as_deref()
     }
 
-    /// Mutable in-memory summary, when loaded.
-    pub fn mem_mut(&mut self) -> Option<&mut Vec<u32>> {
-        self.mem.as_mut()
+    /// Counter `idx` (level `log`, bitmap block `bbno`) of the in-memory
+    /// summary, when loaded, is now `value`.
+    pub fn mem_put(&mut self, idx: usize, log: u32, bbno: u64, value: u32) {
+        if let Some(m) = self.mem.as_mut() {
+            m[idx] = value;
+            if let Some(mask) = self.nonzero.get_mut(bbno as usize) {
+                let bit = 1u64 << log;
+                if value == 0 {
+                    *mask &= !bit;
+                } else {
+                    *mask |= bit;
+                }
+            }
+        }
+    }
+
+    /// The levels whose counter of bitmap block `bbno` is non-zero, as
+    /// bits (bit `l` for level `l`), when the in-memory summary is
+    /// loaded: "does a run of level `low..=high` start here?" is one
+    /// mask test instead of a read per level.
+    pub fn mem_levels(&self, bbno: u64) -> Option<u64> {
+        self.mem.as_ref()?;
+        self.nonzero.get(bbno as usize).copied()
     }
 
     /// Install a freshly loaded summary (memory mode) and set every bound
@@ -292,6 +320,13 @@ impl RtSumCache {
             self.minlevel[b] = low as u8;
         }
         if self.mode == RtSumMode::Memory {
+            self.nonzero = (0..rbm)
+                .map(|b| {
+                    (0..self.levels as usize)
+                        .filter(|&l| counters[l * rbm + b] != 0)
+                        .fold(0u64, |m, l| m | 1 << l)
+                })
+                .collect();
             self.mem = Some(counters);
         }
     }
@@ -361,6 +396,7 @@ impl RtSumCache {
     pub fn invalidate(&mut self) {
         self.minlevel.iter_mut().for_each(|l| *l = 0);
         self.mem = None;
+        self.nonzero = Vec::new();
         self.runs.clear();
         self.indexed = 0;
         self.busy.clear();
@@ -371,6 +407,43 @@ impl RtSumCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn level_masks_follow_the_in_memory_counters() {
+        let (levels, rbm) = (6u32, 5usize);
+        let mut c = RtSumCache::new(RtSumMode::Memory, levels, rbm as u32);
+        assert_eq!(c.mem_levels(0), None, "nothing loaded");
+        let mut counters = vec![0u32; levels as usize * rbm];
+        counters[2 * rbm + 1] = 3;
+        counters[5 * rbm + 1] = 1;
+        counters[4] = 7; // level 0, block 4
+        c.set_mem(counters.clone());
+        let want = |m: &[u32], b: usize| {
+            (0..levels as usize)
+                .filter(|&l| m[l * rbm + b] != 0)
+                .fold(0u64, |a, l| a | 1 << l)
+        };
+        let mut rng = crate::bdev::simrng::SimRng::new(99);
+        for step in 0..500 {
+            for b in 0..rbm {
+                assert_eq!(
+                    c.mem_levels(b as u64),
+                    Some(want(&counters, b)),
+                    "step {step}"
+                );
+            }
+            let (l, b) = (rng.next_u64() % levels as u64, rng.next_u64() % rbm as u64);
+            let idx = l as usize * rbm + b as usize;
+            let v = (rng.next_u64() % 3) as u32;
+            counters[idx] = v;
+            c.mem_put(idx, l as u32, b, v);
+        }
+        c.invalidate();
+        assert_eq!(c.mem_levels(1), None, "dropped with the copy");
+        let mut m = RtSumCache::new(RtSumMode::MinLevel, levels, rbm as u32);
+        m.set_mem(counters);
+        assert_eq!(m.mem_levels(1), None, "no copy, no masks");
+    }
 
     #[test]
     fn bounds_loosen_tighten_and_reset() {

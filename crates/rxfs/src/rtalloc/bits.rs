@@ -298,9 +298,7 @@ impl<'t> RtBits<'t> {
         self.tx
             .log_buf(id, off * RTWORD_BYTES..(off + 1) * RTWORD_BYTES);
         let st = self.tx.rt_lock()?;
-        if let Some(m) = st.mem_mut() {
-            m[idx] = new;
-        }
+        st.mem_put(idx, log, bbno, new);
         if new > 0 {
             st.loosen(bbno, log);
         }

@@ -364,6 +364,10 @@ fn search(
 /// the bound finds zero.
 fn has_run(b: &mut RtBits<'_>, l: u32, i: u64) -> Result<bool> {
     let st = b.tx.rt_lock()?;
+    if let Some(mask) = st.mem_levels(i) {
+        st.stats.summary_skips += 1;
+        return Ok(mask >> l & 1 != 0);
+    }
     let bounds = st.use_bounds();
     let bound = st.min_level(i);
     if bounds && l < bound {
@@ -378,10 +382,30 @@ fn has_run(b: &mut RtBits<'_>, l: u32, i: u64) -> Result<bool> {
 }
 
 /// Whether some free run of level `low..=high` starts in bitmap block `i`:
-/// [`has_run`] level by level, with the levels below the min-level bound
-/// skipped at once (and counted as skipped reads).
+/// one test of the block's non-zero-level mask when the in-memory summary
+/// is loaded, else [`has_run`] level by level, with the levels below the
+/// min-level bound skipped at once (and counted as skipped reads).
 fn any_run(b: &mut RtBits<'_>, low: u32, high: u32, i: u64) -> Result<bool> {
     let st = b.tx.rt_lock()?;
+    if let Some(mask) = st.mem_levels(i) {
+        if low > high || low > 63 {
+            return Ok(false);
+        }
+        let upto = if high >= 63 {
+            u64::MAX
+        } else {
+            (1u64 << (high + 1)) - 1
+        };
+        let hits = mask & upto & !((1u64 << low) - 1);
+        // The counters a search without the cache reads: up to the first
+        // non-zero one.
+        st.stats.summary_skips += if hits != 0 {
+            (hits.trailing_zeros() - low + 1) as u64
+        } else {
+            (high - low + 1) as u64
+        };
+        return Ok(hits != 0);
+    }
     let mut from = low;
     if st.use_bounds() {
         let bound = st.min_level(i);
