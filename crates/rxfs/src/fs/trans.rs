@@ -725,13 +725,6 @@ impl MetaTx for Trans<'_> {
             .next()
             .or_else(|| self.core().cil.busy_overlap(agno, agbno, len))
     }
-    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)> {
-        let mut out = Vec::new();
-        self.core().cil.busy_ranges(agno, agbno, len, &mut out);
-        let seq = self.core().cil.busy_stable_seq().saturating_add(1);
-        crate::xact::merge_own_busy(&self.busy, agno, agbno, len, seq, &mut out);
-        out
-    }
     fn committed_busy_ranges(
         &self,
         agno: AgNumber,

@@ -300,12 +300,6 @@ impl MetaTx for MemTx {
     fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)> {
         crate::xact::own_busy(&self.busy, agno, agbno, len).next()
     }
-    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)> {
-        let mut out = Vec::new();
-        let seq = self.busy_stable_seq().saturating_add(1);
-        crate::xact::merge_own_busy(&self.busy, agno, agbno, len, seq, &mut out);
-        out
-    }
     fn committed_busy_ranges(
         &self,
         _agno: AgNumber,

@@ -11,8 +11,8 @@ use super::bits::RtBits;
 use crate::error::Result;
 
 /// The busy ranges overlapping rt extents `[x, x + n)`, in extents, in
-/// order of first extent, from one walk of the busy list, so that the
-/// candidates of a bitmap block are weighed without asking it again.
+/// order of first extent, with a running maximum end for overlap
+/// queries (the exact-target case of a near search).
 pub(super) struct BusyView {
     pub(super) ranges: Vec<(u64, u64)>,
     /// `max_end[i]`: the furthest end of `ranges[..=i]` (ranges may nest).

@@ -258,14 +258,11 @@ pub trait MetaTx {
     fn mark_busy(&mut self, agno: AgNumber, agbno: AgBlock, len: u32);
     /// The first busy range overlapping `[agbno, agbno + len)`, if any.
     fn busy_overlap(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Option<(AgBlock, u32)>;
-    /// Every busy range overlapping `[agbno, agbno + len)`, in order of
-    /// first block, with the sequence of the first checkpoint that may
-    /// make it (or part of it) reusable (for this transaction's own frees,
-    /// merged in, one no later than the checkpoint it will commit into):
-    /// for an allocator that weighs many candidates of one region.
-    fn busy_ranges(&self, agno: AgNumber, agbno: AgBlock, len: u32) -> Vec<(AgBlock, u32, u64)>;
-    /// [`Self::busy_ranges`] without this transaction's own frees: the
-    /// ranges committed transactions made busy.
+    /// Every busy range of committed transactions overlapping `[agbno,
+    /// agbno + len)`, in order of first block, with the sequence of the
+    /// first checkpoint that may make it (or part of it) reusable: for an
+    /// allocator that weighs many candidates of one region (this
+    /// transaction's own frees are [`Self::own_busy_ranges`]).
     fn committed_busy_ranges(
         &self,
         agno: AgNumber,
@@ -278,7 +275,7 @@ pub trait MetaTx {
     /// Force the log so that every busy extent becomes free to reuse.
     fn force_busy(&mut self) -> Result<()>;
     /// Busy ranges of every checkpoint up to this sequence have become
-    /// reusable: a range [`Self::busy_ranges`] gave with a greater
+    /// reusable: a range [`Self::committed_busy_ranges`] gave with a greater
     /// sequence is busy still.
     fn busy_stable_seq(&self) -> u64;
 
@@ -312,24 +309,4 @@ pub(crate) fn own_busy(
     own.iter()
         .filter(move |(a, b, l)| *a == agno && (b.0 as u64) < hi && lo < b.0 as u64 + *l as u64)
         .map(|&(_, b, l)| (b, l))
-}
-
-/// Add to `out` (busy ranges of the CIL, in order) the entries of a
-/// transaction's own list of frees `own` that overlap `[agbno, agbno +
-/// len)` of `agno`, keeping `out` in order of first block. They get
-/// sequence `seq`: no later than the checkpoint the transaction will
-/// commit into (one past the stable sequence will do).
-pub(crate) fn merge_own_busy(
-    own: &[(AgNumber, AgBlock, u32)],
-    agno: AgNumber,
-    agbno: AgBlock,
-    len: u32,
-    seq: u64,
-    out: &mut Vec<(AgBlock, u32, u64)>,
-) {
-    let before = out.len();
-    out.extend(own_busy(own, agno, agbno, len).map(|(b, l)| (b, l, seq)));
-    if out.len() > before {
-        out.sort_unstable_by_key(|r| r.0 .0);
-    }
 }
