@@ -2,8 +2,9 @@
 //!
 //! A transaction holds a log reservation (a grant ticket) taken before it
 //! locks anything, the buffers it joined (each locked to it, with a
-//! private working copy, made at the first change: [`super::tx_copy`]) and the inodes it joined (working copies; the
-//! caller holds their inode locks). Commit hands the working copies to the
+//! private working copy made at the first change: [`super::tx_copy`])
+//! and the inodes it joined (working copies; the caller holds their
+//! inode locks). Commit hands the working copies to the
 //! CIL ([`crate::cil::Cil::commit`]), which publishes them; cancel drops
 //! them. Because changes are made to private copies, cancelling a
 //! transaction that already changed things is always safe (the kernel must

@@ -58,12 +58,13 @@ pub(super) fn with_busy<R>(
     let stable = tx.busy_stable_seq();
     let mut own = Vec::new();
     for (a, k, l) in super::busy_pieces(x, n) {
-        let base = (a.0 - super::RT_BUSY_AG) as u64 * super::RT_BUSY_SPAN;
-        own.extend(
-            tx.own_busy_ranges(a, k, l)
-                .into_iter()
-                .map(|(bk, bl)| (base + bk.0 as u64, bl as u64, stable.saturating_add(1))),
-        );
+        own.extend(tx.own_busy_ranges(a, k, l).into_iter().map(|(bk, bl)| {
+            (
+                super::extent_of_key(a, bk),
+                bl as u64,
+                stable.saturating_add(1),
+            )
+        }));
     }
     // The mirror lives under the lock; the fills ask the transaction.
     let st = tx.rt_lock()?;
@@ -72,11 +73,10 @@ pub(super) fn with_busy<R>(
     let (ranges, oldest) = mirror.ranges(bpb, x, x + n, stable, &mut scratch, |blk| {
         let mut got = Vec::new();
         for (a, k, l) in super::busy_pieces(blk * bpb, bpb) {
-            let base = (a.0 - super::RT_BUSY_AG) as u64 * super::RT_BUSY_SPAN;
             got.extend(
                 tx.committed_busy_ranges(a, k, l)
                     .into_iter()
-                    .map(|(bk, bl, seq)| (base + bk.0 as u64, bl as u64, seq)),
+                    .map(|(bk, bl, seq)| (super::extent_of_key(a, bk), bl as u64, seq)),
             );
         }
         got

@@ -68,6 +68,12 @@ pub fn busy_key(x: u64) -> (AgNumber, AgBlock) {
     )
 }
 
+/// The rt extent of busy key (`agno`, `agbno`): the inverse of
+/// [`busy_key`]. `agno` must be at least [`RT_BUSY_AG`].
+pub(crate) fn extent_of_key(agno: AgNumber, agbno: AgBlock) -> u64 {
+    (agno.0 - RT_BUSY_AG) as u64 * RT_BUSY_SPAN + agbno.0 as u64
+}
+
 fn busy_pieces(x: u64, n: u64) -> impl Iterator<Item = (AgNumber, AgBlock, u32)> {
     let mut p = x;
     let end = x + n;
@@ -87,12 +93,7 @@ fn busy_pieces(x: u64, n: u64) -> impl Iterator<Item = (AgNumber, AgBlock, u32)>
 pub fn own_rt_busy(own: &[(AgNumber, AgBlock, u32)]) -> Vec<(u64, u64)> {
     own.iter()
         .filter(|(a, _, _)| a.0 >= RT_BUSY_AG)
-        .map(|&(a, b, l)| {
-            (
-                (a.0 - RT_BUSY_AG) as u64 * RT_BUSY_SPAN + b.0 as u64,
-                l as u64,
-            )
-        })
+        .map(|&(a, b, l)| (extent_of_key(a, b), l as u64))
         .collect()
 }
 

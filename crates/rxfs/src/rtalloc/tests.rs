@@ -20,9 +20,12 @@ fn busy_keys_split_without_overflow() {
         (AgNumber(RT_BUSY_AG), AgBlock((RT_BUSY_SPAN - 3) as u32), 3)
     );
     assert_eq!(p[1], (AgNumber(RT_BUSY_AG + 1), AgBlock(0), 7));
-    for (_, b, l) in p {
+    for &(a, b, l) in &p {
         assert!(b.0.checked_add(l).is_some());
+        assert_eq!(busy_key(extent_of_key(a, b)), (a, b));
     }
+    assert_eq!(extent_of_key(p[0].0, p[0].1), x);
+    assert_eq!(extent_of_key(p[1].0, p[1].1), RT_BUSY_SPAN);
     assert_eq!(busy_pieces(5, 0).count(), 0);
 }
 
