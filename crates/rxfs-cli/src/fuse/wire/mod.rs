@@ -8,6 +8,7 @@
 //! - [`types`]: node ids, open flags, file types and attributes.
 //! - [`mount`]: mount(2) for root, `fusermount3` for everyone else.
 //! - [`session`]: INIT, then one event loop per cloned descriptor.
+//! - [`gate`]: how many of those loops wait in `read` at once.
 //! - [`uring`]: the event loops of FUSE over io_uring.
 //! - [`trace`]: a request/reply trace for debugging (`RXFS_FUSE_TRACE`).
 //!
@@ -16,6 +17,7 @@
 //! where the per-request cost of a FUSE filesystem is decided.
 
 pub mod abi;
+pub mod gate;
 pub mod mount;
 pub mod reply;
 pub mod request;
