@@ -183,6 +183,60 @@ fn open_unlinked_files_freed_at_last_unref() {
     );
 }
 
+/// The last unref of a file that still has a link runs no transaction
+/// (the kernel's last iput of a linked inode logs nothing either); the
+/// file is then freed by the unlink itself, with nobody holding it.
+#[test]
+fn last_unref_of_a_linked_file_logs_nothing() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    let (s, img) = setup("nslink_unref_linked", &[]);
+    let fs = rw(&img);
+    let root = fs.root_ino();
+    let mut inos = Vec::new();
+    for i in 0..50u64 {
+        let ino = fs
+            .create(
+                root,
+                format!("f{i}").as_bytes(),
+                &CreateArgs::root(0o100644),
+            )
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &pattern(i, 3000)).unwrap();
+        fs.inode_ref(ino);
+        inos.push(ino);
+    }
+    let before = fs.stats().trans_allocs;
+    for &ino in &inos {
+        fs.inode_unref(ino, 1).unwrap();
+    }
+    assert_eq!(fs.stats().trans_allocs, before);
+    // Unlinked now, with no reference left: freed by the unlink.
+    let free = fs.statfs().unwrap().ffree;
+    for i in 0..25u64 {
+        fs.unlink(root, format!("f{i}").as_bytes()).unwrap();
+        assert_eq!(
+            fs.iget(inos[i as usize])
+                .map(|ip| ip.core.mode)
+                .unwrap_or(0),
+            0
+        );
+    }
+    assert_eq!(fs.statfs().unwrap().ffree, free + 25);
+    fs.unmount().unwrap();
+    drop(fs);
+    let mut want = BTreeMap::new();
+    for i in 25..50u64 {
+        want.insert(
+            format!("/f{i}"),
+            seen(inos[i as usize], 1, &pattern(i, 3000)),
+        );
+    }
+    check(&img, &s, &want);
+}
+
 /// A crash with referenced, unlinked files and an O_TMPFILE inode on the
 /// lists: the kernel's recovery frees them, and so does rxfs's.
 #[test]

@@ -10,40 +10,56 @@ use parking_lot::RwLock;
 use crate::bdev::BlockDevice;
 use crate::error::Result;
 
-/// The largest overlay entry (a 64 KiB directory block).
-const MAX_ENTRY: u64 = 65536;
+/// One layer: entries by byte offset, and the longest entry it ever held
+/// (so a search for the entries overlapping a range starts no further
+/// back than that: inodes are 256-2048 bytes, buffers up to a 64 KiB
+/// directory block).
+#[derive(Default)]
+struct Layer {
+    map: BTreeMap<u64, Arc<Vec<u8>>>,
+    longest: u64,
+}
+
+impl Layer {
+    fn insert(&mut self, off: u64, data: Arc<Vec<u8>>) {
+        self.longest = self.longest.max(data.len() as u64);
+        self.map.insert(off, data);
+    }
+
+    /// Lay every entry overlapping `[off, off + buf.len())` over `buf`.
+    fn apply(&self, buf: &mut [u8], off: u64) {
+        let end = off + buf.len() as u64;
+        for (&at, data) in self.map.range(off.saturating_sub(self.longest)..end) {
+            let dend = at + data.len() as u64;
+            if dend <= off {
+                continue;
+            }
+            let s = at.max(off);
+            let e = dend.min(end);
+            buf[(s - off) as usize..(e - off) as usize]
+                .copy_from_slice(&data[(s - at) as usize..(e - at) as usize]);
+        }
+    }
+
+    /// Whether one entry holds all of `[off, off + len)`.
+    fn covers(&self, len: usize, off: u64) -> bool {
+        self.map
+            .range(off.saturating_sub(self.longest)..=off)
+            .any(|(&at, data)| at + data.len() as u64 >= off + len as u64)
+    }
+}
 
 #[derive(Default)]
 struct Layers {
-    /// Buffers, by byte offset.
-    bufs: BTreeMap<u64, Arc<Vec<u8>>>,
-    /// Inodes, by byte offset (applied after buffers: they are newer).
-    inodes: BTreeMap<u64, Arc<Vec<u8>>>,
+    /// Buffers.
+    bufs: Layer,
+    /// Inodes (applied after buffers: they are newer).
+    inodes: Layer,
 }
 
 pub struct CacheDevice {
     inner: Arc<dyn BlockDevice>,
     layers: RwLock<Layers>,
-}
-
-fn apply(map: &BTreeMap<u64, Arc<Vec<u8>>>, buf: &mut [u8], off: u64) {
-    let end = off + buf.len() as u64;
-    for (&at, data) in map.range(off.saturating_sub(MAX_ENTRY)..end) {
-        let dend = at + data.len() as u64;
-        if dend <= off {
-            continue;
-        }
-        let s = at.max(off);
-        let e = dend.min(end);
-        buf[(s - off) as usize..(e - off) as usize]
-            .copy_from_slice(&data[(s - at) as usize..(e - at) as usize]);
-    }
-}
-
-/// Whether one entry of `map` holds all of `[off, off + len)`.
-fn covered(map: &BTreeMap<u64, Arc<Vec<u8>>>, len: usize, off: u64) -> bool {
-    map.range(off.saturating_sub(MAX_ENTRY)..=off)
-        .any(|(&at, data)| at + data.len() as u64 >= off + len as u64)
 }
 
 impl CacheDevice {
@@ -67,9 +83,9 @@ impl CacheDevice {
     /// back), or unconditionally (`data == None`: freed).
     pub fn clear_buf(&self, off: u64, data: Option<&Arc<Vec<u8>>>) {
         let mut l = self.layers.write();
-        if let Some(cur) = l.bufs.get(&off) {
+        if let Some(cur) = l.bufs.map.get(&off) {
             if data.is_none_or(|d| Arc::ptr_eq(d, cur)) {
-                l.bufs.remove(&off);
+                l.bufs.map.remove(&off);
             }
         }
     }
@@ -80,9 +96,9 @@ impl CacheDevice {
 
     pub fn clear_inode(&self, off: u64, data: &Arc<Vec<u8>>) {
         let mut l = self.layers.write();
-        if let Some(cur) = l.inodes.get(&off) {
+        if let Some(cur) = l.inodes.map.get(&off) {
             if Arc::ptr_eq(data, cur) {
-                l.inodes.remove(&off);
+                l.inodes.map.remove(&off);
             }
         }
     }
@@ -92,16 +108,21 @@ impl CacheDevice {
     /// blocks that may be reused.
     pub fn clear_inodes_in(&self, off: u64, len: u64) {
         let mut l = self.layers.write();
-        let gone: Vec<u64> = l.inodes.range(off..off + len).map(|(&k, _)| k).collect();
+        let gone: Vec<u64> = l
+            .inodes
+            .map
+            .range(off..off + len)
+            .map(|(&k, _)| k)
+            .collect();
         for k in gone {
-            l.inodes.remove(&k);
+            l.inodes.map.remove(&k);
         }
     }
 
     /// Entries shown (buffers, inodes).
     pub fn counts(&self) -> (usize, usize) {
         let l = self.layers.read();
-        (l.bufs.len(), l.inodes.len())
+        (l.bufs.map.len(), l.inodes.map.len())
     }
 }
 
@@ -113,11 +134,11 @@ impl BlockDevice for CacheDevice {
         let l = self.layers.read();
         // A range one entry covers whole (a new inode cluster's slot, a
         // directory block) needs nothing of the device's.
-        if !covered(&l.bufs, buf.len(), offset) && !covered(&l.inodes, buf.len(), offset) {
+        if !l.bufs.covers(buf.len(), offset) && !l.inodes.covers(buf.len(), offset) {
             self.inner.read_at(buf, offset)?;
         }
-        apply(&l.bufs, buf, offset);
-        apply(&l.inodes, buf, offset);
+        l.bufs.apply(buf, offset);
+        l.inodes.apply(buf, offset);
         Ok(())
     }
 

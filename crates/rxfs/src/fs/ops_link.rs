@@ -216,7 +216,14 @@ impl Filesystem {
         };
         if last {
             self.trim_eof(ino)?;
-            self.free_if_orphan(ino)?;
+            // Only an unlinked inode is freed. Read after the reference
+            // went: a removal that commits its last link later finds no
+            // reference and frees the inode itself (free_unreferenced),
+            // so skipping here on a linked inode leaves nothing behind.
+            match self.iget(ino) {
+                Ok(ip) if ip.core.mode != 0 && ip.core.nlink != 0 => {}
+                _ => self.free_if_orphan(ino)?,
+            }
         }
         Ok(())
     }

@@ -86,6 +86,8 @@ pub struct RwCore {
     shut: AtomicBool,
     unmounted: AtomicBool,
     cancels: AtomicU64,
+    /// Transactions begun (log space reserved).
+    allocs: AtomicU64,
     /// AG header joins against the lock order (see [`crate::xact`]):
     /// an AGI after an AGF or a higher AGI, an AGF after a higher AGF.
     pub(crate) lock_order_violations: AtomicU64,
@@ -289,6 +291,7 @@ impl Filesystem {
             shut: AtomicBool::new(false),
             unmounted: AtomicBool::new(false),
             cancels: AtomicU64::new(0),
+            allocs: AtomicU64::new(0),
             lock_order_violations: AtomicU64::new(0),
             dir_rotor: Default::default(),
             open: Default::default(),
@@ -388,6 +391,7 @@ impl Filesystem {
         let rw = self.rw_live()?;
         let unit = crate::fs::trans::reservation(&self.geo, r);
         let t = rw.log.reserve(unit, 1, false)?;
+        rw.allocs.fetch_add(1, Relaxed);
         Ok(Trans::new(self, t))
     }
 
@@ -460,6 +464,7 @@ impl Filesystem {
         FsStats {
             trans_commits: c.commits,
             trans_cancels: rw.cancels.load(Relaxed),
+            trans_allocs: rw.allocs.load(Relaxed),
             ag_lock_order_violations: rw.lock_order_violations.load(Relaxed),
             trans_resv_overruns: c.resv_short,
             cil_items: c.items,
@@ -633,6 +638,9 @@ pub struct FsStats {
     /// Transactions committed, and cancelled.
     pub trans_commits: u64,
     pub trans_cancels: u64,
+    /// Transactions begun ([`Filesystem::trans_alloc`]; one that changed
+    /// nothing is neither committed nor cancelled).
+    pub trans_allocs: u64,
     /// Commits that logged more than their reservation (a reservation
     /// too small for the operation: a bug to report; the CIL still writes
     /// them, from the log's headroom).
@@ -674,6 +682,7 @@ impl FsStats {
         vec![
             ("trans_commits", self.trans_commits),
             ("trans_cancels", self.trans_cancels),
+            ("trans_allocs", self.trans_allocs),
             ("trans_resv_overruns", self.trans_resv_overruns),
             ("ag_lock_order_violations", self.ag_lock_order_violations),
             ("cil_items", self.cil_items),
