@@ -25,6 +25,13 @@ pub struct BufState {
     pub committed: Arc<Vec<u8>>,
     /// `committed` is what the device holds.
     pub on_disk: bool,
+    /// `committed` passed the structure checks of this kind's decoder in
+    /// a transaction that committed it, or was built by rxfs: a decoder
+    /// may then rely on the summaries the block keeps of itself (a
+    /// directory data block's bestfree table) instead of walking it.
+    /// Blocks read from disk start unverified (their read verifier checks
+    /// the header and CRC only).
+    pub verified: Option<BufKind>,
     /// Freed: never written back; dropped from the read view.
     pub stale: bool,
     /// In the current CIL context as an ordered buffer (no regions).
@@ -136,6 +143,7 @@ impl BufCache {
                 stale: false,
                 ordered: false,
                 alloc_pending: false,
+                verified: None,
                 dirty_map: Vec::new(),
                 log: ItemLog::default(),
             }),

@@ -76,6 +76,9 @@ pub struct TxBuf {
     pub map: Vec<u32>,
     pub stale: bool,
     pub ordered: bool,
+    /// The bytes passed the structure checks of this kind (see
+    /// [`crate::cache::buf::BufState::verified`]).
+    pub verified: Option<crate::format::bufkind::BufKind>,
 }
 
 /// An inode as a transaction hands it to commit.
@@ -302,6 +305,7 @@ impl Cil {
             // this checkpoint must carry their changes too.
             format::map_union(&mut st.dirty_map, &tb.map);
             st.kind = tb.kind;
+            st.verified = tb.verified.filter(|_| !tb.stale);
             st.stale = tb.stale;
             st.ordered = tb.ordered && !tb.stale;
             if tb.stale {

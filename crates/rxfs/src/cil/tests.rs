@@ -50,6 +50,7 @@ fn relogged_new_inode_cluster_keeps_its_ail_place() {
                     map,
                     stale: false,
                     ordered,
+                    verified: None,
                 }],
                 Vec::new(),
                 Vec::new(),

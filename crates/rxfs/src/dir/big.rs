@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::block::BlockState;
-use super::data::data_decode;
+use super::data::{data_decode, data_decode_trusted};
 use super::skel::{fingerprint, DirSkel};
 use crate::alloc::{alloc_extent, AllocReq};
 use crate::bmap::fork;
@@ -35,10 +35,11 @@ use crate::bmap::map::ExtentMap;
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::Extent;
 use crate::format::bufkind::BufKind;
+use crate::format::crc::Sum;
 use crate::format::da::hashname;
 use crate::format::dinode_edit as di;
 use crate::format::dir::DirGeo;
-use crate::format::dir_leaf::{decode_leaf, hash_range, LeafEntry, LEAFN_MAGIC, NULL_DATAOFF};
+use crate::format::dir_leaf::{decode_leaf_as, hash_range, LeafEntry, LEAFN_MAGIC, NULL_DATAOFF};
 use crate::format::Uuid;
 use crate::types::WhichFork;
 use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
@@ -180,7 +181,7 @@ impl BigDir {
         let d = self.data_block(tx, db)?;
         if !d.entries_ok {
             // The bytes may be edited since they were read.
-            d.st.entries = decode_data(&d.bytes, &geo, d.daddr, owner, &uuid, true)?.entries;
+            d.st.entries = decode_data(&d.bytes, &geo, d.daddr, owner, &uuid, true, false)?.entries;
             d.entries_ok = true;
         }
         Ok(d)
@@ -201,7 +202,11 @@ impl BigDir {
             let daddr = self.daddr(tx, self.geo.db_to_dablk(db))?;
             let buf = tx.read_buf(daddr, self.geo.blksize as usize, BufKind::DirData)?;
             let bytes = tx.buf(buf).to_vec();
-            let st = decode_data(&bytes, &self.geo, daddr, self.owner, &self.uuid, false)?;
+            let trusted = tx.buf_verified(buf, BufKind::DirData);
+            let st = decode_data(
+                &bytes, &self.geo, daddr, self.owner, &self.uuid, false, trusted,
+            )?;
+            tx.set_buf_verified(buf, BufKind::DirData);
             if st.bf[0].1 as u16 != self.bests[db as usize] {
                 return Err(corrupt(
                     self.owner,
@@ -235,9 +240,7 @@ impl BigDir {
         let daddr = self.daddr(tx, dablk)?;
         let (owner, uuid) = (self.owner, self.uuid);
         let b = tx.read_buf(daddr, self.geo.blksize as usize, BufKind::DirLeafN)?;
-        let leaf = super::index::decode_stamped(tx, b, |c| {
-            decode_leaf(c, LEAFN_MAGIC, daddr, owner, &uuid)
-        })?;
+        let leaf = decode_leaf_as(tx.buf(b), LEAFN_MAGIC, daddr, owner, &uuid, Sum::InCore)?;
         let lo = if li > 0 { self.leaves[li - 1].hash } else { 0 };
         let hi = self.leaves[li].hash;
         let ents: Vec<LeafEntry> = leaf.entries.into_iter().filter(|e| !e.is_stale()).collect();
@@ -441,8 +444,11 @@ impl BigDir {
 }
 
 /// Decode a data block's bytes as this operation holds them: the
-/// transaction's copy may be edited, its checksum not yet updated, so a
-/// stamped copy is what the verifier sees ([`data_decode`]'s `names`).
+/// transaction's copy may be edited, its checksum stamped only at
+/// write-back (its CRC was checked when it was read: [`Sum::InCore`]);
+/// [`data_decode`]'s `names`. `trusted`: the bytes passed this decode
+/// before ([`MetaTx::buf_verified`]), so a bestfree table with an empty
+/// entry lists every unused slot ([`data_decode_trusted`]).
 fn decode_data(
     bytes: &[u8],
     geo: &DirGeo,
@@ -450,10 +456,14 @@ fn decode_data(
     owner: Ino,
     uuid: &Uuid,
     names: bool,
+    trusted: bool,
 ) -> Result<BlockState> {
-    let mut copy = bytes.to_vec();
-    crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
-    data_decode(&copy, geo, daddr, owner, uuid, names)
+    if trusted && !names {
+        if let Some(st) = data_decode_trusted(bytes, geo, daddr, owner, uuid)? {
+            return Ok(st);
+        }
+    }
+    data_decode(bytes, geo, daddr, owner, uuid, names, Sum::InCore)
 }
 
 /// Write `bytes` as the block at `daddr`: through its buffer when it holds

@@ -1,5 +1,5 @@
 //! Single-block (XDB3) directory edits, pure: on the bytes of the block,
-//! no I/O. The caller logs the bytes that changed ([`diff_ranges`]).
+//! no I/O. The caller logs the chunks that changed ([`changed_chunks`]).
 //!
 //! ```text
 //!  0      64            (slots, 8-aligned)                 leaf_start    n-8   n
@@ -46,6 +46,7 @@
 use std::ops::Range;
 
 use crate::error::{Error, Location, Result};
+use crate::format::crc::Sum;
 use crate::format::da::hashname;
 use crate::format::dir::{DirGeo, DATA_ALIGN, DIR3_HDR_SIZE};
 use crate::format::dir_data::{DataBlock, BLOCK_MAGIC, BLOCK_TAIL_SIZE, FREETAG};
@@ -132,7 +133,19 @@ impl BlockState {
 
     /// Verify and decode `buf`, the block of directory `owner` at `daddr`.
     pub fn decode(buf: &[u8], geo: &DirGeo, daddr: Daddr, owner: Ino, uuid: &Uuid) -> Result<Self> {
-        let blk = DataBlock::block(buf, geo, daddr, owner, uuid)?;
+        Self::decode_as(buf, geo, daddr, owner, uuid, Sum::Verify)
+    }
+
+    /// [`BlockState::decode`], the CRC checked as `sum` says.
+    pub fn decode_as(
+        buf: &[u8],
+        geo: &DirGeo,
+        daddr: Daddr,
+        owner: Ino,
+        uuid: &Uuid,
+        sum: Sum,
+    ) -> Result<Self> {
+        let blk = DataBlock::block_as(buf, geo, daddr, owner, uuid, sum)?;
         let (entries, free) = slots_of(&blk, geo, true)?;
         let stale = blk.leaf.iter().filter(|l| l.is_stale()).count();
         let bf = blk.bestfree.map(|(o, l)| (o as usize, l as usize));
@@ -690,25 +703,20 @@ pub fn block_to_sf(geo: &DirGeo, st: &BlockState, fork_size: usize) -> Option<Sf
     (super::sf::sf_size(geo, &sf) <= fork_size).then_some(sf)
 }
 
-/// Byte ranges where `old` and `new` differ, gaps under 16 bytes merged.
-pub fn diff_ranges(old: &[u8], new: &[u8]) -> Vec<Range<usize>> {
+/// Runs of `chunk`-byte chunks where `old` and `new` differ (adjacent
+/// changed chunks merged, the last chunk may be short): what a log that
+/// records whole chunks must copy. One comparison per chunk.
+pub fn changed_chunks(old: &[u8], new: &[u8], chunk: usize) -> Vec<Range<usize>> {
     debug_assert_eq!(old.len(), new.len());
-    const CHUNK: usize = 64;
-    let mut out: Vec<Range<usize>> = Vec::new();
     let n = old.len().min(new.len());
+    let mut out: Vec<Range<usize>> = Vec::new();
     let mut at = 0;
     while at < n {
-        let end = (at + CHUNK).min(n);
-        // Equal chunks (most of a block) are skipped by one comparison.
+        let end = (at + chunk).min(n);
         if old[at..end] != new[at..end] {
-            for i in at..end {
-                if old[i] == new[i] {
-                    continue;
-                }
-                match out.last_mut() {
-                    Some(r) if i - r.end < 16 => r.end = i + 1,
-                    _ => out.push(i..i + 1),
-                }
+            match out.last_mut() {
+                Some(r) if r.end == at => r.end = end,
+                _ => out.push(at..end),
             }
         }
         at = end;

@@ -52,12 +52,13 @@ use crate::bmap::fork;
 use crate::bmap::map::ExtentMap;
 use crate::error::{Error, Result};
 use crate::format::bufkind::BufKind;
-use crate::format::da::{decode_node, DA3_NODE_HDR_SIZE, DA3_NODE_MAGIC, DA_NODE_MAXDEPTH};
+use crate::format::crc::Sum;
+use crate::format::da::{decode_node_as, DA3_NODE_HDR_SIZE, DA3_NODE_MAGIC, DA_NODE_MAXDEPTH};
 use crate::format::dir::DIR3_HDR_SIZE;
 use crate::format::dir_data::DATA_MAGIC;
 use crate::format::dir_leaf::{
-    decode_free, decode_leaf, free_max_bests, LeafEntry, FREE_MAGIC, LEAF1_MAGIC, LEAFN_MAGIC,
-    LEAF_ENTRY_SIZE, LEAF_HDR_SIZE, NULL_DATAOFF,
+    decode_free_as, decode_leaf_as, free_max_bests, LeafEntry, FREE_MAGIC, LEAF1_MAGIC,
+    LEAFN_MAGIC, LEAF_ENTRY_SIZE, LEAF_HDR_SIZE, NULL_DATAOFF,
 };
 use crate::format::put_be32;
 use crate::types::Ino;
@@ -127,7 +128,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
     let root = d.daddr(tx, leaf_dablk)?;
     if !node_form {
         let b = tx.read_buf(root, n, BufKind::DirLeaf1)?;
-        let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAF1_MAGIC, root, owner, &uuid))?;
+        let leaf = decode_leaf_as(tx.buf(b), LEAF1_MAGIC, root, owner, &uuid, Sum::InCore)?;
         d.bufs.insert(leaf_dablk, (b, BufKind::DirLeaf1));
         Arc::make_mut(&mut sk.index).insert(leaf_dablk, BufKind::DirLeaf1);
         let mut l = LeafBlk::loaded(
@@ -171,7 +172,7 @@ pub fn load_big(tx: &mut dyn MetaTx, dp: InodeId) -> Result<BigDir> {
         for dablk in starts {
             let daddr = d.daddr(tx, dablk)?;
             let b = tx.read_buf(daddr, n, BufKind::DirFree)?;
-            let f = decode_stamped(tx, b, |c| decode_free(c, daddr, owner, &uuid))?;
+            let f = decode_free_as(tx.buf(b), daddr, owner, &uuid, Sum::InCore)?;
             let j = (dablk - geo.free_dablk()) / fsbs;
             if f.firstdb as u64 != j * maxb as u64 {
                 return Err(corrupt(
@@ -221,23 +222,6 @@ fn di_ino(tx: &dyn MetaTx, dp: InodeId) -> u64 {
     crate::format::dinode_edit::ino(tx.inode(dp))
 }
 
-/// Decode a joined buffer on a CRC-stamped copy (a block changed earlier
-/// in this transaction is stamped only at write-back).
-pub(super) fn decode_stamped<T>(
-    tx: &dyn MetaTx,
-    b: crate::xact::BufId,
-    f: impl FnOnce(&[u8]) -> Result<T>,
-) -> Result<T> {
-    let mut copy = tx.buf(b).to_vec();
-    let off = if matches!(crate::format::be32(&copy, 0), 0x5844_4633 | 0x5844_4433) {
-        4
-    } else {
-        12
-    };
-    crate::format::crc::update(&mut copy, off);
-    f(&copy)
-}
-
 /// Descend the node tree from `dablk`, collecting the leafn blocks in
 /// order and the nodes into `sk`. Leaf blocks under a node are not read
 /// here (only the root, when it is a leaf): [`BigDir::load_leaf`] reads
@@ -268,7 +252,7 @@ fn walk_tree(
     };
     let as_node = tried.filter(|&b| BufKind::DaNode.magic_ok(tx.buf(b)));
     if let Some(b) = as_node {
-        let node = decode_stamped(tx, b, |c| decode_node(c, daddr, owner, &uuid))?;
+        let node = decode_node_as(tx.buf(b), daddr, owner, &uuid, Sum::InCore)?;
         if node.level >= above {
             return Err(corrupt(
                 owner,
@@ -321,7 +305,7 @@ fn walk_tree(
         Some(b) => b,
         None => tx.read_buf(daddr, n, BufKind::DirLeafN)?,
     };
-    let leaf = decode_stamped(tx, b, |c| decode_leaf(c, LEAFN_MAGIC, daddr, owner, &uuid))?;
+    let leaf = decode_leaf_as(tx.buf(b), LEAFN_MAGIC, daddr, owner, &uuid, Sum::InCore)?;
     d.bufs.insert(dablk, (b, BufKind::DirLeafN));
     d.leaves.push(LeafBlk::loaded(
         dablk,

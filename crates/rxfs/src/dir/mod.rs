@@ -63,10 +63,12 @@ use crate::alloc::{alloc_extent, AllocReq};
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::{Extent, EXTENT_REC_SIZE};
 use crate::format::bufkind::BufKind;
+use crate::format::crc::Sum;
 use crate::format::dinode_edit as di;
 use crate::format::dir::{DirGeo, MAXNAMELEN};
 use crate::format::dir_sf::{decode_sf, encode_sf, SfDir};
 use crate::format::inode::{FMT_BTREE, FMT_EXTENTS, FMT_LOCAL};
+use crate::format::log_items::BLF_CHUNK;
 use crate::types::{AgBlock, AgNumber, FileBlock, FsBlock, Ino};
 use crate::xact::{BufId, InodeId, MetaTx};
 
@@ -169,12 +171,10 @@ fn load(tx: &mut dyn MetaTx, dp: InodeId) -> Result<Dir> {
             let daddr = tx.geo().fsb_to_daddr(fsb);
             let buf = tx.read_buf(daddr, geo.blksize as usize, BufKind::DirBlock)?;
             let uuid = tx.sb().metadata_uuid();
-            // The transaction verified the block when it joined it; the
-            // CRC of a block changed earlier in this transaction is stamped
-            // only at write-back, so check the structure on a stamped copy.
-            let mut copy = tx.buf(buf).to_vec();
-            crate::format::crc::update(&mut copy, crate::format::dir::DIR3_CRC_OFF);
-            let st = BlockState::decode(&copy, &geo, daddr, ino, &uuid)?;
+            // The transaction verified the block (CRC included) when it
+            // joined it; a block changed earlier in this transaction is
+            // stamped only at write-back: check all but the CRC.
+            let st = BlockState::decode_as(tx.buf(buf), &geo, daddr, ino, &uuid, Sum::InCore)?;
             Ok(Dir::Block(BlockDir { buf, st, fsb }))
         }
         FMT_BTREE => Ok(Dir::Big(leaf::load(tx, dp)?)),
@@ -196,10 +196,12 @@ fn store_sf(tx: &mut dyn MetaTx, dp: InodeId, sf: &SfDir) {
     di::set_size(d, bytes.len() as u64);
 }
 
-/// Copy the edited block `new` into the buffer and log what changed.
+/// Copy the edited block `new` into the buffer and log what changed. The
+/// log records whole chunks of [`BLF_CHUNK`] bytes, so the blocks are
+/// compared chunk by chunk and each run of changed chunks is copied and
+/// logged as one range.
 pub(crate) fn store_block(tx: &mut dyn MetaTx, buf: BufId, new: &[u8]) {
-    let ranges = block::diff_ranges(tx.buf(buf), new);
-    for r in ranges {
+    for r in block::changed_chunks(tx.buf(buf), new, BLF_CHUNK) {
         tx.buf_mut(buf)[r.clone()].copy_from_slice(&new[r.clone()]);
         tx.log_buf(buf, r);
     }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::block::{
-    block_add, block_can_add, block_from_sf, block_remove, block_to_sf, diff_ranges, BlockState,
+    block_add, block_can_add, block_from_sf, block_remove, block_to_sf, changed_chunks, BlockState,
 };
 use super::sf::{sf_add, sf_empty, sf_remove, sf_size, SfAdd};
 use crate::format::crc;
@@ -278,7 +278,7 @@ fn run_block(geo: DirGeo, seed: u64, ops: usize) -> (usize, usize, usize) {
                     }
                     model.insert(name, (ino, if geo.ftype { ft } else { 0 }));
                     adds += 1;
-                    let ranges = diff_ranges(&before, &buf);
+                    let ranges = bytewise(&before, &buf);
                     assert!(!ranges.is_empty());
                     assert!(ranges.iter().all(|r| r.start >= 48 || r.end <= 4));
                 }
@@ -322,6 +322,63 @@ fn block_random_against_model() {
     assert!(tot.0 > 1000, "adds {tot:?}");
     assert!(tot.1 > 10, "the block never filled up: {tot:?}");
     assert!(tot.2 > 0, "stale leaf entries never compacted: {tot:?}");
+}
+
+/// A data block edited at random (adds into the longest unused slot,
+/// removals anywhere): whenever the bestfree table has an empty entry, the
+/// trusted decode (no walk) gives exactly the unused slots and table that
+/// walking the block gives; with a full table it declines.
+#[test]
+fn trusted_data_decode_matches_the_walk() {
+    use super::data::{data_add, data_decode, data_decode_trusted, data_new, data_remove};
+    use crate::format::crc::Sum;
+    let geo = DirGeo::new(12, 0, true);
+    let mut r = Rng(0x7a11_0c8e);
+    let (mut buf, mut st) = data_new(&geo, DADDR, DIR, &UUID);
+    let (mut taken, mut declined) = (0, 0);
+    for i in 0..4000 {
+        // A fresh block now and then: holes, once made, tend to stay.
+        if i % 250 == 0 {
+            (buf, st) = data_new(&geo, DADDR, DIR, &UUID);
+        }
+        let add = st.entries.is_empty() || r.below(10) < 6;
+        if add {
+            let len = 1 + r.below(40) as usize;
+            let name = name_of(&mut r, len);
+            if st.bf[0].1 < geo.data_entsize(name.len()) {
+                continue;
+            }
+            let ino = pick_ino(&mut r, true);
+            data_add(&geo, &mut buf, &mut st, (&name, ino, 1), true);
+        } else {
+            // Mostly the last entry (the unused space stays one slot),
+            // sometimes any (holes: the table fills up).
+            let n = st.entries.len();
+            let k = if r.below(10) < 8 {
+                n - 1
+            } else {
+                r.below(n as u64) as usize
+            };
+            let off = st.entries[k].off;
+            data_remove(&geo, &mut buf, &mut st, off).unwrap();
+        }
+        let walked = data_decode(&buf, &geo, DADDR, DIR, &UUID, false, Sum::InCore).unwrap();
+        assert_eq!((&walked.free, walked.bf), (&st.free, st.bf));
+        match data_decode_trusted(&buf, &geo, DADDR, DIR, &UUID).unwrap() {
+            Some(t) => {
+                assert_eq!((&t.free, t.bf), (&walked.free, walked.bf));
+                taken += 1;
+            }
+            None => {
+                assert_ne!(walked.bf[2].1, 0);
+                declined += 1;
+            }
+        }
+    }
+    assert!(
+        taken > 100 && declined > 100,
+        "{taken} taken, {declined} declined"
+    );
 }
 
 #[test]
@@ -383,36 +440,41 @@ fn block_from_sf_refuses_overfull() {
         .is_corrupt());
 }
 
+/// Byte ranges where `old` and `new` differ, gaps under 16 bytes merged.
+fn bytewise(old: &[u8], new: &[u8]) -> Vec<std::ops::Range<usize>> {
+    let mut out: Vec<std::ops::Range<usize>> = Vec::new();
+    for (i, (a, b)) in old.iter().zip(new).enumerate() {
+        if a != b {
+            match out.last_mut() {
+                Some(r) if i - r.end < 16 => r.end = i + 1,
+                _ => out.push(i..i + 1),
+            }
+        }
+    }
+    out
+}
+
 #[test]
-fn diff_ranges_cover_changes() {
-    let a = vec![0u8; 100];
+fn changed_chunks_cover_changes() {
+    let a = vec![0u8; 300];
     let mut b = a.clone();
     b[3] = 1;
     b[10] = 1;
-    b[60] = 1;
-    assert_eq!(diff_ranges(&a, &b), vec![3..11, 60..61]);
-    assert!(diff_ranges(&a, &a).is_empty());
+    b[299] = 1;
+    assert_eq!(changed_chunks(&a, &b, 128), vec![0..128, 256..300]);
+    b[200] = 1;
+    assert_eq!(changed_chunks(&a, &b, 128), vec![0..300]);
+    assert!(changed_chunks(&a, &a, 128).is_empty());
 }
 
-/// The chunked comparison gives exactly the ranges of a byte-by-byte one,
-/// across chunk edges and with runs merged over gaps under 16 bytes.
+/// The chunk runs are exactly the chunks a byte-by-byte scan finds
+/// changed, adjacent ones merged.
 #[test]
-fn diff_ranges_match_a_bytewise_scan() {
-    fn bytewise(old: &[u8], new: &[u8]) -> Vec<std::ops::Range<usize>> {
-        let mut out: Vec<std::ops::Range<usize>> = Vec::new();
-        for (i, (a, b)) in old.iter().zip(new).enumerate() {
-            if a != b {
-                match out.last_mut() {
-                    Some(r) if i - r.end < 16 => r.end = i + 1,
-                    _ => out.push(i..i + 1),
-                }
-            }
-        }
-        out
-    }
+fn changed_chunks_match_a_bytewise_scan() {
     let mut r = Rng(0x5eed_d1ff);
     for round in 0..400 {
         let n = [4096, 100, 1, 0, 513][round % 5];
+        let chunk = [128, 16, 1][round % 3];
         let a: Vec<u8> = (0..n).map(|_| r.below(4) as u8).collect();
         let mut b = a.clone();
         for _ in 0..r.below(12) {
@@ -421,7 +483,17 @@ fn diff_ranges_match_a_bytewise_scan() {
                 b[i] = b[i].wrapping_add(1 + r.below(3) as u8);
             }
         }
-        assert_eq!(diff_ranges(&a, &b), bytewise(&a, &b), "round {round}");
+        let mut want: Vec<std::ops::Range<usize>> = Vec::new();
+        for c in (0..n).step_by(chunk.max(1)) {
+            let end = (c + chunk).min(n);
+            if a[c..end] != b[c..end] {
+                match want.last_mut() {
+                    Some(w) if w.end == c => w.end = end,
+                    _ => want.push(c..end),
+                }
+            }
+        }
+        assert_eq!(changed_chunks(&a, &b, chunk), want, "round {round}");
     }
 }
 

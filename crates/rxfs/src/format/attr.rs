@@ -49,6 +49,7 @@
 //! remote values are at most [`XATTR_SIZE_MAX`] bytes; shortform entries
 //! fill exactly `totsize` bytes.
 
+use super::crc::Sum;
 use super::da::{self, BlkInfo};
 use super::{be16, be32, Uuid};
 use crate::error::{Error, Location, Result};
@@ -339,7 +340,7 @@ pub fn leaf_entsize_remote(namelen: usize) -> usize {
 /// `daddr` (the block is `buf.len()` bytes, one filesystem block).
 pub fn decode_leaf(buf: &[u8], daddr: Daddr, owner: Ino, uuid: &Uuid) -> Result<Leaf> {
     const WHAT: &str = "attr leaf";
-    let info = da::verify_blkinfo(WHAT, buf, ATTR3_LEAF_MAGIC, daddr, owner, uuid)?;
+    let info = da::verify_blkinfo(WHAT, buf, ATTR3_LEAF_MAGIC, daddr, owner, uuid, Sum::Verify)?;
     let at = Location::Daddr(daddr.0);
     let bad = |d: String| Error::corrupt(WHAT, at, d);
     let bsize = buf.len();

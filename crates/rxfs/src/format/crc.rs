@@ -2,6 +2,17 @@
 //! `!0`) over the whole structure with its own 4-byte CRC field taken as zero,
 //! stored little-endian.
 
+/// Whether a decoder checks a block's CRC. Bytes read from disk are
+/// checked (`Verify`). Bytes rxfs holds in core were checked when they were
+/// read, and may have been edited since: their CRC is stamped when they are
+/// written back, so a decoder of them skips it (`InCore`) and checks
+/// everything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sum {
+    Verify,
+    InCore,
+}
+
 /// Compute the CRC of `buf` as if the 4 bytes at `crc_off` were zero.
 pub fn compute(buf: &[u8], crc_off: usize) -> u32 {
     debug_assert!(crc_off + 4 <= buf.len());

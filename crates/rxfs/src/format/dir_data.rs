@@ -23,9 +23,10 @@
 //! unused entries zeroed). A valid inode number never starts with 0xffff,
 //! which is what tells an entry from an unused slot.
 
+use super::crc::{self, Sum};
 use super::dir::{check_ftype, check_name, DirGeo, DIR3_CRC_OFF, DIR3_HDR_SIZE};
 use super::dir_leaf::{check_leaf_entries, LeafEntry, LEAF_ENTRY_SIZE};
-use super::{be16, be32, be64, crc, Uuid};
+use super::{be16, be32, be64, Uuid};
 use crate::error::{Error, Location, Result};
 use crate::types::{Daddr, Ino};
 
@@ -49,6 +50,7 @@ pub fn verify_dir3_hdr(
     daddr: Daddr,
     owner: Ino,
     uuid: &Uuid,
+    sum: Sum,
 ) -> Result<()> {
     let at = Location::Daddr(daddr.0);
     if buf.len() < DIR3_HDR_SIZE {
@@ -66,7 +68,7 @@ pub fn verify_dir3_hdr(
             format!("bad magic {m:#x}, expected {magic:#x}"),
         ));
     }
-    if !crc::verify(buf, DIR3_CRC_OFF) {
+    if sum == Sum::Verify && !crc::verify(buf, DIR3_CRC_OFF) {
         return Err(Error::corrupt(what, at, "CRC mismatch"));
     }
     let blkno = be64(buf, 8);
@@ -134,9 +136,21 @@ impl<'a> DataBlock<'a> {
         owner: Ino,
         uuid: &Uuid,
     ) -> Result<Self> {
+        Self::data_as(buf, geo, daddr, owner, uuid, Sum::Verify)
+    }
+
+    /// [`DataBlock::data`], the CRC checked as `sum` says.
+    pub fn data_as(
+        buf: &'a [u8],
+        geo: &DirGeo,
+        daddr: Daddr,
+        owner: Ino,
+        uuid: &Uuid,
+        sum: Sum,
+    ) -> Result<Self> {
         const WHAT: &str = "directory data block";
         Self::check_len(WHAT, buf, geo, daddr)?;
-        verify_dir3_hdr(WHAT, buf, DATA_MAGIC, daddr, owner, uuid)?;
+        verify_dir3_hdr(WHAT, buf, DATA_MAGIC, daddr, owner, uuid, sum)?;
         Self::open(WHAT, buf, buf.len(), geo, daddr, Vec::new())
     }
 
@@ -149,9 +163,21 @@ impl<'a> DataBlock<'a> {
         owner: Ino,
         uuid: &Uuid,
     ) -> Result<Self> {
+        Self::block_as(buf, geo, daddr, owner, uuid, Sum::Verify)
+    }
+
+    /// [`DataBlock::block`], the CRC checked as `sum` says.
+    pub fn block_as(
+        buf: &'a [u8],
+        geo: &DirGeo,
+        daddr: Daddr,
+        owner: Ino,
+        uuid: &Uuid,
+        sum: Sum,
+    ) -> Result<Self> {
         const WHAT: &str = "directory block";
         Self::check_len(WHAT, buf, geo, daddr)?;
-        verify_dir3_hdr(WHAT, buf, BLOCK_MAGIC, daddr, owner, uuid)?;
+        verify_dir3_hdr(WHAT, buf, BLOCK_MAGIC, daddr, owner, uuid, sum)?;
         let at = Location::Daddr(daddr.0);
         let n = buf.len();
         let count = be32(buf, n - 8) as usize;

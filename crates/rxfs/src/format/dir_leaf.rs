@@ -19,6 +19,7 @@
 //! block `k` (k-th directory block of the free segment) describes data blocks
 //! `k * maxbests ..`, so `firstdb` is a multiple of the per-block maximum.
 
+use super::crc::Sum;
 use super::da::{verify_blkinfo, BlkInfo};
 use super::dir::DIR3_HDR_SIZE;
 use super::dir_data::verify_dir3_hdr;
@@ -100,12 +101,24 @@ pub struct Leaf {
 
 /// Decode and verify a leaf block of magic `magic` (leaf1 or leafn).
 pub fn decode_leaf(buf: &[u8], magic: u16, daddr: Daddr, owner: Ino, uuid: &Uuid) -> Result<Leaf> {
+    decode_leaf_as(buf, magic, daddr, owner, uuid, Sum::Verify)
+}
+
+/// [`decode_leaf`], the CRC checked as `sum` says.
+pub fn decode_leaf_as(
+    buf: &[u8],
+    magic: u16,
+    daddr: Daddr,
+    owner: Ino,
+    uuid: &Uuid,
+    sum: Sum,
+) -> Result<Leaf> {
     let what = if magic == LEAF1_MAGIC {
         "directory leaf1 block"
     } else {
         "directory leafn block"
     };
-    let info = verify_blkinfo(what, buf, magic, daddr, owner, uuid)?;
+    let info = verify_blkinfo(what, buf, magic, daddr, owner, uuid, sum)?;
     let at = Location::Daddr(daddr.0);
     let n = buf.len();
     if n < LEAF_HDR_SIZE + 4 {
@@ -160,8 +173,19 @@ pub fn free_max_bests(blksize: usize) -> usize {
 
 /// Decode and verify a free-index block.
 pub fn decode_free(buf: &[u8], daddr: Daddr, owner: Ino, uuid: &Uuid) -> Result<FreeIndex> {
+    decode_free_as(buf, daddr, owner, uuid, Sum::Verify)
+}
+
+/// [`decode_free`], the CRC checked as `sum` says.
+pub fn decode_free_as(
+    buf: &[u8],
+    daddr: Daddr,
+    owner: Ino,
+    uuid: &Uuid,
+    sum: Sum,
+) -> Result<FreeIndex> {
     const WHAT: &str = "directory free block";
-    verify_dir3_hdr(WHAT, buf, FREE_MAGIC, daddr, owner, uuid)?;
+    verify_dir3_hdr(WHAT, buf, FREE_MAGIC, daddr, owner, uuid, sum)?;
     let at = Location::Daddr(daddr.0);
     let max = free_max_bests(buf.len());
     let firstdb = be32(buf, 48);

@@ -40,6 +40,8 @@ struct TBuf {
     dirty: bool,
     stale: bool,
     ordered: bool,
+    /// See [`crate::cache::buf::BufState::verified`].
+    verified: Option<BufKind>,
 }
 
 struct TInode {
@@ -226,6 +228,7 @@ impl<'a> Trans<'a> {
                 b.kind = kind;
                 b.stale = false;
                 b.dirty = true;
+                b.verified = Some(kind);
             }
             return Ok(Some(id));
         }
@@ -243,16 +246,17 @@ impl<'a> Trans<'a> {
         } else {
             buf.tx_lock()
         };
-        let data = {
+        let (data, verified) = {
             let st = buf.st.lock();
             if !read {
-                TxCopy::Owned(vec![0u8; len])
+                // Built whole by the caller.
+                (TxCopy::Owned(vec![0u8; len]), Some(kind))
             } else if st.stale || st.committed.len() != len {
                 drop(st);
                 let mut d = vec![0u8; len];
                 rw.raw.read_at(&mut d, daddr.bytes())?;
                 kind.verify(&d, daddr, &uuid)?;
-                TxCopy::Owned(d)
+                (TxCopy::Owned(d), None)
             } else {
                 let d = TxCopy::Shared(st.committed.clone());
                 if !kind.magic_ok(d.bytes()) {
@@ -262,7 +266,7 @@ impl<'a> Trans<'a> {
                         format!("cached as {}", st.kind.name()),
                     ));
                 }
-                d
+                (d, st.verified.filter(|&k| k == kind))
             }
         };
         let id = BufId(self.bufs.len() as u32);
@@ -275,6 +279,7 @@ impl<'a> Trans<'a> {
             dirty: !read,
             stale: false,
             ordered: false,
+            verified,
         });
         self.by_addr.insert(daddr.0, id);
         Ok(Some(id))
@@ -397,6 +402,7 @@ impl<'a> Trans<'a> {
                     map: b.map,
                     stale: b.stale,
                     ordered: b.ordered,
+                    verified: b.verified,
                 })
             })
             .collect();
@@ -560,6 +566,12 @@ impl MetaTx for Trans<'_> {
     }
     fn buf_mut(&mut self, b: BufId) -> &mut [u8] {
         self.bufs[b.0 as usize].data.bytes_mut()
+    }
+    fn buf_verified(&self, b: BufId, kind: BufKind) -> bool {
+        self.bufs[b.0 as usize].verified == Some(kind)
+    }
+    fn set_buf_verified(&mut self, b: BufId, kind: BufKind) {
+        self.bufs[b.0 as usize].verified = Some(kind);
     }
     fn log_buf(&mut self, b: BufId, range: std::ops::Range<usize>) {
         let tb = &mut self.bufs[b.0 as usize];

@@ -181,6 +181,14 @@ pub trait MetaTx {
     /// The bytes to change; every changed byte must be covered by
     /// [`MetaTx::log_buf`] before commit.
     fn buf_mut(&mut self, b: BufId) -> &mut [u8];
+    /// Whether the buffer's bytes passed the structure checks of `kind`
+    /// (see [`crate::cache::buf::BufState::verified`]): then a decoder may
+    /// trust the summaries the block keeps of itself. False unless known.
+    fn buf_verified(&self, _b: BufId, _kind: BufKind) -> bool {
+        false
+    }
+    /// The buffer's bytes just passed the structure checks of `kind`.
+    fn set_buf_verified(&mut self, _b: BufId, _kind: BufKind) {}
     /// Mark `range` of the buffer as changed (logged at commit).
     fn log_buf(&mut self, b: BufId, range: std::ops::Range<usize>);
     /// The block under this buffer was freed: cancel the buffer (not

@@ -95,8 +95,9 @@ impl ReadGate {
 
     /// Before `read` (`done`: this loop just finished a request): true to
     /// go and read, false once the connection has ended. Parks while
-    /// `limit` loops are reading, unless more than `limit` loops are
-    /// running requests (a loaded mount: every loop reads).
+    /// `limit` loops are reading, unless the mount is loaded: more than
+    /// twice `limit` loops were running requests within the last
+    /// `LOADED_FOR` requests taken (then every loop reads).
     pub fn enter(&self, me: &Arc<Parking>, done: bool) -> bool {
         {
             let mut st = lock(&self.st);
