@@ -630,7 +630,7 @@ impl MetaTx for Trans<'_> {
         self.by_ino.insert(ino.0, id);
         Ok(id)
     }
-    fn ijoin_new(&mut self, ino: Ino, dinode: Vec<u8>) -> Result<InodeId> {
+    fn ijoin_new(&mut self, ino: Ino, dinode: Vec<u8>, before: Option<Vec<u8>>) -> Result<InodeId> {
         if dinode.len() != self.fs.geo().inodesize as usize {
             return Err(Error::Invalid("new dinode has the wrong size".into()));
         }
@@ -643,7 +643,10 @@ impl MetaTx for Trans<'_> {
         // The item's committed state is the inode as it was before this
         // transaction (free), never the new dinode: a cancelled
         // transaction must leave the inode free for the next allocation.
-        let before = self.read_dinode_raw(ino)?;
+        let before = match before {
+            Some(b) => b,
+            None => self.read_dinode_raw(ino)?,
+        };
         let item = self.item(ino, Some(&before))?;
         let id = InodeId(self.inodes.len() as u32);
         self.inodes.push(TInode {

@@ -188,15 +188,20 @@ pub fn ialloc_from(
             }
         };
         let ino = take(tx, agno, agi_b, rec)?;
-        let gen = match new_gen {
-            Some(g) => g,
-            None => reuse_gen(tx, ino)?,
+        // A reused slot: its old bytes give the next generation and are
+        // the inode item's before-image (read once).
+        let (gen, before) = match new_gen {
+            Some(g) => (g, None),
+            None => {
+                let old = tx.read_dinode_raw(ino)?;
+                (reuse_gen(&old, ino)?, Some(old))
+            }
         };
         let mut d = init_dinode(tx.sb(), ino, init, gen);
         if let Some(p) = parent_dinode(tx, parent)? {
             de::inherit(&mut d, &p, tx.sb());
         }
-        let id = tx.ijoin_new(ino, d)?;
+        let id = tx.ijoin_new(ino, d, before)?;
         return Ok((ino, id));
     }
     Err(Error::NoSpace)
@@ -329,20 +334,19 @@ fn take(tx: &mut dyn MetaTx, agno: AgNumber, agi_b: BufId, mut rec: InobtRec) ->
 
 /// The generation for a reused inode; refuses an inode the inobt calls
 /// free whose dinode is in use.
-fn reuse_gen(tx: &mut dyn MetaTx, ino: Ino) -> Result<u32> {
-    let d = tx.read_dinode_raw(ino)?;
+fn reuse_gen(d: &[u8], ino: Ino) -> Result<u32> {
     if d.len() < DINODE_V3_CORE_SIZE || de::magic(&d) != DINODE_MAGIC {
         // Never initialised (or garbage): any generation will do.
         return Ok(random_u32());
     }
-    if de::mode(&d) != 0 {
+    if de::mode(d) != 0 {
         return Err(Error::corrupt(
             "inode",
             Location::Ino(ino.0),
             "free in the inode btree but in use on disk",
         ));
     }
-    Ok(de::gen(&d).wrapping_add(1))
+    Ok(de::gen(d).wrapping_add(1))
 }
 
 /// Free inode `ino` (joined as `ip`; nlink 0, no blocks, not on an

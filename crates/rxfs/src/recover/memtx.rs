@@ -232,7 +232,12 @@ impl MetaTx for MemTx {
         self.by_ino.insert(ino.0, id);
         Ok(id)
     }
-    fn ijoin_new(&mut self, ino: Ino, dinode: Vec<u8>) -> Result<InodeId> {
+    fn ijoin_new(
+        &mut self,
+        ino: Ino,
+        dinode: Vec<u8>,
+        _before: Option<Vec<u8>>,
+    ) -> Result<InodeId> {
         if dinode.len() != self.geo.inodesize as usize {
             return Err(Error::Invalid("new dinode has the wrong size".into()));
         }

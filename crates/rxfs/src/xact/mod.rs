@@ -207,7 +207,9 @@ pub trait MetaTx {
     fn ijoin(&mut self, ino: Ino) -> Result<InodeId>;
     /// Join a just-allocated inode with its complete initial dinode bytes
     /// (`inodesize` bytes, mode != 0; CRC and LSN are set at write-back).
-    fn ijoin_new(&mut self, ino: Ino, dinode: Vec<u8>) -> Result<InodeId>;
+    /// `before`: the slot's bytes as [`MetaTx::read_dinode_raw`] gave them
+    /// in this transaction, when the caller read them (else read here).
+    fn ijoin_new(&mut self, ino: Ino, dinode: Vec<u8>, before: Option<Vec<u8>>) -> Result<InodeId>;
     /// The on-disk bytes of a (free) inode, unverified, as of the last
     /// commit: for reading the old generation number before reuse.
     fn read_dinode_raw(&mut self, ino: Ino) -> Result<Vec<u8>>;
