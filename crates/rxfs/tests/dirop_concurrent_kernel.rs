@@ -152,6 +152,11 @@ fn dirop_concurrent_namespace_ops_kernel() {
         "AG header lock order"
     );
     fs.unmount().unwrap();
+    assert_eq!(
+        fs.stats().unlogged_changes,
+        0,
+        "a change outside the logged chunks"
+    );
     drop(fs);
     done.store(true, Ordering::Relaxed);
     dog.join().unwrap();

@@ -203,6 +203,11 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
             "AG header lock order"
         );
         fs.unmount().unwrap();
+        assert_eq!(
+            fs.stats().unlogged_changes,
+            0,
+            "a change outside the logged chunks"
+        );
         drop(t);
         drop(fs);
         kernel_check(&s, &img, &m, &format!("{name} seed {seed}"));
@@ -307,6 +312,11 @@ fn random_ops_interleaved_with_kernel() {
                 "AG header lock order"
             );
             fs.unmount().unwrap();
+            assert_eq!(
+                fs.stats().unlogged_changes,
+                0,
+                "a change outside the logged chunks"
+            );
             drop(t);
             drop(fs);
             kernel_check(&s, &img, &m, &format!("round {round} (after rxfs)"));
@@ -390,6 +400,11 @@ fn crash_seed(
             "AG header lock order"
         );
         fs.unmount().unwrap();
+        assert_eq!(
+            fs.stats().unlogged_changes,
+            0,
+            "a change outside the logged chunks"
+        );
         drop(fs);
         std::fs::write(&file, ci.to_vec()).unwrap();
         if let Err(e) = repair_ok(&file) {

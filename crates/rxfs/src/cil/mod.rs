@@ -61,6 +61,7 @@ use crate::ail::{Ail, AilItem, IntentItem};
 use crate::cache::{Buf, CacheDevice, InodeItem};
 use crate::error::{Error, Result};
 use crate::format::log::{HostOrder, OP_HEADER_SIZE};
+use crate::format::log_items::BLF_CHUNK;
 use crate::format::meta_header::meta_header;
 use crate::format::{crc, Uuid};
 use crate::geometry::Geometry;
@@ -79,6 +80,10 @@ pub struct TxBuf {
     /// The bytes passed the structure checks of this kind (see
     /// [`crate::cache::buf::BufState::verified`]).
     pub verified: Option<crate::format::bufkind::BufKind>,
+    /// The committed bytes the transaction started from (their CRC
+    /// valid), when it joined them from the cache: the new CRC is then
+    /// computed over the chunks that differ ([`crc::restamp`]).
+    pub base: Option<Arc<Vec<u8>>>,
 }
 
 /// An inode as a transaction hands it to commit.
@@ -352,7 +357,18 @@ impl Cil {
             } else {
                 let mut data = tb.data;
                 if let Some(h) = meta_header(&data).filter(|_| tb.kind.has_header()) {
-                    crc::update(&mut data, h.crc_off);
+                    // Every byte the transaction changed lies in the chunks
+                    // it logged (the MetaTx contract).
+                    match &tb.base {
+                        Some(b) => {
+                            let changed: Vec<_> = format::map_runs(&tb.map)
+                                .into_iter()
+                                .map(|(c, k)| c * BLF_CHUNK..(c + k) * BLF_CHUNK)
+                                .collect();
+                            crc::restamp(b, &mut data, h.crc_off, &changed)
+                        }
+                        None => crc::update(&mut data, h.crc_off),
+                    }
                 }
                 let snap = Arc::new(data);
                 st.committed = snap.clone();

@@ -97,23 +97,51 @@ pub fn stamp_and_verify(buf: &mut [u8], daddr: u64, lsn: Lsn, uuid: &Uuid) -> Re
     };
     put_be64(buf, h.lsn_off, lsn.0 as u64);
     crc::update(buf, h.crc_off);
+    check_identity(buf, &h, daddr, uuid)
+}
+
+/// Stamp `lsn` into `buf`, a copy of `committed` (a committed image, whose
+/// stored CRC is valid unless a transaction changed bytes outside the
+/// chunks it logged), updating the CRC for the LSN's bytes only; then
+/// check the self-describing fields. Returns whether the stored CRC was
+/// valid (when not, it is recomputed whole).
+pub fn stamp_committed(
+    buf: &mut [u8],
+    committed: &[u8],
+    daddr: u64,
+    lsn: Lsn,
+    uuid: &Uuid,
+) -> Result<bool> {
+    let Some(h) = meta_header(buf) else {
+        return Ok(true);
+    };
+    let ok = crc::verify(buf, h.crc_off);
+    put_be64(buf, h.lsn_off, lsn.0 as u64);
+    if ok {
+        let lsn = h.lsn_off..h.lsn_off + 8;
+        crc::restamp(committed, buf, h.crc_off, std::slice::from_ref(&lsn));
+    } else {
+        crc::update(buf, h.crc_off);
+    }
+    check_identity(buf, &h, daddr, uuid)?;
+    Ok(ok)
+}
+
+/// The self-describing block number and UUID of a block to be written.
+fn check_identity(buf: &[u8], h: &MetaHeader, daddr: u64, uuid: &Uuid) -> Result<()> {
     let at = Location::Daddr(daddr);
     if let Some(b) = h.blkno_off {
         if be64(buf, b) != daddr {
             return Err(Error::corrupt(
                 h.name,
                 at,
-                format!("replayed block says it lives at daddr {}", be64(buf, b)),
+                format!("block says it lives at daddr {}", be64(buf, b)),
             ));
         }
     }
     if let Some(u) = h.uuid_off {
         if buf[u..u + 16] != uuid[..] {
-            return Err(Error::corrupt(
-                h.name,
-                at,
-                "replayed block has a foreign uuid",
-            ));
+            return Err(Error::corrupt(h.name, at, "block has a foreign uuid"));
         }
     }
     debug_assert!(crc::verify(buf, h.crc_off));

@@ -479,6 +479,7 @@ impl Filesystem {
             ail_items_written: a.written,
             ail_write_ios: a.ios,
             ail_pinned_skips: a.pinned,
+            unlogged_changes: a.unlogged,
             log: rw.log.stats(),
             locks: rw.inodes.locks.stats(),
             rt: rw.rt.as_ref().map(|m| m.lock().stats).unwrap_or_default(),
@@ -667,6 +668,10 @@ pub struct FsStats {
     pub ail_items_written: u64,
     pub ail_write_ios: u64,
     pub ail_pinned_skips: u64,
+    /// Buffers written back whose committed image failed its CRC: a
+    /// transaction changed bytes it did not log; a bug to report (the
+    /// block is written with its CRC recomputed whole).
+    pub unlogged_changes: u64,
     /// The log writer's counters (log writes, bytes, forces, grant waits).
     pub log: LogStats,
     /// Inode lock acquisitions (see [`crate::cache::ilock`]).
@@ -697,6 +702,7 @@ impl FsStats {
             ("ail_items_written", self.ail_items_written),
             ("ail_write_ios", self.ail_write_ios),
             ("ail_pinned_skips", self.ail_pinned_skips),
+            ("unlogged_changes", self.unlogged_changes),
             ("log_records", l.records),
             ("log_writes", l.writes),
             ("log_bytes", l.bytes),

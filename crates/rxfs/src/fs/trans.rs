@@ -42,6 +42,8 @@ struct TBuf {
     ordered: bool,
     /// See [`crate::cache::buf::BufState::verified`].
     verified: Option<BufKind>,
+    /// See [`crate::cil::TxBuf::base`].
+    base: Option<Arc<Vec<u8>>>,
 }
 
 struct TInode {
@@ -229,6 +231,7 @@ impl<'a> Trans<'a> {
                 b.stale = false;
                 b.dirty = true;
                 b.verified = Some(kind);
+                b.base = None;
             }
             return Ok(Some(id));
         }
@@ -246,17 +249,17 @@ impl<'a> Trans<'a> {
         } else {
             buf.tx_lock()
         };
-        let (data, verified) = {
+        let (data, verified, base) = {
             let st = buf.st.lock();
             if !read {
                 // Built whole by the caller.
-                (TxCopy::Owned(vec![0u8; len]), Some(kind))
+                (TxCopy::Owned(vec![0u8; len]), Some(kind), None)
             } else if st.stale || st.committed.len() != len {
                 drop(st);
                 let mut d = vec![0u8; len];
                 rw.raw.read_at(&mut d, daddr.bytes())?;
                 kind.verify(&d, daddr, &uuid)?;
-                (TxCopy::Owned(d), None)
+                (TxCopy::Owned(d), None, None)
             } else {
                 let d = TxCopy::Shared(st.committed.clone());
                 if !kind.magic_ok(d.bytes()) {
@@ -266,7 +269,8 @@ impl<'a> Trans<'a> {
                         format!("cached as {}", st.kind.name()),
                     ));
                 }
-                (d, st.verified.filter(|&k| k == kind))
+                let base = Some(st.committed.clone());
+                (d, st.verified.filter(|&k| k == kind), base)
             }
         };
         let id = BufId(self.bufs.len() as u32);
@@ -280,6 +284,7 @@ impl<'a> Trans<'a> {
             stale: false,
             ordered: false,
             verified,
+            base,
         });
         self.by_addr.insert(daddr.0, id);
         Ok(Some(id))
@@ -403,6 +408,7 @@ impl<'a> Trans<'a> {
                     stale: b.stale,
                     ordered: b.ordered,
                     verified: b.verified,
+                    base: b.base,
                 })
             })
             .collect();

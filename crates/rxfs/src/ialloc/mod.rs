@@ -335,7 +335,7 @@ fn take(tx: &mut dyn MetaTx, agno: AgNumber, agi_b: BufId, mut rec: InobtRec) ->
 /// The generation for a reused inode; refuses an inode the inobt calls
 /// free whose dinode is in use.
 fn reuse_gen(d: &[u8], ino: Ino) -> Result<u32> {
-    if d.len() < DINODE_V3_CORE_SIZE || de::magic(&d) != DINODE_MAGIC {
+    if d.len() < DINODE_V3_CORE_SIZE || de::magic(d) != DINODE_MAGIC {
         // Never initialised (or garbage): any generation will do.
         return Ok(random_u32());
     }
