@@ -403,7 +403,29 @@ impl BigDir {
         }
         self.leaf_form = false;
         let cap = self.leafn_cap();
-        let mut out: Vec<LeafBlk> = Vec::new();
+        // Most operations leave every block read neither empty, nor over
+        // capacity, nor small enough to merge with the block before it
+        // (the rules below): then only the bounds of the blocks read move.
+        let quiet = (0..self.leaves.len()).all(|i| {
+            let Some(e) = self.leaves[i].ents.as_ref() else {
+                return true;
+            };
+            let merges = i > 0
+                && self.leaves[i - 1]
+                    .ents
+                    .as_ref()
+                    .is_some_and(|p| p.len() + e.len() <= cap * 3 / 4);
+            !e.is_empty() && e.len() <= cap && !merges
+        });
+        if quiet {
+            for l in &mut self.leaves {
+                if let Some(h) = l.ents.as_ref().and_then(|e| e.last()) {
+                    l.hash = h.hashval;
+                }
+            }
+            return;
+        }
+        let mut out: Vec<LeafBlk> = Vec::with_capacity(self.leaves.len() + 1);
         for l in self.leaves.drain(..) {
             if l.ents.as_ref().is_some_and(|e| e.is_empty()) {
                 continue;
