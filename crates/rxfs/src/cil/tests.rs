@@ -9,6 +9,28 @@ fn ail_positions(ail: &Ail) -> Vec<Lsn> {
     ail.positions()
 }
 
+/// A CIL over the rig's log, AIL and caches.
+fn cil_on(ail: &Arc<Ail>, log: &Arc<LogWriter>, rig: &crate::ail::tests::Rig) -> Arc<Cil> {
+    Cil::new(
+        log.clone(),
+        ail.clone(),
+        rig.view.clone(),
+        rig.geo.clone(),
+        [7; 16],
+        false,
+    )
+}
+
+/// Commit one buffer in a transaction of its own and force it to the log.
+fn commit_one(cil: &Arc<Cil>, log: &LogWriter, tb: TxBuf) {
+    let mut t = log.reserve(65536, 1, false).unwrap();
+    let seq = cil
+        .commit(&mut t, vec![tb], Vec::new(), Vec::new(), Vec::new())
+        .unwrap();
+    log.grant().ungrant(t);
+    cil.force_seq(seq).unwrap();
+}
+
 /// A new inode cluster (an ordered buffer: its contents come from the
 /// ICREATE of its checkpoint) relogged by a later checkpoint (an unlinked
 /// pointer changed in it) keeps its AIL place at the creating checkpoint
@@ -18,14 +40,7 @@ fn ail_positions(ail: &Ail) -> Vec<Lsn> {
 #[test]
 fn relogged_new_inode_cluster_keeps_its_ail_place() {
     let (ail, log, rig) = setup_rig();
-    let cil = Cil::new(
-        log.clone(),
-        ail.clone(),
-        rig.view.clone(),
-        rig.geo.clone(),
-        [7; 16],
-        false,
-    );
+    let cil = cil_on(&ail, &log, &rig);
     let len = 16384;
     let b = rig
         .bufs
@@ -39,27 +54,17 @@ fn relogged_new_inode_cluster_keeps_its_ail_place() {
         )
         .unwrap();
     let commit = |ordered: bool, map: Vec<u32>| {
-        let mut t = log.reserve(65536, 1, false).unwrap();
-        let seq = cil
-            .commit(
-                &mut t,
-                vec![TxBuf {
-                    buf: b.clone(),
-                    data: vec![0x11; len],
-                    kind: BufKind::Dino,
-                    map,
-                    stale: false,
-                    ordered,
-                    verified: None,
-                    base: None,
-                }],
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-            )
-            .unwrap();
-        log.grant().ungrant(t);
-        cil.force_seq(seq).unwrap();
+        let tb = TxBuf {
+            buf: b.clone(),
+            data: vec![0x11; len],
+            kind: BufKind::Dino,
+            map,
+            stale: false,
+            ordered,
+            verified: None,
+            base: None,
+        };
+        commit_one(&cil, &log, tb);
     };
     commit(true, Vec::new());
     let first = ail_positions(&ail);
@@ -83,14 +88,7 @@ fn relogged_new_inode_cluster_keeps_its_ail_place() {
 fn committed_crc_is_restamped_from_the_logged_chunks() {
     use crate::format::dir::DIR3_CRC_OFF;
     let (ail, log, rig) = setup_rig();
-    let cil = Cil::new(
-        log.clone(),
-        ail.clone(),
-        rig.view.clone(),
-        rig.geo.clone(),
-        [7; 16],
-        false,
-    );
+    let cil = cil_on(&ail, &log, &rig);
     let len = 4096;
     let daddr = Daddr(LOG_BBS as u64);
     let b = rig
@@ -98,27 +96,17 @@ fn committed_crc_is_restamped_from_the_logged_chunks() {
         .get(&*rig.dev, &[7; 16], daddr, len, BufKind::DirData, false)
         .unwrap();
     let commit = |data: Vec<u8>, map: Vec<u32>, base: Option<Arc<Vec<u8>>>| {
-        let mut t = log.reserve(65536, 1, false).unwrap();
-        let seq = cil
-            .commit(
-                &mut t,
-                vec![TxBuf {
-                    buf: b.clone(),
-                    data,
-                    kind: BufKind::DirData,
-                    map,
-                    stale: false,
-                    ordered: false,
-                    verified: None,
-                    base,
-                }],
-                Vec::new(),
-                Vec::new(),
-                Vec::new(),
-            )
-            .unwrap();
-        log.grant().ungrant(t);
-        cil.force_seq(seq).unwrap();
+        let tb = TxBuf {
+            buf: b.clone(),
+            data,
+            kind: BufKind::DirData,
+            map,
+            stale: false,
+            ordered: false,
+            verified: None,
+            base,
+        };
+        commit_one(&cil, &log, tb);
     };
     // A new data block, CRC computed whole.
     let mut first = vec![0x5a; len];
