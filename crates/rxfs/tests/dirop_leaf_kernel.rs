@@ -14,10 +14,12 @@ use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use common::*;
 use ns_support::*;
+use rxfs::dir::read::LEAF_SEARCHES_IN_PLACE;
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::fs::ops_rename::RenameFlags;
 use rxfs::types::Ino;
@@ -92,6 +94,16 @@ fn finish(fs: Arc<Filesystem>, img: &Path, s: &Scratch, model: &Model) {
     m.umount();
     if let Err(e) = repair(img) {
         panic!("after the kernel mount: {e}");
+    }
+}
+
+/// `fs.lookup` of `name` in `dir` finds `want` (None: not found).
+fn check_lookup(fs: &Arc<Filesystem>, dir: Ino, name: &[u8], want: Option<u64>, step: usize) {
+    let ip = fs.iget(dir).unwrap();
+    match (fs.lookup(&ip, name), want) {
+        (Ok(ino), Some(w)) => assert_eq!(ino.0, w, "step {step}: lookup {name:?}"),
+        (Err(rxfs::Error::NotFound), None) => {}
+        (got, want) => panic!("step {step}: lookup {name:?}: {got:?}, model {want:?}"),
     }
 }
 
@@ -256,6 +268,17 @@ fn random_mix(name: &str, opts: &[&str], seed: u64, ops: usize) {
                 _ => format!("file-{i:05}-{}", "z".repeat((i % 40) as usize)).into_bytes(),
             }
         };
+        // The read path's lookup (blocks from the buffer cache, searched
+        // in place once checked) agrees with the model between changes.
+        if step % 5 == 0 {
+            let nm = if r.below(2) == 0 && !m[k].is_empty() {
+                let i = r.below(m[k].len() as u64) as usize;
+                m[k].keys().nth(i).unwrap().clone()
+            } else {
+                mk(&mut r)
+            };
+            check_lookup(&fs, dirs[k], &nm, m[k].get(&nm).copied(), step);
+        }
         if op < 6 || m[k].is_empty() {
             let nm = mk(&mut r);
             let res = if r.below(8) == 0 {
@@ -310,6 +333,24 @@ fn random_mix(name: &str, opts: &[&str], seed: u64, ops: usize) {
         );
     }
     let _ = nextino;
+    let before = LEAF_SEARCHES_IN_PLACE.load(Ordering::Relaxed);
+    for k in 0..2 {
+        for (nm, &ino) in &m[k] {
+            check_lookup(&fs, dirs[k], nm, Some(ino), ops);
+            // An absent name of the same hash run's neighbourhood.
+            let mut other = nm.clone();
+            if other.len() == 255 {
+                other.pop();
+            }
+            other.push(b'~');
+            check_lookup(&fs, dirs[k], &other, m[k].get(&other).copied(), ops);
+        }
+    }
+    // Leaf blocks checked once are searched in place after that.
+    assert!(
+        LEAF_SEARCHES_IN_PLACE.load(Ordering::Relaxed) > before,
+        "no leaf block was searched in place"
+    );
     let mut model: Model = BTreeMap::new();
     model.insert(b"a".to_vec(), m[0].clone());
     model.insert(b"b".to_vec(), m[1].clone());

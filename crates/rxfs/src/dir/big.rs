@@ -39,7 +39,9 @@ use crate::format::crc::Sum;
 use crate::format::da::hashname;
 use crate::format::dinode_edit as di;
 use crate::format::dir::DirGeo;
-use crate::format::dir_leaf::{decode_leaf_as, hash_range, LeafEntry, LEAFN_MAGIC, NULL_DATAOFF};
+use crate::format::dir_leaf::{
+    decode_leaf_as, hash_range, LeafEntry, LeafView, LEAFN_MAGIC, NULL_DATAOFF,
+};
 use crate::format::Uuid;
 use crate::types::WhichFork;
 use crate::types::{AgNumber, Daddr, FileBlock, FsBlock, Ino};
@@ -240,10 +242,9 @@ impl BigDir {
         let daddr = self.daddr(tx, dablk)?;
         let (owner, uuid) = (self.owner, self.uuid);
         let b = tx.read_buf(daddr, self.geo.blksize as usize, BufKind::DirLeafN)?;
-        let leaf = decode_leaf_as(tx.buf(b), LEAFN_MAGIC, daddr, owner, &uuid, Sum::InCore)?;
+        let ents = leaf_entries(tx, b, daddr, owner, &uuid)?;
         let lo = if li > 0 { self.leaves[li - 1].hash } else { 0 };
         let hi = self.leaves[li].hash;
-        let ents: Vec<LeafEntry> = leaf.entries.into_iter().filter(|e| !e.is_stale()).collect();
         if ents.first().is_some_and(|e| e.hashval < lo)
             || ents.last().is_some_and(|e| e.hashval > hi)
         {
@@ -486,4 +487,25 @@ pub(super) fn write_buf(
         }
     }
     Ok(())
+}
+
+/// The live entries of leafn buffer `b`: read in place when the block
+/// passed the decoder before (the buffer's verified mark), else decoded
+/// and checked whole, and the buffer marked (what this transaction
+/// writes back into it is rxfs's own encoding).
+fn leaf_entries(
+    tx: &mut dyn MetaTx,
+    b: BufId,
+    daddr: Daddr,
+    owner: Ino,
+    uuid: &Uuid,
+) -> Result<Vec<LeafEntry>> {
+    if tx.buf_verified(b, BufKind::DirLeafN) {
+        if let Some(v) = LeafView::open(tx.buf(b), LEAFN_MAGIC) {
+            return Ok(v.live());
+        }
+    }
+    let leaf = decode_leaf_as(tx.buf(b), LEAFN_MAGIC, daddr, owner, uuid, Sum::InCore)?;
+    tx.set_buf_verified(b, BufKind::DirLeafN);
+    Ok(leaf.entries.into_iter().filter(|e| !e.is_stale()).collect())
 }

@@ -25,15 +25,19 @@
 use std::collections::HashSet;
 
 use crate::error::{Error, Location, Result};
+use crate::format::bufkind::BufKind;
+use crate::format::crc::Sum;
 use crate::format::da::{self, hashname, DA3_NODE_MAGIC};
 use crate::format::dir::{
     name_valid, DirGeo, DATA_FIRST_OFFSET, DOTDOT_COOKIE, DOT_COOKIE, LEAF_OFFSET_BYTES, MAXNAMELEN,
 };
 use crate::format::dir_data::{DataBlock, DataEntry};
-use crate::format::dir_leaf::{decode_leaf, hash_range, LeafEntry, LEAF1_MAGIC, LEAFN_MAGIC};
+use crate::format::dir_leaf::{
+    decode_leaf, hash_range, LeafEntry, LeafView, LEAF1_MAGIC, LEAFN_MAGIC,
+};
 use crate::format::dir_sf::decode_sf;
-use crate::inode::{Fork, Inode, ReadCtx};
-use crate::types::{Daddr, FileBlock, FileType, ForkKind, Ino};
+use crate::inode::{Fork, ForkBlock, Inode, ReadCtx};
+use crate::types::{FileBlock, FileType, ForkKind, Ino};
 
 /// Entries read per hold of the directory's shared ilock (see
 /// [`readdir`]).
@@ -58,8 +62,19 @@ enum Form<'a> {
     Multi,
 }
 
-/// A data block kept between the entries of one lookup: (db, daddr, bytes).
-type BlockCache = Option<(u64, Daddr, Vec<u8>)>;
+/// A data block kept between the entries of one lookup: (db, block).
+type BlockCache = Option<(u64, ForkBlock)>;
+
+/// How to check the CRC of `blk` as `kind`: not again when it passed that
+/// kind's whole decoder (its CRC was checked when it was read from disk,
+/// and rxfs stamps every block it changes at write-back).
+fn sum_for(blk: &ForkBlock, kind: BufKind) -> Sum {
+    if blk.trusted_as(kind) {
+        Sum::InCore
+    } else {
+        Sum::Verify
+    }
+}
 
 /// Directory geometry for the format decoders.
 pub fn dir_geo(fs: &(impl ReadCtx + ?Sized)) -> DirGeo {
@@ -261,13 +276,9 @@ fn readdir_sf(
 }
 
 /// Read directory block `db` of the data segment (None: a hole).
-fn read_dir_data(
-    fs: &(impl ReadCtx + ?Sized),
-    dir: &Inode,
-    db: u64,
-) -> Result<Option<(Daddr, Vec<u8>)>> {
+fn read_dir_data(fs: &(impl ReadCtx + ?Sized), dir: &Inode, db: u64) -> Result<Option<ForkBlock>> {
     let dg = dir_geo(fs);
-    fs.read_fork_blocks(
+    fs.read_fork_block(
         dir,
         ForkKind::Data,
         FileBlock(dg.db_to_dablk(db)),
@@ -286,13 +297,15 @@ fn with_data_block<T>(
 ) -> Result<Option<T>> {
     let dg = dir_geo(fs);
     let uuid = fs.sb().metadata_uuid();
-    let Some((daddr, buf)) = read_dir_data(fs, dir, db)? else {
+    let Some(b) = read_dir_data(fs, dir, db)? else {
         return Ok(None);
     };
     let blk = if block_form {
-        DataBlock::block(&buf, &dg, daddr, dir.ino, &uuid)?
+        let sum = sum_for(&b, BufKind::DirBlock);
+        DataBlock::block_as(&b.bytes, &dg, b.daddr, dir.ino, &uuid, sum)?
     } else {
-        DataBlock::data(&buf, &dg, daddr, dir.ino, &uuid)?
+        let sum = sum_for(&b, BufKind::DirData);
+        DataBlock::data_as(&b.bytes, &dg, b.daddr, dir.ino, &uuid, sum)?
     };
     f(&blk).map(Some)
 }
@@ -415,20 +428,21 @@ fn match_leaf_entries(
             ));
         }
         if cache.as_ref().is_none_or(|c| c.0 != db) {
-            let (daddr, buf) = read_dir_data(fs, dir, db)?.ok_or_else(|| {
+            let blk = read_dir_data(fs, dir, db)?.ok_or_else(|| {
                 Error::corrupt(
                     "directory leaf",
                     at,
                     format!("address {:#x} points into a hole", le.address),
                 )
             })?;
-            *cache = Some((db, daddr, buf));
+            *cache = Some((db, blk));
         }
-        let Some((_, daddr, buf)) = cache.as_ref() else {
+        let Some((_, blk)) = cache.as_ref() else {
             unreachable!("the cache was just filled");
         };
-        let blk = DataBlock::data(buf, &dg, *daddr, dir.ino, &uuid)?;
-        let e = blk.entry_at(off)?;
+        let sum = sum_for(blk, BufKind::DirData);
+        let data = DataBlock::data_as(&blk.bytes, &dg, blk.daddr, dir.ino, &uuid, sum)?;
+        let e = data.entry_at(off)?;
         if e.name == name {
             return Ok(Some(Ino(e.ino)));
         }
@@ -437,11 +451,7 @@ fn match_leaf_entries(
 }
 
 /// Read a block of the leaf segment at fork block `dablk`.
-fn read_leaf_seg(
-    fs: &(impl ReadCtx + ?Sized),
-    dir: &Inode,
-    dablk: u64,
-) -> Result<(Daddr, Vec<u8>)> {
+fn read_leaf_seg(fs: &(impl ReadCtx + ?Sized), dir: &Inode, dablk: u64) -> Result<ForkBlock> {
     let dg = dir_geo(fs);
     let at = Location::Ino(dir.ino.0);
     if dablk < dg.leaf_dablk()
@@ -454,8 +464,53 @@ fn read_leaf_seg(
             format!("index block {dablk:#x} outside the leaf segment"),
         ));
     }
-    fs.read_fork_blocks(dir, ForkKind::Data, FileBlock(dablk), dg.fsbs())?
+    fs.read_fork_block(dir, ForkKind::Data, FileBlock(dablk), dg.fsbs())?
         .ok_or_else(|| Error::corrupt("directory", at, format!("index block {dablk:#x} is a hole")))
+}
+
+/// Leaf blocks searched in place because they passed the decoder before
+/// (for tests: the fast path is taken).
+pub static LEAF_SEARCHES_IN_PLACE: std::sync::atomic::AtomicU64 =
+    std::sync::atomic::AtomicU64::new(0);
+
+/// What one leaf block holds of a hash's run of entries.
+struct Run {
+    ents: Vec<LeafEntry>,
+    /// The block's last entry has the hash: the run may go on in `forw`.
+    goes_on: bool,
+    forw: u32,
+}
+
+/// The entries of `blk` (a leaf of magic `magic`, buffer kind `kind`)
+/// whose hash is `hash`. A block that passed the decoder before is
+/// searched in place; any other is decoded and checked whole, and the
+/// filesystem told so.
+fn leaf_run(
+    fs: &(impl ReadCtx + ?Sized),
+    dir: &Inode,
+    blk: &ForkBlock,
+    magic: u16,
+    kind: BufKind,
+    hash: u32,
+) -> Result<Run> {
+    if blk.trusted_as(kind) {
+        if let Some(v) = LeafView::open(&blk.bytes, magic) {
+            LEAF_SEARCHES_IN_PLACE.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return Ok(Run {
+                ents: v.hash_range(hash).map(|i| v.entry(i)).collect(),
+                goes_on: !v.is_empty() && v.entry(v.len() - 1).hashval == hash,
+                forw: v.forw(),
+            });
+        }
+    }
+    let uuid = fs.sb().metadata_uuid();
+    let leaf = decode_leaf(&blk.bytes, magic, blk.daddr, dir.ino, &uuid)?;
+    fs.note_verified(blk, kind);
+    Ok(Run {
+        ents: leaf.entries[hash_range(&leaf.entries, hash)].to_vec(),
+        goes_on: leaf.entries.last().is_some_and(|e| e.hashval == hash),
+        forw: leaf.info.forw,
+    })
 }
 
 /// Lookup in leaf and node forms.
@@ -465,7 +520,7 @@ fn lookup_multi(fs: &(impl ReadCtx + ?Sized), dir: &Inode, name: &[u8]) -> Resul
     let at = Location::Ino(dir.ino.0);
     let hash = hashname(name);
     let mut dablk = dg.leaf_dablk();
-    let (mut daddr, mut buf) = read_leaf_seg(fs, dir, dablk)?;
+    let mut blk = read_leaf_seg(fs, dir, dablk)?;
     // Leaf form: the leaf1 block is the fork's last block. Node form
     // has a free index past it, and leafn/DA node blocks: a leaf1 magic
     // there (or any other magic in leaf form) is corruption.
@@ -474,34 +529,37 @@ fn lookup_multi(fs: &(impl ReadCtx + ?Sized), dir: &Inode, name: &[u8]) -> Resul
         .extents()
         .last()
         .is_some_and(|e| e.end() == dablk + dg.fsbs() as u64);
-    if crate::format::be16(&buf, 8) == LEAF1_MAGIC && !leaf_form {
+    if crate::format::be16(&blk.bytes, 8) == LEAF1_MAGIC && !leaf_form {
         return Err(Error::corrupt(
             "directory leaf1 block",
-            Location::Daddr(daddr.0),
+            Location::Daddr(blk.daddr.0),
             "leaf1 index block in a node-form directory",
         ));
     }
     if leaf_form {
-        let leaf = decode_leaf(&buf, LEAF1_MAGIC, daddr, dir.ino, &uuid)?;
-        let r = hash_range(&leaf.entries, hash);
-        return match_leaf_entries(fs, dir, &leaf.entries[r], name, &mut None);
+        let run = leaf_run(fs, dir, &blk, LEAF1_MAGIC, BufKind::DirLeaf1, hash)?;
+        return match_leaf_entries(fs, dir, &run.ents, name, &mut None);
     }
     // Descend DA nodes, one level per step (levels are 1..=5), to the
     // leftmost leaf that may hold `hash`.
     let mut level: Option<u16> = None;
-    while crate::format::be16(&buf, 8) == DA3_NODE_MAGIC {
-        let node = da::decode_node(&buf, daddr, dir.ino, &uuid)?;
+    while crate::format::be16(&blk.bytes, 8) == DA3_NODE_MAGIC {
+        let sum = sum_for(&blk, BufKind::DaNode);
+        let node = da::decode_node_as(&blk.bytes, blk.daddr, dir.ino, &uuid, sum)?;
+        if !blk.trusted_as(BufKind::DaNode) {
+            fs.note_verified(&blk, BufKind::DaNode);
+        }
         if level.is_some_and(|l| node.level + 1 != l) {
             return Err(Error::corrupt(
                 "da node",
-                Location::Daddr(daddr.0),
+                Location::Daddr(blk.daddr.0),
                 format!("level {} under level {}", node.level, level.unwrap_or(0)),
             ));
         }
         level = Some(node.level);
         let idx = node.entries.partition_point(|e| e.hashval < hash);
         dablk = node.entries[idx.min(node.entries.len() - 1)].before as u64;
-        (daddr, buf) = read_leaf_seg(fs, dir, dablk)?;
+        blk = read_leaf_seg(fs, dir, dablk)?;
     }
     if level.is_some_and(|l| l != 1) {
         return Err(Error::corrupt(
@@ -518,21 +576,19 @@ fn lookup_multi(fs: &(impl ReadCtx + ?Sized), dir: &Inode, name: &[u8]) -> Resul
         if !visited.insert(dablk) || visited.len() as u64 > max_leaves {
             return Err(Error::corrupt(
                 "directory leafn block",
-                Location::Daddr(daddr.0),
+                Location::Daddr(blk.daddr.0),
                 "sibling chain loops",
             ));
         }
-        let leaf = decode_leaf(&buf, LEAFN_MAGIC, daddr, dir.ino, &uuid)?;
-        let r = hash_range(&leaf.entries, hash);
-        if let Some(ino) = match_leaf_entries(fs, dir, &leaf.entries[r], name, &mut cache)? {
+        let run = leaf_run(fs, dir, &blk, LEAFN_MAGIC, BufKind::DirLeafN, hash)?;
+        if let Some(ino) = match_leaf_entries(fs, dir, &run.ents, name, &mut cache)? {
             return Ok(Some(ino));
         }
-        let run_goes_on = leaf.entries.last().is_some_and(|e| e.hashval == hash);
-        if !run_goes_on || leaf.info.forw == 0 {
+        if !run.goes_on || run.forw == 0 {
             return Ok(None);
         }
-        dablk = leaf.info.forw as u64;
-        (daddr, buf) = read_leaf_seg(fs, dir, dablk)?;
+        dablk = run.forw as u64;
+        blk = read_leaf_seg(fs, dir, dablk)?;
     }
 }
 

@@ -89,6 +89,81 @@ pub fn hash_range(entries: &[LeafEntry], hash: u32) -> std::ops::Range<usize> {
     lo..hi
 }
 
+/// The entries of a leaf block read in place, for a block that already
+/// passed [`decode_leaf`] (see `inode::ForkBlock::verified`): the order
+/// and the stale count are that decoder's word; only the bounds are
+/// checked again, so that no read leaves the block.
+#[derive(Debug, Clone, Copy)]
+pub struct LeafView<'a> {
+    buf: &'a [u8],
+    count: usize,
+}
+
+impl<'a> LeafView<'a> {
+    /// The entries of `buf`, None when it is no leaf of magic `magic` or
+    /// its entries overrun it.
+    pub fn open(buf: &'a [u8], magic: u16) -> Option<Self> {
+        let n = buf.len();
+        if n < LEAF_HDR_SIZE + 4 || be16(buf, 8) != magic {
+            return None;
+        }
+        let count = be16(buf, 56) as usize;
+        let limit = if magic == LEAF1_MAGIC {
+            n.checked_sub(4 + be32(buf, n - 4) as usize * 2)?
+        } else {
+            n
+        };
+        (LEAF_HDR_SIZE + count * LEAF_ENTRY_SIZE <= limit).then_some(LeafView { buf, count })
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Entry `i` (< `len`).
+    pub fn entry(&self, i: usize) -> LeafEntry {
+        LeafEntry::decode(&self.buf[LEAF_HDR_SIZE + i * LEAF_ENTRY_SIZE..])
+    }
+
+    /// The entries that are not stale, in order.
+    pub fn live(&self) -> Vec<LeafEntry> {
+        let raw = &self.buf[LEAF_HDR_SIZE..LEAF_HDR_SIZE + self.count * LEAF_ENTRY_SIZE];
+        let mut out = Vec::with_capacity(self.count);
+        out.extend(
+            raw.chunks_exact(LEAF_ENTRY_SIZE)
+                .map(LeafEntry::decode)
+                .filter(|e| !e.is_stale()),
+        );
+        out
+    }
+
+    /// The block's forward sibling (0: none).
+    pub fn forw(&self) -> u32 {
+        be32(self.buf, 0)
+    }
+
+    /// [`hash_range`] over the block's entries.
+    pub fn hash_range(&self, hash: u32) -> std::ops::Range<usize> {
+        let first_not_below = |pred: &dyn Fn(u32) -> bool| {
+            let (mut lo, mut hi) = (0, self.count);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if pred(self.entry(mid).hashval) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            lo
+        };
+        first_not_below(&|h| h < hash)..first_not_below(&|h| h <= hash)
+    }
+}
+
 /// A decoded leaf1 or leafn block.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Leaf {
@@ -240,5 +315,96 @@ mod tests {
         assert!(check_leaf_entries("t", at, &v, 0).is_err());
         let v = [e(5, 8), e(1, 9)];
         assert!(check_leaf_entries("t", at, &v, 0).is_err());
+    }
+
+    /// A leaf block of `magic` holding `ents` (and, for leaf1, `nbests`
+    /// best-free slots), CRC left zero: the in-place view needs none.
+    fn leaf_block(magic: u16, ents: &[LeafEntry], nbests: usize, forw: u32) -> Vec<u8> {
+        let mut b = vec![0u8; 4096];
+        b[0..4].copy_from_slice(&forw.to_be_bytes());
+        b[8..10].copy_from_slice(&magic.to_be_bytes());
+        b[56..58].copy_from_slice(&(ents.len() as u16).to_be_bytes());
+        let stale = ents.iter().filter(|e| e.is_stale()).count() as u16;
+        b[58..60].copy_from_slice(&stale.to_be_bytes());
+        for (k, e) in ents.iter().enumerate() {
+            let p = LEAF_HDR_SIZE + k * LEAF_ENTRY_SIZE;
+            b[p..p + 4].copy_from_slice(&e.hashval.to_be_bytes());
+            b[p + 4..p + 8].copy_from_slice(&e.address.to_be_bytes());
+        }
+        if magic == LEAF1_MAGIC {
+            let n = b.len();
+            b[n - 4..].copy_from_slice(&(nbests as u32).to_be_bytes());
+        }
+        b
+    }
+
+    #[test]
+    fn in_place_view_matches_the_decoded_entries() {
+        let mut x = 0x5eed_1eafu64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for round in 0..400 {
+            let magic = if round % 2 == 0 {
+                LEAFN_MAGIC
+            } else {
+                LEAF1_MAGIC
+            };
+            let nbests = if magic == LEAF1_MAGIC {
+                (next() % 40) as usize
+            } else {
+                0
+            };
+            let tail = if magic == LEAF1_MAGIC {
+                4 + nbests * 2
+            } else {
+                0
+            };
+            let room = (4096 - LEAF_HDR_SIZE - tail) / LEAF_ENTRY_SIZE;
+            let count = (next() as usize) % (room + 1);
+            // Few distinct hashes: long runs of equal ones.
+            let spread = 1 + next() % 64;
+            let mut ents: Vec<LeafEntry> = (0..count)
+                .map(|_| e((next() % spread) as u32 * 3, (next() % 4) as u32 * 8))
+                .collect();
+            ents.sort_by_key(|e| e.hashval);
+            let forw = (next() % 3) as u32;
+            let b = leaf_block(magic, &ents, nbests, forw);
+            let v = LeafView::open(&b, magic).expect("a well-formed block opens");
+            assert_eq!(v.len(), count);
+            assert_eq!(v.forw(), forw);
+            let live: Vec<LeafEntry> = ents.iter().copied().filter(|e| !e.is_stale()).collect();
+            assert_eq!(v.live(), live);
+            for h in 0..(spread as u32 * 3 + 2) {
+                assert_eq!(
+                    v.hash_range(h),
+                    hash_range(&ents, h),
+                    "round {round} hash {h}"
+                );
+            }
+            // The other magic, or a count past the room, is refused.
+            let other = if magic == LEAFN_MAGIC {
+                LEAF1_MAGIC
+            } else {
+                LEAFN_MAGIC
+            };
+            assert!(LeafView::open(&b, other).is_none());
+            let mut bad = b.clone();
+            bad[56..58].copy_from_slice(&((room + 1) as u16).to_be_bytes());
+            assert!(LeafView::open(&bad, magic).is_none(), "round {round}");
+        }
+        // Random bytes never make it read outside the block.
+        for _ in 0..2000 {
+            let len = 64 + (next() % 200) as usize;
+            let b: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+            for magic in [LEAF1_MAGIC, LEAFN_MAGIC] {
+                if let Some(v) = LeafView::open(&b, magic) {
+                    let _ = (v.live(), v.hash_range(next() as u32), v.forw());
+                }
+            }
+        }
     }
 }

@@ -41,8 +41,8 @@ use crate::format::bufkind::BufKind;
 use crate::format::dir::DirGeo;
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
-use crate::inode::{Inode, ReadCtx, Reading};
-use crate::types::{AgNumber, Ino};
+use crate::inode::{contiguous_daddr, ForkBlock, Inode, ReadCtx, Reading};
+use crate::types::{AgNumber, FileBlock, ForkKind, Ino};
 
 impl Filesystem {
     /// The directory geometry of this filesystem.
@@ -251,6 +251,51 @@ impl ReadCtx for Filesystem {
     }
     fn agi_read_lock(&self, agno: AgNumber) -> Result<Option<TxGuard>> {
         Filesystem::agi_read_lock(self, agno)
+    }
+    /// A block the buffer cache holds is read from it: its committed
+    /// bytes (the newest a reader may see, what the read view would lay
+    /// over the device) and their verified mark. A reader holds the
+    /// inode's shared ilock, so no transaction changes the block
+    /// meanwhile; a freed (stale) buffer is not the block any more.
+    fn read_fork_block(
+        &self,
+        ip: &Inode,
+        fork: ForkKind,
+        off: FileBlock,
+        count: u32,
+    ) -> Result<Option<ForkBlock>> {
+        if let Some(rw) = self.rw() {
+            let geo = self.geo();
+            let len = count as usize * geo.blocksize as usize;
+            let cached = contiguous_daddr(geo, ip, fork, off, count)
+                .and_then(|daddr| Some((daddr, rw.bufs.lookup(daddr)?)));
+            if let Some((daddr, b)) = cached {
+                let st = b.st.lock();
+                if b.len == len && !st.stale && st.committed.len() == len {
+                    return Ok(Some(ForkBlock {
+                        daddr,
+                        bytes: st.committed.clone(),
+                        verified: st.verified,
+                    }));
+                }
+            }
+        }
+        Ok(self
+            .read_fork_blocks(ip, fork, off, count)?
+            .map(|(daddr, bytes)| ForkBlock {
+                daddr,
+                bytes: Arc::new(bytes),
+                verified: None,
+            }))
+    }
+    fn note_verified(&self, blk: &ForkBlock, kind: BufKind) {
+        let Some(b) = self.rw().and_then(|rw| rw.bufs.lookup(blk.daddr)) else {
+            return;
+        };
+        let mut st = b.st.lock();
+        if !st.stale && st.kind == kind && Arc::ptr_eq(&st.committed, &blk.bytes) {
+            st.verified = Some(kind);
+        }
     }
 }
 

@@ -21,6 +21,7 @@ use crate::cache::buf::TxGuard;
 use crate::cache::ilock::{ILockShared, IoLockGuard};
 use crate::error::{Error, Location, Result};
 use crate::format::bmbt::Extent;
+use crate::format::bufkind::BufKind;
 use crate::format::inode::InodeCore;
 use crate::format::sb::Superblock;
 use crate::geometry::Geometry;
@@ -171,6 +172,33 @@ pub trait ReadCtx {
         Ok(buf)
     }
 
+    /// [`ReadCtx::read_fork_blocks`], shared where the filesystem caches
+    /// the block: a read-write mount hands out the committed bytes of its
+    /// cached buffer (no copy) and what they were verified as. The
+    /// default copies the block and knows nothing of it.
+    fn read_fork_block(
+        &self,
+        ip: &Inode,
+        fork: ForkKind,
+        off: FileBlock,
+        count: u32,
+    ) -> Result<Option<ForkBlock>> {
+        Ok(self
+            .read_fork_blocks(ip, fork, off, count)?
+            .map(|(daddr, bytes)| ForkBlock {
+                daddr,
+                bytes: Arc::new(bytes),
+                verified: None,
+            }))
+    }
+
+    /// `blk` passed the whole decoder of `kind` (every check the
+    /// transaction side runs on one block of that kind): a filesystem that
+    /// caches the block may record it, if the block still holds those
+    /// bytes, so later reads of it skip the checks (see
+    /// `cache::buf::BufState::verified`).
+    fn note_verified(&self, _blk: &ForkBlock, _kind: BufKind) {}
+
     /// Read `count` filesystem blocks of a directory or attribute fork
     /// starting at fork block `off` (one directory/attr block, which may
     /// span several extents). `Ok(None)` if the whole range is a hole; a
@@ -234,6 +262,46 @@ pub trait ReadCtx {
             Some(d) => Ok(Some((d, out))),
         }
     }
+}
+
+/// A block of a directory or attribute fork as the read path gets it.
+#[derive(Debug, Clone)]
+pub struct ForkBlock {
+    /// Disk address of its first block (what its `blkno` must say).
+    pub daddr: Daddr,
+    pub bytes: Arc<Vec<u8>>,
+    /// The kind whose whole decoder these exact bytes passed, where the
+    /// filesystem keeps track (never for bytes just read from disk).
+    pub verified: Option<BufKind>,
+}
+
+impl ForkBlock {
+    /// Whether the bytes passed `kind`'s whole decoder.
+    pub fn trusted_as(&self, kind: BufKind) -> bool {
+        self.verified == Some(kind)
+    }
+}
+
+/// The disk address of fork blocks `off .. off + count` when one written
+/// extent maps them all (a block split over extents, or a hole, gives
+/// None).
+pub fn contiguous_daddr(
+    geo: &Geometry,
+    ip: &Inode,
+    fork: ForkKind,
+    off: FileBlock,
+    count: u32,
+) -> Option<Daddr> {
+    let f @ Fork::Extents { .. } = ip.fork(fork)? else {
+        return None;
+    };
+    let (Some(e), run) = f.map(off) else {
+        return None;
+    };
+    if e.unwritten || run < count as u64 {
+        return None;
+    }
+    Some(geo.fsb_to_daddr(FsBlock(e.start + (off.0 - e.off.0))))
 }
 
 enum Snap<'a> {
