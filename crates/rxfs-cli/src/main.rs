@@ -19,6 +19,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod alloc_tuning;
 mod cli_error;
 mod cmd;
 mod fuse;
@@ -89,6 +90,7 @@ fn run(cli: Cli) -> CliResult<()> {
 
 fn main() {
     sys::ensure_stdio();
+    alloc_tuning::keep_freed_memory();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let result = match cmd::mount::helper_argv(&argv) {
         Some(helper) => cmd::mount::run_helper(helper),
