@@ -27,7 +27,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::block::BlockState;
-use super::data::{data_decode, data_decode_trusted};
+use super::data::data_decode_tx;
 use super::skel::{fingerprint, DirSkel};
 use crate::alloc::{alloc_extent, AllocReq};
 use crate::bmap::fork;
@@ -183,7 +183,8 @@ impl BigDir {
         let d = self.data_block(tx, db)?;
         if !d.entries_ok {
             // The bytes may be edited since they were read.
-            d.st.entries = decode_data(&d.bytes, &geo, d.daddr, owner, &uuid, true, false)?.entries;
+            d.st.entries =
+                data_decode_tx(&d.bytes, &geo, d.daddr, owner, &uuid, true, false)?.entries;
             d.entries_ok = true;
         }
         Ok(d)
@@ -205,10 +206,12 @@ impl BigDir {
             let buf = tx.read_buf(daddr, self.geo.blksize as usize, BufKind::DirData)?;
             let bytes = tx.buf(buf).to_vec();
             let trusted = tx.buf_verified(buf, BufKind::DirData);
-            let st = decode_data(
+            let st = data_decode_tx(
                 &bytes, &self.geo, daddr, self.owner, &self.uuid, false, trusted,
             )?;
-            tx.set_buf_verified(buf, BufKind::DirData);
+            if !trusted {
+                tx.set_buf_verified(buf, BufKind::DirData);
+            }
             if st.bf[0].1 as u16 != self.bests[db as usize] {
                 return Err(corrupt(
                     self.owner,
@@ -442,29 +445,6 @@ impl BigDir {
         s.fp = fp;
         tx.set_fork_cache(self.dp, Some(self.base.clone()));
     }
-}
-
-/// Decode a data block's bytes as this operation holds them: the
-/// transaction's copy may be edited, its checksum stamped only at
-/// write-back (its CRC was checked when it was read: [`Sum::InCore`]);
-/// [`data_decode`]'s `names`. `trusted`: the bytes passed this decode
-/// before ([`MetaTx::buf_verified`]), so a bestfree table with an empty
-/// entry lists every unused slot ([`data_decode_trusted`]).
-fn decode_data(
-    bytes: &[u8],
-    geo: &DirGeo,
-    daddr: Daddr,
-    owner: Ino,
-    uuid: &Uuid,
-    names: bool,
-    trusted: bool,
-) -> Result<BlockState> {
-    if trusted && !names {
-        if let Some(st) = data_decode_trusted(bytes, geo, daddr, owner, uuid)? {
-            return Ok(st);
-        }
-    }
-    data_decode(bytes, geo, daddr, owner, uuid, names, Sum::InCore)
 }
 
 /// Write `bytes` as the block at `daddr`: through its buffer when it holds

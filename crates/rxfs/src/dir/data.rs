@@ -30,9 +30,14 @@ pub fn data_decode(
     sum: Sum,
 ) -> Result<BlockState> {
     let blk = DataBlock::data_as(buf, geo, daddr, owner, uuid, sum)?;
-    let (entries, free) = slots_of(&blk, geo, names)?;
+    walked_state(&blk, geo, names, buf.len())
+}
+
+/// The state of an opened block, every slot walked.
+fn walked_state(blk: &DataBlock, geo: &DirGeo, names: bool, n: usize) -> Result<BlockState> {
+    let (entries, free) = slots_of(blk, geo, names)?;
     Ok(BlockState {
-        n: buf.len(),
+        n,
         free,
         bf: blk.bestfree.map(|(o, l)| (o as usize, l as usize)),
         entries,
@@ -56,21 +61,49 @@ pub fn data_decode_trusted(
     uuid: &Uuid,
 ) -> Result<Option<BlockState>> {
     let blk = DataBlock::data_as(buf, geo, daddr, owner, uuid, Sum::InCore)?;
+    Ok(state_from_bestfree(&blk, buf.len()))
+}
+
+/// The unused slots of an opened block from its bestfree table, when the
+/// table has an empty entry (see [`data_decode_trusted`]).
+fn state_from_bestfree(blk: &DataBlock, n: usize) -> Option<BlockState> {
     let bf = blk.bestfree.map(|(o, l)| (o as usize, l as usize));
     if bf[2].1 != 0 {
-        return Ok(None);
+        return None;
     }
     let mut free: Vec<(usize, usize)> = bf.iter().copied().filter(|&(_, l)| l != 0).collect();
     free.sort_unstable();
-    Ok(Some(BlockState {
-        n: buf.len(),
+    Some(BlockState {
+        n,
         free,
         bf,
         entries: Vec::new(),
         leaf: Vec::new(),
         stale: 0,
         tail: 0,
-    }))
+    })
+}
+
+/// Decode a transaction's copy of a data block (CRC not checked: see
+/// [`Sum::InCore`]), its header checked once: from the bestfree table
+/// when `trusted` (the block passed the walk before) and no names are
+/// wanted and the table allows it ([`data_decode_trusted`]), else walked.
+pub fn data_decode_tx(
+    buf: &[u8],
+    geo: &DirGeo,
+    daddr: Daddr,
+    owner: Ino,
+    uuid: &Uuid,
+    names: bool,
+    trusted: bool,
+) -> Result<BlockState> {
+    let blk = DataBlock::data_as(buf, geo, daddr, owner, uuid, Sum::InCore)?;
+    if trusted && !names {
+        if let Some(st) = state_from_bestfree(&blk, buf.len()) {
+            return Ok(st);
+        }
+    }
+    walked_state(&blk, geo, names, buf.len())
 }
 
 /// A new empty data block at `daddr`: one unused slot.

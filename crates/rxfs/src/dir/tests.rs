@@ -330,7 +330,9 @@ fn block_random_against_model() {
 /// walking the block gives; with a full table it declines.
 #[test]
 fn trusted_data_decode_matches_the_walk() {
-    use super::data::{data_add, data_decode, data_decode_trusted, data_new, data_remove};
+    use super::data::{
+        data_add, data_decode, data_decode_trusted, data_decode_tx, data_new, data_remove,
+    };
     use crate::format::crc::Sum;
     let geo = DirGeo::new(12, 0, true);
     let mut r = Rng(0x7a11_0c8e);
@@ -373,6 +375,12 @@ fn trusted_data_decode_matches_the_walk() {
                 assert_ne!(walked.bf[2].1, 0);
                 declined += 1;
             }
+        }
+        // The transaction's decoder: the table's answer when it has one,
+        // the walk otherwise, trusted or not.
+        for trusted in [false, true] {
+            let t = data_decode_tx(&buf, &geo, DADDR, DIR, &UUID, false, trusted).unwrap();
+            assert_eq!((&t.free, t.bf), (&walked.free, walked.bf));
         }
     }
     assert!(
