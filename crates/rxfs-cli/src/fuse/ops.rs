@@ -164,13 +164,12 @@ impl Core {
         if name == b"." {
             return self.lookup_self(parent, reply);
         }
-        let r = self.inode(parent).and_then(|dir| {
-            if !dir.is_dir() {
-                return Err(Error::NotDir);
-            }
-            let ino = self.fs.lookup(&dir, name)?;
-            self.fs.iget(ino)
-        });
+        let dir = match self.inode(parent) {
+            Ok(d) if d.is_dir() => d,
+            Ok(_) => return reply.fail(self.errno("lookup", parent, &Error::NotDir)),
+            Err(e) => return reply.fail(self.errno("lookup", parent, &e)),
+        };
+        let r = self.fs.lookup(&dir, name).and_then(|ino| self.fs.iget(ino));
         match r {
             Ok(ip) => {
                 self.remember(&ip);
@@ -182,15 +181,11 @@ impl Core {
             }
             Err(Error::NotFound) => {
                 // A negative entry (node id 0) the kernel may cache: names
-                // only appear through this mount, which drops it then.
-                match self.inode(parent) {
-                    Ok(dir) => {
-                        let mut attr = file_attr(&self.fs, &dir);
-                        attr.ino = INodeNo(0);
-                        reply.entry(&self.ttl, &attr, Generation(0));
-                    }
-                    Err(_) => reply.fail(libc::ENOENT),
-                }
+                // only appear through this mount, which drops it then. Its
+                // attributes are not used; the directory's fill them.
+                let mut attr = file_attr(&self.fs, &dir);
+                attr.ino = INodeNo(0);
+                reply.entry(&self.ttl, &attr, Generation(0));
             }
             Err(e) => reply.fail(self.errno("lookup", parent, &e)),
         }

@@ -282,11 +282,7 @@ impl ReadCtx for Filesystem {
         }
         Ok(self
             .read_fork_blocks(ip, fork, off, count)?
-            .map(|(daddr, bytes)| ForkBlock {
-                daddr,
-                bytes: Arc::new(bytes),
-                verified: None,
-            }))
+            .map(|(daddr, bytes)| ForkBlock::copied(daddr, bytes)))
     }
     fn note_verified(&self, blk: &ForkBlock, kind: BufKind) {
         let Some(b) = self.rw().and_then(|rw| rw.bufs.lookup(blk.daddr)) else {

@@ -185,11 +185,7 @@ pub trait ReadCtx {
     ) -> Result<Option<ForkBlock>> {
         Ok(self
             .read_fork_blocks(ip, fork, off, count)?
-            .map(|(daddr, bytes)| ForkBlock {
-                daddr,
-                bytes: Arc::new(bytes),
-                verified: None,
-            }))
+            .map(|(daddr, bytes)| ForkBlock::copied(daddr, bytes)))
     }
 
     /// `blk` passed the whole decoder of `kind` (every check the
@@ -276,6 +272,15 @@ pub struct ForkBlock {
 }
 
 impl ForkBlock {
+    /// Bytes read into a buffer of their own: nothing known of them.
+    pub fn copied(daddr: Daddr, bytes: Vec<u8>) -> Self {
+        ForkBlock {
+            daddr,
+            bytes: Arc::new(bytes),
+            verified: None,
+        }
+    }
+
     /// Whether the bytes passed `kind`'s whole decoder.
     pub fn trusted_as(&self, kind: BufKind) -> bool {
         self.verified == Some(kind)
