@@ -90,7 +90,6 @@ fn run(cli: Cli) -> CliResult<()> {
 
 fn main() {
     sys::ensure_stdio();
-    alloc_tuning::keep_freed_memory();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let result = match cmd::mount::helper_argv(&argv) {
         Some(helper) => cmd::mount::run_helper(helper),

@@ -148,6 +148,7 @@ macro_rules! say {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
+    crate::alloc_tuning::keep_freed_memory();
     let threads: Vec<usize> = a
         .threads
         .split(',')

@@ -284,6 +284,7 @@ fn mount(
     foreground: bool,
     helper: bool,
 ) -> CliResult<()> {
+    crate::alloc_tuning::keep_freed_memory();
     let image_abs = image
         .canonicalize()
         .map_err(|e| mount_fail(CliError::io(image.display(), &e)))?;

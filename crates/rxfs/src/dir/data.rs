@@ -47,12 +47,10 @@ fn walked_state(blk: &DataBlock, geo: &DirGeo, names: bool, n: usize) -> Result<
     })
 }
 
-/// [`data_decode`] without names of a block that passed it before and
-/// was changed only by the edits of this module since (whose invariants
-/// keep bestfree the three longest unused slots): when the table has an
-/// empty entry it lists every unused slot, so they are taken from it
-/// without walking the block. None when the table is full (a walk is
-/// needed). The header is checked as always (all but the CRC).
+/// [`data_decode_tx`] of a trusted block with no names wanted, without
+/// its fallback: None when the bestfree table cannot stand in for the walk
+/// (tests compare it with the walk).
+#[cfg(test)]
 pub fn data_decode_trusted(
     buf: &[u8],
     geo: &DirGeo,
@@ -64,8 +62,12 @@ pub fn data_decode_trusted(
     Ok(state_from_bestfree(&blk, buf.len()))
 }
 
-/// The unused slots of an opened block from its bestfree table, when the
-/// table has an empty entry (see [`data_decode_trusted`]).
+/// The unused slots of an opened block from its bestfree table, for a
+/// block that passed [`data_decode`] before and was changed only by the
+/// edits of this module since (whose invariants keep bestfree the three
+/// longest unused slots): when the table has an empty entry it lists
+/// every unused slot, so they are taken from it without walking the
+/// block. None when the table is full (a walk is needed).
 fn state_from_bestfree(blk: &DataBlock, n: usize) -> Option<BlockState> {
     let bf = blk.bestfree.map(|(o, l)| (o as usize, l as usize));
     if bf[2].1 != 0 {
@@ -87,7 +89,7 @@ fn state_from_bestfree(blk: &DataBlock, n: usize) -> Option<BlockState> {
 /// Decode a transaction's copy of a data block (CRC not checked: see
 /// [`Sum::InCore`]), its header checked once: from the bestfree table
 /// when `trusted` (the block passed the walk before) and no names are
-/// wanted and the table allows it ([`data_decode_trusted`]), else walked.
+/// wanted and the table allows it ([`state_from_bestfree`]), else walked.
 pub fn data_decode_tx(
     buf: &[u8],
     geo: &DirGeo,

@@ -16,7 +16,11 @@
 //!   continues into the next leaf), and compares names in the data blocks
 //!   those entries point at; collisions just make the run longer.
 //!
-//! Bounds: every block read goes through a verifier; loops run over blocks
+//! Bounds: every block read from disk goes through a verifier; a block of
+//! the read-write mount's buffer cache that passed its decoder before
+//! (its verified mark, see [`ReadCtx::note_verified`]) skips the CRC and,
+//! for leaves, the entry checks, and its leaf entries are searched in
+//! place with their bounds checked again; loops run over blocks
 //! that the extent list maps (so the disk cannot make them longer than the
 //! directory really is); DA descents are capped at the maximum tree depth and
 //! must go down one level per step; leaf sibling walks remember the blocks
