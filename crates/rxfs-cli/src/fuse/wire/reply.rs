@@ -133,7 +133,13 @@ pub struct Reply {
     sink: Sink,
     unique: u64,
     done: bool,
+    /// Called once, just before the answer is written (the read gate's
+    /// count of loops running requests).
+    on_answer: Option<AnswerHook>,
 }
+
+/// What a reply calls just before its answer is written.
+pub type AnswerHook = Arc<dyn Fn() + Send + Sync>;
 
 impl Reply {
     pub fn new(ch: Arc<Channel>, unique: u64) -> Reply {
@@ -141,6 +147,7 @@ impl Reply {
             sink: Sink::Dev(ch),
             unique,
             done: false,
+            on_answer: None,
         }
     }
 
@@ -150,11 +157,21 @@ impl Reply {
             sink: Sink::Ring(slot),
             unique,
             done: false,
+            on_answer: None,
         }
+    }
+
+    /// Call `hook` just before the answer is written.
+    pub fn on_answer(mut self, hook: &AnswerHook) -> Reply {
+        self.on_answer = Some(hook.clone());
+        self
     }
 
     fn send(&mut self, error: i32, parts: &[&[u8]]) {
         self.done = true;
+        if let Some(hook) = self.on_answer.take() {
+            hook();
+        }
         super::trace::reply(self.unique, error, parts);
         let ch = match &self.sink {
             Sink::Dev(ch) => ch,

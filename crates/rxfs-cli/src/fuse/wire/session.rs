@@ -21,7 +21,7 @@ use zerocopy::IntoBytes;
 use super::abi::{self, init};
 use super::gate::{Parking, ReadGate};
 use super::mount::{self, MountSpec, Mounted};
-use super::reply::{Channel, Reply};
+use super::reply::{AnswerHook, Channel, Reply};
 use super::request::{self, Op, Request};
 use super::types::INodeNo;
 use super::uring;
@@ -156,10 +156,10 @@ impl Session {
             let (h, acl, owner, gate) = (h.clone(), self.acl, self.owner, gate.clone());
             let t = std::thread::Builder::new()
                 .name(format!("rxfs-fuse-{i}"))
-                .spawn(move || serve_loop(&ch, &*h, acl, owner, &gate, vec![0u8; size]))?;
+                .spawn(move || serve_loop(&ch, &*h, acl, owner, gate, vec![0u8; size]))?;
             workers.push(t);
         }
-        let r = serve_loop(&self.ch, &*h, self.acl, self.owner, &gate, buf);
+        let r = serve_loop(&self.ch, &*h, self.acl, self.owner, gate, buf);
         if let Some(rings) = rings {
             rings.finish();
         }
@@ -280,11 +280,11 @@ fn serve_loop(
     h: &dyn Handler,
     acl: Acl,
     owner: u32,
-    gate: &ReadGate,
+    gate: Arc<ReadGate>,
     buf: Vec<u8>,
 ) -> io::Result<()> {
     let me = Arc::new(Parking::default());
-    let r = serve_gated(ch, h, acl, owner, gate, &me, buf);
+    let r = serve_gated(ch, h, acl, owner, &gate, &me, buf);
     match r {
         // Unmounted: every parked loop stops too.
         Ok(()) => gate.stop(),
@@ -299,17 +299,25 @@ fn serve_gated(
     h: &dyn Handler,
     acl: Acl,
     owner: u32,
-    gate: &ReadGate,
+    gate: &Arc<ReadGate>,
     me: &Arc<Parking>,
     mut buf: Vec<u8>,
 ) -> io::Result<()> {
-    let mut done = false;
-    while gate.enter(me, done) {
+    // An answer ends the loop's count as running (see the gate).
+    let hook: AnswerHook = {
+        let (gate, me) = (gate.clone(), me.clone());
+        Arc::new(move || gate.answered(&me))
+    };
+    while gate.enter(me) {
         let Some(n) = read_request(ch, &mut buf)? else {
             return Ok(());
         };
-        gate.taken();
-        done = true;
+        // The caller's pid (fuse_in_header.pid) tells the gate how many
+        // callers it serves.
+        let pid = buf
+            .get(32..36)
+            .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
+        gate.taken(me, pid);
         let Some((req, op)) = request::parse(&buf[..n]) else {
             eprintln!("rxfs: a malformed FUSE message ({n} bytes) was dropped");
             continue;
@@ -326,7 +334,7 @@ fn serve_gated(
             Op::Interrupt => continue,
             _ => {}
         }
-        let reply = Reply::new(ch.clone(), req.unique);
+        let reply = Reply::new(ch.clone(), req.unique).on_answer(&hook);
         match op {
             Op::Init(_) => reply.error(libc::EIO),
             Op::Destroy => reply.ok(),
