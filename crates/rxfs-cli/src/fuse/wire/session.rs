@@ -314,7 +314,7 @@ fn serve_gated(
         };
         // The caller's pid (fuse_in_header.pid) tells the gate how many
         // callers it serves.
-        let pid = buf
+        let pid = buf[..n]
             .get(32..36)
             .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
         gate.taken(me, pid);
