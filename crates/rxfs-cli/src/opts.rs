@@ -52,8 +52,8 @@ pub struct WriteArgs {
     pub rtdev: Option<PathBuf>,
 }
 
-/// FUSE-side options of `rxfs mount`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// FUSE-side options of `rxfs mount` (the defaults: all off or unset).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct FuseOpts {
     pub allow_other: bool,
     pub auto_unmount: bool,
@@ -70,26 +70,13 @@ pub struct FuseOpts {
     /// (the fuse module's `enable_uring` parameter); on: the mount fails
     /// if it does not; off: never.
     pub uring: Option<bool>,
-    /// `writeback_cache` (the default, `=on`; `=off` or
-    /// `nowriteback_cache` turn it off): the kernel's page cache keeps
-    /// dirty pages and sends them later (`FUSE_WRITEBACK_CACHE`, see
-    /// [`crate::fuse`]).
+    /// `writeback_cache` (`=on`; off by default, also `=off` or
+    /// `nowriteback_cache`): the kernel's page cache keeps dirty pages
+    /// and sends them later (`FUSE_WRITEBACK_CACHE`). Off by default: with
+    /// it a write(2) past free space succeeds (ENOSPC only at fsync or
+    /// close) and `stat` shows the kernel's times, not those stored; see
+    /// the promises in [`crate::fuse`].
     pub writeback_cache: bool,
-}
-
-impl Default for FuseOpts {
-    fn default() -> Self {
-        FuseOpts {
-            allow_other: false,
-            auto_unmount: false,
-            flags: Vec::new(),
-            fsname: None,
-            subtype: None,
-            threads: None,
-            uring: None,
-            writeback_cache: true,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -601,7 +588,7 @@ mod tests {
         assert!(o.read_only);
         // The write-back cache: on unless turned off; the last word wins.
         let wb = |o: &str| p(&[o], true).unwrap().fuse.writeback_cache;
-        assert!(wb("rw"));
+        assert!(!wb("rw"), "the write-back cache is off unless asked for");
         assert!(!wb("nowriteback_cache"));
         assert!(wb("nowriteback_cache,writeback_cache"));
         assert!(wb("writeback_cache"));

@@ -13,8 +13,11 @@
 //! `xfs_repair -n` must exit 0. A copy recovered by rxfs instead must show
 //! the same tree and repair clean too.
 //!
-//! RXFS_KILL9_SEEDS=N (default 4; even seeds are killed after the
-//! workload, odd ones during it). Needs root, FUSE and xfsprogs; fails
+//! Every cell of the mount-option matrix (`common::matrix`: write-back
+//! cache, io_uring, one event loop) runs, the defaults longest.
+//! RXFS_KILL9_SEEDS=N (the defaults, default 4), RXFS_KILL9_CELL_SEEDS=N
+//! (each other cell, default 2); even seeds are killed after the
+//! workload, odd ones during it. Needs root, FUSE and xfsprogs; fails
 //! (never skips) unless RXFS_SKIP_KERNEL_TESTS=1.
 
 mod common;
@@ -26,6 +29,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
+use common::matrix::Cell;
 use common::*;
 use crash_support::check::check_tree;
 use crash_support::posix::PosixTarget;
@@ -69,7 +73,7 @@ fn must<T>(what: &str, r: Result<T, String>) -> T {
 }
 
 /// One seed; returns (ops run, files checked exactly, sector-wise).
-fn kill_seed(s: &Scratch, seed: u64) -> (usize, usize, usize) {
+fn kill_seed(s: &Scratch, seed: u64, opts: &str) -> (usize, usize, usize) {
     let img = s.path("img");
     mkfs(&img, 512 << 20, &[]);
     let mnt = s.path("m");
@@ -79,7 +83,7 @@ fn kill_seed(s: &Scratch, seed: u64) -> (usize, usize, usize) {
         img.as_os_str(),
         mnt.as_os_str(),
         OsStr::new("-o"),
-        OsStr::new("rw"),
+        OsStr::new(opts),
     ]);
     let guard = KernelMount::adopt(&mnt);
     let params = Params {
@@ -174,28 +178,69 @@ fn kill_seed(s: &Scratch, seed: u64) -> (usize, usize, usize) {
     (h.ops.len() - 1, checked.exact, checked.windowed)
 }
 
-#[test]
-fn kill_9_then_kernel_replays_what_was_fsynced() {
+/// The seeds of one cell: RXFS_KILL9_SEEDS for the defaults (4 unless
+/// set), RXFS_KILL9_CELL_SEEDS for every other cell (2: one killed after
+/// its workload, one during it).
+fn run_cell(cell: Cell) {
     if kernel_tests_disabled() {
         return;
     }
     require_root();
     unsafe { libc::umask(0o022) };
-    let seeds: u64 = std::env::var("RXFS_KILL9_SEEDS")
+    let (var, default) = match cell == Cell::DEFAULTS {
+        true => ("RXFS_KILL9_SEEDS", 4),
+        false => ("RXFS_KILL9_CELL_SEEDS", 2),
+    };
+    let seeds: u64 = std::env::var(var)
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+        .unwrap_or(default);
+    let opts = cell.opts();
+    let _param = cell.param();
     let s = Scratch::new("kill9");
     let (mut ops, mut exact, mut windowed) = (0, 0, 0);
     for seed in 0..seeds {
-        let (o, e, w) = kill_seed(&s, seed);
-        eprintln!("kill9 seed {seed}: {o} ops, files checked exactly {e} / sector-wise {w}");
+        let (o, e, w) = kill_seed(&s, seed, &opts);
+        eprintln!(
+            "kill9 -o {opts} seed {seed}: {o} ops, files checked exactly {e} / sector-wise {w}"
+        );
         ops += o;
         exact += e;
         windowed += w;
     }
     eprintln!(
-        "kill9: {seeds} seeds, {ops} ops, files checked exactly {exact} / sector-wise {windowed}, failures 0"
+        "kill9 -o {opts}: {seeds} seeds, {ops} ops, files checked exactly {exact} / sector-wise {windowed}, failures 0"
     );
-    assert!(exact > 0, "nothing durable was checked");
+    assert!(exact > 0, "-o {opts}: nothing durable was checked");
+}
+
+/// The default mount: `-o rw` and nothing else.
+#[test]
+fn kill_9_then_kernel_replays_what_was_fsynced() {
+    run_cell(Cell::DEFAULTS);
+}
+
+macro_rules! cells {
+    ($($name:ident: $cache:expr, $uring:expr, $one:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            let cell = Cell { cache: $cache, uring: Some($uring), one_thread: $one };
+            if Cell::all().contains(&cell) {
+                run_cell(cell);
+            }
+        }
+    )*};
+}
+
+// Every other cell of the matrix (`common::matrix`): write-back cache,
+// io_uring, one event loop.
+cells! {
+    kill_9_cell_dev_loops: false, false, false;
+    kill_9_cell_dev_one_loop: false, false, true;
+    kill_9_cell_uring_loops: false, true, false;
+    kill_9_cell_uring_one_loop: false, true, true;
+    kill_9_cell_cache_dev_loops: true, false, false;
+    kill_9_cell_cache_dev_one_loop: true, false, true;
+    kill_9_cell_cache_uring_loops: true, true, false;
+    kill_9_cell_cache_uring_one_loop: true, true, true;
 }

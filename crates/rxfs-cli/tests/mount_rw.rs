@@ -335,13 +335,19 @@ fn rw_mount_end_to_end() {
     end_to_end("rwmount", "rw,logbufs=4,logbsize=64k,nowriteback_cache");
 }
 
-/// The same with the kernel's write-back cache (the default): the times
-/// `stat` showed are those on disk after the unmount (the kernel owns
+/// The same with the kernel's write-back cache (`writeback_cache=on`): the
+/// times `stat` showed are those on disk after the unmount (the kernel owns
 /// mtime and ctime; a WRITE from its cache and our preallocation past EOF
 /// leave them).
 #[test]
 fn rw_mount_end_to_end_writeback_cache() {
-    end_to_end("rwmount_wb", "rw");
+    end_to_end("rwmount_wb", "rw,writeback_cache=on");
+}
+
+/// The default mount (no options but `rw`).
+#[test]
+fn rw_mount_end_to_end_defaults() {
+    end_to_end("rwmount_def", "rw");
 }
 
 fn end_to_end(tag: &str, opts: &str) {

@@ -189,9 +189,9 @@ fn setid_bits_dropped_as_the_kernel_drops_them() {
             "the kernel's run lacks {must:?}: {want_final:#?}"
         );
     }
-    // With the write-back cache (the default) and without it: the
+    // With the write-back cache and without it (the default): the
     // kernel sends writes by other paths.
-    for opts in ["rw,allow_other", "rw,allow_other,nowriteback_cache"] {
+    for opts in ["rw,allow_other,writeback_cache=on", "rw,allow_other"] {
         let img = s.path("img");
         mkfs(&img, 512 << 20, &[]);
         let mnt = s.path("m");

@@ -19,39 +19,10 @@ use std::ffi::OsStr;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
-use std::sync::Mutex;
 
 use common::*;
 
-const PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
-
-/// The tests of this file change one kernel parameter: one at a time.
-static PARAM_LOCK: Mutex<()> = Mutex::new(());
-
-/// `enable_uring` set to `on` until dropped, then restored.
-struct UringParam {
-    old: String,
-    _lock: std::sync::MutexGuard<'static, ()>,
-}
-
-impl UringParam {
-    fn set(on: bool) -> UringParam {
-        let lock = PARAM_LOCK.lock().unwrap_or_else(|e| e.into_inner());
-        let old = std::fs::read_to_string(PARAM)
-            .unwrap_or_else(|e| panic!("{PARAM}: {e} (this kernel has no FUSE over io_uring)"));
-        std::fs::write(PARAM, if on { "Y" } else { "N" }).unwrap();
-        UringParam {
-            old: old.trim().to_string(),
-            _lock: lock,
-        }
-    }
-}
-
-impl Drop for UringParam {
-    fn drop(&mut self) {
-        let _ = std::fs::write(PARAM, &self.old);
-    }
-}
+use common::matrix::UringParam;
 
 /// The `fuse_*_requests` counters of a live mount.
 fn transport_counters(mnt: &Path) -> (u64, u64) {

@@ -41,10 +41,11 @@ use crate::{CliError, CliResult};
 /// threads=N, fuse_uring=auto|on|off (serve requests over FUSE io_uring:
 /// auto, the default, when the kernel offers it, i.e. with
 /// /sys/module/fuse/parameters/enable_uring on), writeback_cache[=on|off]
-/// (on, the default, on a read-write mount: the kernel caches writes and
-/// sends them at writeback, fsync or close; data is durable at fsync
-/// either way; off or nowriteback_cache: every write(2) reaches rxfs
-/// before it returns),
+/// (off by default: every write(2) reaches rxfs before it returns, as on
+/// the kernel's XFS; on: the kernel caches writes and sends them at
+/// writeback, fsync or close; fsync'd data is durable either way, but with
+/// the cache a write(2) past free space succeeds and only fsync or close
+/// reports ENOSPC, and `stat` shows the kernel's times of regular files),
 /// and the kernel flags dev,
 /// nodev, suid, nosuid, exec, noexec,
 /// atime, noatime, sync, dirsync; generic mount(8) options (defaults,

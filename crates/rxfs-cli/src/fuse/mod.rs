@@ -29,27 +29,53 @@
 //! (reads and writes of the library), so the inode flags of its
 //! destination are checked as for a write.
 //!
-//! Write caching: a read-write mount asks for FUSE_WRITEBACK_CACHE
-//! unless mounted with `nowriteback_cache`. The kernel then keeps dirty
-//! pages and sends them as WRITEs at writeback, fsync, close (FLUSH
-//! waits for them), and before a truncate, a punch or zero range, a
-//! copy_file_range or an O_DIRECT write of the range; a WRITE from
-//! writeback carries no caller. For regular files the kernel owns size,
-//! mtime and ctime: it ignores ours in every answer, extends the size
-//! itself after a fallocate or copy_file_range, and sends its times back
-//! in SETATTR (explicit mtime and ctime, see `SetAttrArgs::flags_allow`
-//! for what that means to append-only files). Durability is unchanged:
-//! fsync, fdatasync and O_SYNC/O_DSYNC writes first write back and wait
-//! for the dirty pages, then send FSYNC, which forces our log; `kill -9`
-//! of the daemon loses only what no fsync covered (the kernel's dirty
-//! pages die with the connection, as a kernel filesystem's do with the
-//! machine). Ordering is the kernel's: it never has two WRITEs of one
-//! page in flight, waits for every WRITE of a file before a SETATTR of
-//! its size, and for every WRITE before the unmount ends the connection;
-//! our loops each run a request to the end, and the session returns only
-//! when every loop has ended, so no request is still running when the
-//! filesystem is unmounted. ENOSPC of a cached write is reported by the
-//! close or fsync that writes it back (the write(2) went to the cache).
+//! Durability and write caching: what each event guarantees.
+//!
+//! Default mount (no write-back cache, as the kernel's XFS behaves):
+//! - write(2): answered once rxfs has the data (in the device's cache)
+//!   and the size and mappings are committed to the CIL. Space is taken
+//!   while the write is served, so ENOSPC (or EDQUOT, EFBIG) is the
+//!   write(2)'s own answer (a short count, then the error).
+//! - fsync/fdatasync (FSYNC; FSYNCDIR for a directory): the log is forced
+//!   up to the inode's last change and the device cache flushed; the
+//!   file's data and metadata (a directory's entries) survive any crash
+//!   from then on.
+//! - close: no durability of its own (as XFS); errors were the writes'.
+//! - sync(2)/syncfs (SYNCFS): every change committed before it is durable.
+//! - unmount: everything is written back in place and the log left clean.
+//! - a crash (the daemon killed, the machine lost): every fsync'd change
+//!   is there after recovery (by rxfs or the kernel); changes no fsync
+//!   covered may be lost, each transaction whole or not at all.
+//!
+//! With `writeback_cache=on` (FUSE_WRITEBACK_CACHE) the kernel keeps dirty
+//! pages and sends them as WRITEs at writeback, fsync, close (even with
+//! FLUSH answered ENOSYS) and before a truncate, a punch or zero range, a
+//! copy_file_range or an O_DIRECT write of the range. fsync, sync and a
+//! crash promise the same as above (fsync and sync first write the pages
+//! back and wait for them; a kill loses the kernel's dirty pages, as a
+//! machine crash loses a kernel filesystem's). What it cannot keep, and
+//! why it is off by default:
+//! - ENOSPC: a write(2) into the cache succeeds whatever the free space;
+//!   the fsync or close that writes it back reports the error. A program
+//!   that writes until ENOSPC without fsync or close never stops (the
+//!   kernel grows the file in its cache: fstests generic/015 hangs).
+//! - `stat`: the kernel owns a cached regular file's size, mtime and
+//!   ctime. It shows a size whose bytes may not be stored, ignores times
+//!   rxfs sets (link, xattrs, fallocate change ctime on disk), and sends
+//!   its own back in SETATTR when it writes the inode back: times on disk
+//!   after an unmount may differ from those `stat` showed.
+//!
+//! A cached WRITE is stored whole or answered with its error: the kernel's
+//! write-back takes any count as the whole write, so a short count would
+//! let an fsync succeed over bytes never stored (`Core::write` in [`ops_rw`]). A
+//! WRITE from the cache carries no caller.
+//!
+//! Ordering is the kernel's: it never has two WRITEs of one page in
+//! flight, waits for every WRITE of a file before a SETATTR of its size,
+//! and for every WRITE before the unmount ends the connection; our loops
+//! each run a request to the end, and the session returns only when every
+//! loop has ended, so no request is still running when the filesystem is
+//! unmounted.
 //!
 //! Set-id bits: the mount asks for FUSE_HANDLE_KILLPRIV_V2, so dropping
 //! them on write, truncate and chown is ours. A write(2) that must drop
@@ -338,7 +364,8 @@ impl wire::Handler for RxFuse {
                     .then_some(arg.write_flags & WRITE_KILL_SUIDGID == 0);
                 let who = cred::Asker::of(req).with_fsetid(fsetid);
                 let at = arg.offset as i64;
-                self.run(|c| c.write(node, at, data, stamp, who, ReplyWrite(reply)))
+                let from = ops_rw::WriteFrom { stamp, cached };
+                self.run(|c| c.write(node, at, data, from, who, ReplyWrite(reply)))
             }
             Op::Setattr(a) => {
                 // With HANDLE_KILLPRIV_V2 a truncate says whether its

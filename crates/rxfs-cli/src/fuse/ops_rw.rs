@@ -27,6 +27,8 @@ use rxfs::bmap::data::SetAttr;
 use rxfs::format::inode::{InodeCore, Timestamp};
 use rxfs::fs::ops_ns::CreateArgs;
 use rxfs::inode::Inode;
+use rxfs::types::Ino;
+use rxfs::Error;
 
 use rxfs::format::inode::{DIFLAG_IMMUTABLE, DIFLAG_SYNC};
 use rxfs::format::xflags::{flags_allow, Change};
@@ -299,10 +301,11 @@ impl Core {
         nodeid: u64,
         offset: i64,
         data: &[u8],
-        stamp: bool,
+        from: WriteFrom,
         who: Asker,
         reply: ReplyWrite,
     ) {
+        let WriteFrom { stamp, cached } = from;
         if let Err(e) = self.check_rw() {
             return reply.fail(e);
         }
@@ -329,17 +332,52 @@ impl Core {
         if let Err(e) = self.drop_setid_before_change(&ip, nodeid, who) {
             return reply.fail(e);
         }
-        match self.fs.write_stamped(ip.ino, offset as u64, data, stamp) {
-            // A file with the sync flag: every write is a data-integrity
-            // write (as O_DSYNC), done before it is answered.
-            Ok(n) if ip.core.flags & DIFLAG_SYNC != 0 => match self.fs.fsync(ip.ino, true) {
-                Ok(()) => reply.written(n.min(u32::MAX as usize) as u32),
-                Err(e) => reply.fail(self.errno("write", nodeid, &e)),
-            },
-            // A write never exceeds max_write (1 MiB), so the count fits.
-            Ok(n) => reply.written(n.min(u32::MAX as usize) as u32),
-            Err(e) => reply.fail(self.errno("write", nodeid, &e)),
+        let n = match self.write_all(ip.ino, offset as u64, data, stamp) {
+            Ok(n) => n,
+            Err((0, e)) => return reply.fail(self.errno("write", nodeid, &e)),
+            // A short count is an answer only to a write(2) that waits for
+            // it. The kernel's write-back takes any count of a cached
+            // WRITE as the whole (it checks errors, not counts): the pages
+            // would be marked clean, and an fsync would succeed over bytes
+            // that were never stored. So a cached WRITE is whole or fails.
+            Err((_, e)) if cached => return reply.fail(self.errno("write", nodeid, &e)),
+            Err((done, _)) => done,
+        };
+        // A file with the sync flag: every write is a data-integrity write
+        // (as O_DSYNC), done before it is answered.
+        if ip.core.flags & DIFLAG_SYNC != 0 {
+            if let Err(e) = self.fs.fsync(ip.ino, true) {
+                return reply.fail(self.errno("write", nodeid, &e));
+            }
         }
+        // A write never exceeds max_write (1 MiB), so the count fits.
+        reply.written(n.min(u32::MAX as usize) as u32)
+    }
+
+    /// Write all of `data` at `off`: the library may stop short (an error
+    /// after some of its transactions committed); the rest is asked for
+    /// again until it fails. `Err((done, e))`: `done` bytes were written
+    /// before error `e` (ENOSPC when the library wrote nothing and said
+    /// nothing).
+    fn write_all(
+        &self,
+        ino: Ino,
+        off: u64,
+        data: &[u8],
+        stamp: bool,
+    ) -> Result<usize, (usize, Error)> {
+        let mut done = 0;
+        while done < data.len() {
+            match self
+                .fs
+                .write_stamped(ino, off + done as u64, &data[done..], stamp)
+            {
+                Ok(0) => return Err((done, Error::NoSpace)),
+                Ok(n) => done += n,
+                Err(e) => return Err((done, e)),
+            }
+        }
+        Ok(done)
     }
 
     /// SETATTR: chmod, chown, truncate, utimens (FATTR_MODE, _UID, _GID,
@@ -495,6 +533,16 @@ impl Core {
             Err(e) => reply.fail(self.errno("fsync", nodeid, &e)),
         }
     }
+}
+
+/// Where a WRITE comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteFrom {
+    /// Set mtime and ctime (false when the kernel owns them).
+    pub stamp: bool,
+    /// From the kernel's page cache (FUSE_WRITE_CACHE): stored whole or
+    /// answered with an error, never a short count.
+    pub cached: bool,
 }
 
 /// A COPY_FILE_RANGE request (node ids, byte offsets).

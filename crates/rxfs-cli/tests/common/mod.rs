@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 mod kcommon;
 pub use kcommon::*;
 
+pub mod matrix;
 pub mod rt;
 
 pub const RXFS: &str = env!("CARGO_BIN_EXE_rxfs");
