@@ -39,23 +39,13 @@ from harness import REPO, require_fuse, require_tools, rxfs_bin
 URING_PARAM = "/sys/module/fuse/parameters/enable_uring"
 
 
-def _rings_by_default() -> bool:
-    try:
-        return open(URING_PARAM).read().strip() == "Y"
-    except OSError:
-        return False
-
-
 def cells() -> list[tuple[str, str]]:
-    """(id, -o options): the defaults first, then every combination (the
-    `/dev/fuse` one with the default loops only where the defaults are not
-    it already), as `common::matrix::Cell::all` in the Rust tests."""
+    """(id, -o options): the defaults first, then every combination, as the
+    `cells!` of the Rust test `kill9_kernel`."""
     out = [("defaults", "rw")]
     for cache in (False, True):
         for uring in (False, True):
             for one in (False, True):
-                if not (cache or uring or one) and not _rings_by_default():
-                    continue
                 o = "rw" + (",writeback_cache=on" if cache else "")
                 o += ",fuse_uring=on" if uring else ",fuse_uring=off"
                 o += ",threads=1" if one else ""

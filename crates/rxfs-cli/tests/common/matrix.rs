@@ -77,30 +77,6 @@ impl Cell {
         one_thread: false,
     };
 
-    /// Every cell, the defaults first (`/dev/fuse` with the default loops
-    /// is left out where it is what the defaults get: a machine whose
-    /// `enable_uring` is off).
-    pub fn all() -> Vec<Cell> {
-        let rings_by_default = std::fs::read_to_string(URING_PARAM).is_ok_and(|s| s.trim() == "Y");
-        let mut v = vec![Cell::DEFAULTS];
-        for cache in [false, true] {
-            for uring in [false, true] {
-                for one_thread in [false, true] {
-                    let c = Cell {
-                        cache,
-                        uring: Some(uring),
-                        one_thread,
-                    };
-                    if !(c.cache || c.uring == Some(true) || c.one_thread || rings_by_default) {
-                        continue;
-                    }
-                    v.push(c);
-                }
-            }
-        }
-        v
-    }
-
     /// The `-o` options of the cell (after `rw`).
     pub fn opts(&self) -> String {
         let mut o = String::from("rw");
