@@ -24,13 +24,20 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// With RXFS_READER_STRESS_OPTS set, `-o` those options (a cell of
+    /// the mount-option matrix, e.g. `rw,writeback_cache=on,threads=1`).
     pub fn start(s: &Scratch, img: &Path) -> Daemon {
         let mnt = s.path("m");
         std::fs::create_dir_all(&mnt).unwrap();
         let log = s.path("daemon.log");
+        let opts: Vec<String> = match std::env::var("RXFS_READER_STRESS_OPTS") {
+            Ok(o) if !o.is_empty() => vec!["-o".into(), o],
+            _ => Vec::new(),
+        };
         let child = Command::new(RXFS)
             .args([OsStr::new("mount"), OsStr::new("-f")])
             .args([img.as_os_str(), mnt.as_os_str()])
+            .args(&opts)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
