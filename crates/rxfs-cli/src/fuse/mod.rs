@@ -96,7 +96,9 @@
 //! in a SETATTR when it writes the inode back, which may come before the
 //! pages; stamping them again at the WRITE left times on disk after an
 //! unmount later than those `stat` had shown. Without the cache every
-//! WRITE stamps them. One difference from the kernel's XFS remains with
+//! WRITE stamps them, the write-back of a shared writable mapping's pages
+//! too (it carries WRITE_CACHE, but the kernel keeps no times for it:
+//! fstests generic/080). One difference from the kernel's XFS remains with
 //! the cache on, FUSE's and not ours to mend: since the kernel owns a
 //! cached file's times, `stat` through the mount does not show the
 //! times an O_DIRECT write stamped (they are on disk, and shown once the
@@ -356,8 +358,10 @@ impl wire::Handler for RxFuse {
                 // answers EINVAL.
                 let cached = arg.write_flags & WRITE_CACHE != 0;
                 let direct = arg.fh & ops::FH_DIRECT != 0;
-                // Times: see the module comment.
-                let stamp = !cached && (direct || !self.core.granted(init::WRITEBACK_CACHE));
+                // Times: see the module comment. Without the cache the
+                // kernel stamps nothing for any WRITE, also not for the
+                // write-back of a shared mapping's pages (WRITE_CACHE).
+                let stamp = direct || !self.core.granted(init::WRITEBACK_CACHE);
                 let fsetid = self
                     .core
                     .granted(init::HANDLE_KILLPRIV_V2)
