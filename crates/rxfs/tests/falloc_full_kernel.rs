@@ -71,3 +71,81 @@ fn punch_full_filesystem_then_fragmented_write() {
     assert!(got[..] == d[..n], "contents");
     m.umount();
 }
+
+/// fstests generic/274 through the library: a KEEP_SIZE preallocation
+/// past EOF of a file that also had speculative preallocation (two
+/// appends) is the user's. Filling the filesystem to ENOSPC gives back
+/// speculative preallocation, never theirs: every write into it then
+/// succeeds, fragmenting it (odd 64 KiB chunks, then the even ones). The
+/// file carries DIFLAG_PREALLOC, as the kernel's XFS marks it.
+#[test]
+fn keep_size_preallocation_survives_enospc() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    require_tools(&["mkfs.xfs", "xfs_repair"]);
+    let s = Scratch::new("falloc-keep-enospc");
+    let img = s.path("img");
+    mkfs_with(&img, 64 << 20, &[], FSTESTS_ENV);
+    let mnt = s.path("mnt");
+    let m = KernelMount::new(&img, &mnt, "");
+    std::fs::write(mnt.join("test"), b"").unwrap();
+    std::fs::write(mnt.join("fill"), b"").unwrap();
+    use std::os::unix::fs::MetadataExt;
+    let test = Ino(std::fs::metadata(mnt.join("test")).unwrap().ino());
+    let fill = Ino(std::fs::metadata(mnt.join("fill")).unwrap().ino());
+    m.umount();
+    let dev: Arc<dyn BlockDevice> = Arc::new(FileDevice::open(&img, false, false).unwrap());
+    let opts = rxfs::MountOptions {
+        read_only: false,
+        ..Default::default()
+    };
+    let fs = Filesystem::open(dev, None, opts).unwrap();
+    const CHUNK: u64 = 64 << 10;
+    const PREALLOC: u64 = 8 << 20;
+    let mut want = pattern(1, CHUNK as usize);
+    assert_eq!(fs.write(test, 0, &want[..32 << 10]).unwrap(), 32 << 10);
+    assert_eq!(
+        fs.write(test, 32 << 10, &want[32 << 10..]).unwrap(),
+        32 << 10
+    );
+    fs.fallocate(test, FALLOC_FL_KEEP_SIZE, CHUNK, PREALLOC)
+        .unwrap();
+    let x = fs.get_fsxattr(test).unwrap();
+    assert_ne!(x.xflags & rxfs::format::xflags::XFLAG_PREALLOC, 0, "{x:?}");
+    // Fill: the writes end at ENOSPC.
+    let big = vec![0x5au8; 1 << 20];
+    let mut off = 0u64;
+    loop {
+        match fs.write(fill, off, &big) {
+            Ok(n) if n == big.len() => off += n as u64,
+            Ok(_) | Err(rxfs::Error::NoSpace) => break,
+            Err(e) => panic!("fill: {e}"),
+        }
+    }
+    assert!(matches!(
+        fs.write(fill, 1 << 40, &big[..4096]),
+        Err(rxfs::Error::NoSpace)
+    ));
+    let chunks = PREALLOC / CHUNK;
+    for i in (1..=chunks).step_by(2).chain((2..=chunks).step_by(2)) {
+        let d = pattern(i + 7, CHUNK as usize);
+        let n = fs
+            .write(test, i * CHUNK, &d)
+            .unwrap_or_else(|e| panic!("write of chunk {i} into the preallocation: {e}"));
+        assert_eq!(n as u64, CHUNK, "chunk {i}");
+        let at = (i * CHUNK) as usize;
+        if want.len() < at + d.len() {
+            want.resize(at + d.len(), 0);
+        }
+        want[at..at + d.len()].copy_from_slice(&d);
+    }
+    fs.unmount().unwrap();
+    drop(fs);
+    run_output("xfs_repair", &["-n", img.to_str().unwrap()]);
+    let m = KernelMount::new(&img, &mnt, "ro");
+    let got = std::fs::read(mnt.join("test")).unwrap();
+    m.umount();
+    assert!(got == want, "the kernel reads every chunk written");
+}

@@ -631,6 +631,11 @@ impl Cil {
         self.busy.lock().retired_upto()
     }
 
+    /// Whether any freed extent is still busy (its checkpoint not stable).
+    pub fn has_busy(&self) -> bool {
+        self.busy.lock().max_seq().is_some()
+    }
+
     /// Make every busy extent reusable: force the log until none is left.
     pub fn force_busy(self: &Arc<Self>) -> Result<()> {
         let max = self.busy.lock().max_seq();

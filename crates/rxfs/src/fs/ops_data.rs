@@ -24,6 +24,9 @@ use crate::inode::Inode;
 use crate::types::{FileBlock, Ino};
 use crate::xact::{MetaTx, Resv};
 
+/// Log forces one data allocation may make to reuse busy extents.
+pub(super) const BUSY_FLUSHES: u32 = 4;
+
 impl Filesystem {
     /// Write `data` at `off` (see [`Filesystem::write_inner`]), with
     /// speculative preallocation after appends and a retry after giving
@@ -49,13 +52,16 @@ impl Filesystem {
         let _io = self.iolock(ino, true);
         let old_size = self.iget(ino)?.core.size;
         let n = match self.write_inner(ino, off, data, stamp) {
-            Err(Error::NoSpace) if self.trim_all_eof(Some(ino))? => {
+            Err(Error::NoSpace) if self.reclaim_space(ino)? => {
                 self.write_inner(ino, off, data, stamp)?
             }
-            Ok(n) if n < data.len() && self.trim_all_eof(Some(ino))? => {
-                n + self
-                    .write_inner(ino, off + n as u64, &data[n..], stamp)
-                    .unwrap_or(0)
+            Ok(n) if n < data.len() && self.reclaim_space(ino)? => {
+                match self.write_inner(ino, off + n as u64, &data[n..], stamp) {
+                    Ok(m) => n + m,
+                    // A short write: what is stored stays, and the error
+                    // comes with the next write (as write(2) reports it).
+                    Err(_) => n,
+                }
             }
             r => r?,
         };
@@ -78,7 +84,7 @@ impl Filesystem {
     pub fn write_exact(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let _io = self.iolock(ino, true);
         match self.write_inner(ino, off, data, true) {
-            Err(Error::NoSpace) if self.trim_all_eof(Some(ino))? => {
+            Err(Error::NoSpace) if self.reclaim_space(ino)? => {
                 self.write_inner(ino, off, data, true)
             }
             r => r,
@@ -98,6 +104,11 @@ impl Filesystem {
         if ip.is_realtime() {
             // As the kernel: realtime files allocate whole rt extents
             // and get no speculative preallocation.
+            return;
+        }
+        // A file a user preallocated (DIFLAG_PREALLOC) is laid out by them:
+        // none of ours, which could be trimmed with theirs.
+        if ip.core.flags & crate::format::inode::DIFLAG_PREALLOC != 0 {
             return;
         }
         let eof = size.div_ceil(bs);
@@ -158,6 +169,44 @@ impl Filesystem {
         }
     }
 
+    /// At ENOSPC, before a data allocation is retried once (as the
+    /// kernel flushes its block and inode garbage collection and the busy
+    /// extents): every file's speculative preallocation is given back,
+    /// frees of unlinked inodes are waited for (running ones, and those
+    /// of inodes unlinked very recently) (through FUSE the last
+    /// reference of a removed file goes with the kernel's FORGET, which
+    /// another thread may be serving while this request runs: fstests
+    /// generic/371). True if anything may have been freed. The caller
+    /// holds `held`'s I/O lock exclusive and no transaction.
+    pub(super) fn reclaim_space(&self, held: Ino) -> Result<bool> {
+        let Some(rw) = self.rw() else {
+            return Ok(false);
+        };
+        let trimmed = self.trim_all_eof(Some(held))?;
+        let waited = rw.open.wait_for_frees(held);
+        // Freed blocks are reusable once their checkpoint is stable. The
+        // allocator forces the log when it finds only busy space, but a
+        // multi-extent step that first took the little free space of a
+        // high AG may not go back to lower ones (the AGF lock order).
+        let busy = self.flush_busy()?;
+        Ok(trimmed || waited || busy)
+    }
+
+    /// Make every freed extent reusable (force the log past the frees);
+    /// true if one was busy. For an allocation that failed where only
+    /// busy space was left below the AGs its transaction could still
+    /// use: the next try, in a fresh transaction, finds them free.
+    pub(super) fn flush_busy(&self) -> Result<bool> {
+        let Some(rw) = self.rw() else {
+            return Ok(false);
+        };
+        let busy = rw.cil.has_busy();
+        if busy {
+            rw.cil.force_busy()?;
+        }
+        Ok(busy)
+    }
+
     /// Trim every file's preallocation; true if there was any. `held`:
     /// the caller holds that file's I/O lock exclusive. Other files busy
     /// with I/O are skipped (their I/O lock tried, not awaited: two
@@ -192,6 +241,7 @@ impl Filesystem {
         let dev = self.file_dev(rt)?;
         let mut done = 0usize;
         let mut opts = WriteOpts::now();
+        let mut busy_flushes = 0;
         while done < data.len() {
             let pos = off + done as u64;
             // Data never takes the blocks statfs does not count as free
@@ -214,22 +264,30 @@ impl Filesystem {
                 .and_then(|ip| data::write_step(&mut tx, dev, ip, ino, pos, &data[done..], step));
             let n = match r {
                 Ok(n) => n,
-                Err(Error::NoSpace)
-                    if budget > 0 && (opts.place == Placement::Near || opts.max_blocks > 1) =>
-                {
-                    // Near the file only its AG and higher ones were
-                    // searched: once more from AG 0, in a fresh
-                    // transaction; then ask for less, down to one block.
-                    tx.cancel();
-                    if opts.place == Placement::Near {
-                        opts.place = Placement::Anywhere;
-                    } else {
-                        opts.max_blocks /= 2;
-                    }
-                    continue;
-                }
                 Err(e) => {
                     tx.cancel();
+                    if matches!(e, Error::NoSpace) && budget > 0 {
+                        // Anywhere failed where busy space was left: once
+                        // more with it reusable (see `flush_busy`).
+                        if opts.place == Placement::Anywhere
+                            && busy_flushes < BUSY_FLUSHES
+                            && self.flush_busy()?
+                        {
+                            busy_flushes += 1;
+                            continue;
+                        }
+                        // Near the file only its AG and higher ones were
+                        // searched: once more from AG 0, in a fresh
+                        // transaction; then ask for less, down to one block.
+                        if opts.place == Placement::Near {
+                            opts.place = Placement::Anywhere;
+                            continue;
+                        }
+                        if opts.max_blocks > 1 {
+                            opts.max_blocks /= 2;
+                            continue;
+                        }
+                    }
                     return if done > 0 { Ok(done) } else { Err(e) };
                 }
             };

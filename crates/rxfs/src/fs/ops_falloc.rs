@@ -27,6 +27,7 @@ use crate::bmap::{ExtentMap, Placement};
 use crate::cred::Cred;
 use crate::error::{Error, Result};
 use crate::format::dinode_edit as di;
+use crate::format::inode::DIFLAG_PREALLOC;
 use crate::format::xflags::{flags_allow, Change};
 use crate::types::{FileType, Ino};
 use crate::xact::{InodeId, MetaTx, Resv};
@@ -65,7 +66,19 @@ impl Filesystem {
     /// transaction that sets the times).
     pub fn fallocate_by(&self, ino: Ino, mode: i32, off: u64, len: u64, who: &Cred) -> Result<()> {
         let _io = self.iolock(ino, true);
-        self.fallocate_locked(ino, mode, off, len, Some(who))
+        match self.fallocate_locked(ino, mode, off, len, Some(who)) {
+            // The allocating modes get one retry after the space held for
+            // a while (preallocation, frees to come, busy extents) is
+            // reclaimed: what was allocated stays and the retry fills the
+            // remaining holes (idempotent, unlike a shift).
+            Err(Error::NoSpace)
+                if matches!(mode & !FALLOC_FL_KEEP_SIZE, 0 | FALLOC_FL_ZERO_RANGE)
+                    && self.reclaim_space(ino)? =>
+            {
+                self.fallocate_locked(ino, mode, off, len, Some(who))
+            }
+            r => r,
+        }
     }
 
     /// [`Self::fallocate_by`] for a caller holding the I/O lock exclusive;
@@ -120,20 +133,30 @@ impl Filesystem {
         } else {
             bs
         };
+        // A user's preallocation is theirs to keep: the file leaves the
+        // speculative-preallocation set (whose blocks past EOF are given
+        // back at close and at ENOSPC) and gets DIFLAG_PREALLOC (see
+        // `falloc_finish`), as XFS marks it and then never trims it.
+        let user_alloc = who.is_some() && matches!(kind, 0 | FALLOC_FL_ZERO_RANGE);
+        if user_alloc {
+            if let Some(rw) = self.rw() {
+                rw.prealloc.remove(ino);
+            }
+        }
         match kind {
             0 => {
                 self.falloc_prealloc(ino, off / bs, end.div_ceil(bs))?;
-                self.falloc_finish(ino, (!keep && end > size).then_some(end), who)
+                self.falloc_finish(ino, (!keep && end > size).then_some(end), who, user_alloc)
             }
             FALLOC_FL_PUNCH_HOLE if keep => {
                 self.falloc_punch(ino, off, end)?;
-                self.falloc_finish(ino, None, who)
+                self.falloc_finish(ino, None, who, false)
             }
             FALLOC_FL_PUNCH_HOLE => Err(Error::NotSupported("PUNCH_HOLE without KEEP_SIZE".into())),
             FALLOC_FL_ZERO_RANGE => {
                 self.falloc_punch(ino, off, end)?;
                 self.falloc_prealloc(ino, off / bs, end.div_ceil(bs))?;
-                self.falloc_finish(ino, (!keep && end > size).then_some(end), who)
+                self.falloc_finish(ino, (!keep && end > size).then_some(end), who, user_alloc)
             }
             FALLOC_FL_COLLAPSE_RANGE if !keep => {
                 if !off.is_multiple_of(shift_unit) || !len.is_multiple_of(shift_unit) {
@@ -148,7 +171,7 @@ impl Filesystem {
                 while let Some(f) = from {
                     from = self.falloc_tx(ino, |tx, ip| shift_left_step(tx, ip, f, n))?;
                 }
-                self.falloc_finish(ino, Some(size - len), who)
+                self.falloc_finish(ino, Some(size - len), who, false)
             }
             FALLOC_FL_INSERT_RANGE if !keep => {
                 if !off.is_multiple_of(shift_unit) || !len.is_multiple_of(shift_unit) {
@@ -161,7 +184,7 @@ impl Filesystem {
                     return Err(Error::Invalid("insert range: file too large".into()));
                 }
                 // Size first: a crash mid-shift leaves no mapping past EOF.
-                self.falloc_finish(ino, Some(size + len), who)?;
+                self.falloc_finish(ino, Some(size + len), who, false)?;
                 let (fb, n) = (off / bs, len / bs);
                 let mut upto = Some(u64::MAX);
                 while let Some(u) = upto {
@@ -196,6 +219,7 @@ impl Filesystem {
     fn falloc_prealloc(&self, ino: Ino, fb0: u64, fb1: u64) -> Result<()> {
         let mut pos = fb0;
         let mut place = Placement::Near;
+        let mut busy_flushes = 0;
         let rt = self.iget(ino)?.is_realtime();
         while pos < fb1 {
             let budget = if rt {
@@ -212,6 +236,14 @@ impl Filesystem {
                 }
                 Err(Error::NoSpace) if place == Placement::Near && budget > 0 => {
                     place = Placement::Anywhere
+                }
+                // See `Filesystem::flush_busy`.
+                Err(Error::NoSpace)
+                    if budget > 0
+                        && busy_flushes < super::ops_data::BUSY_FLUSHES
+                        && self.flush_busy()? =>
+                {
+                    busy_flushes += 1;
                 }
                 Err(e) => return Err(e),
             }
@@ -296,8 +328,16 @@ impl Filesystem {
     /// library's own preallocation past EOF (`who` None, no size) is not a
     /// change of the file: nothing, as XFS's speculative preallocation
     /// leaves the times alone (stamping them here put times on disk later
-    /// than those the kernel's write-back cache had shown).
-    fn falloc_finish(&self, ino: Ino, size: Option<u64>, who: Option<&Cred>) -> Result<()> {
+    /// than those the kernel's write-back cache had shown). `allocated`: a
+    /// user's allocating mode, which sets DIFLAG_PREALLOC (sticky, as in
+    /// XFS: a write, truncate or punch leaves it).
+    fn falloc_finish(
+        &self,
+        ino: Ino,
+        size: Option<u64>,
+        who: Option<&Cred>,
+        allocated: bool,
+    ) -> Result<()> {
         if who.is_none() && size.is_none() {
             return Ok(());
         }
@@ -310,6 +350,10 @@ impl Filesystem {
                 if drop != 0 {
                     di::set_mode(d, (mode & !drop) as u16);
                 }
+            }
+            if allocated {
+                let d = tx.inode_mut(ip);
+                di::set_flags(d, di::flags(d) | DIFLAG_PREALLOC);
             }
             if let Some(s) = size {
                 if s > di::size(tx.inode(ip)) {

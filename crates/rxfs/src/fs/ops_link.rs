@@ -21,6 +21,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
@@ -54,12 +55,97 @@ pub struct OpenRefs {
     refs: Mutex<HashMap<u64, u64>>,
     /// Inodes created by [`Filesystem::tmpfile`] that may still be linked.
     linkable: Mutex<HashSet<u64>>,
+    /// The frees of unlinked inodes, running and to come.
+    frees: Mutex<Frees>,
+    /// Signalled when a free ends.
+    free_ended: parking_lot::Condvar,
+}
+
+/// How long after losing its last link a referenced inode counts as
+/// about to be freed: through FUSE the kernel's FORGET of a removed file
+/// follows the removal's reply within milliseconds, unless the file is
+/// still open, which no wait should outlast much.
+const ORPHAN_GRACE: Duration = Duration::from_secs(1);
+
+#[derive(Default)]
+struct Frees {
+    /// Frees now running (the last reference of an unlinked inode went,
+    /// or its last link with no reference left).
+    running: u64,
+    /// Frees ended since the mount.
+    ended: u64,
+    /// Referenced inodes that lost their last link, and when.
+    orphans: HashMap<u64, Instant>,
+}
+
+/// One running free, counted in [`OpenRefs::frees`] until dropped.
+struct FreeRunning<'a>(&'a OpenRefs);
+
+impl Drop for FreeRunning<'_> {
+    fn drop(&mut self) {
+        let mut f = self.0.frees.lock();
+        f.running -= 1;
+        f.ended += 1;
+        self.0.free_ended.notify_all();
+    }
 }
 
 impl OpenRefs {
     /// Whether `ino` has open references.
     pub fn is_open(&self, ino: Ino) -> bool {
         self.refs.lock().get(&ino.0).is_some_and(|&n| n > 0)
+    }
+
+    fn free_running(&self) -> FreeRunning<'_> {
+        self.frees.lock().running += 1;
+        FreeRunning(self)
+    }
+
+    /// `ino` lost its last link while referenced.
+    fn orphaned(&self, ino: Ino) {
+        self.frees
+            .lock()
+            .orphans
+            .entry(ino.0)
+            .or_insert_with(Instant::now);
+    }
+
+    /// `ino` was freed, or linked again.
+    fn not_orphan(&self, ino: Ino) {
+        self.frees.lock().orphans.remove(&ino.0);
+    }
+
+    /// At ENOSPC (the kernel waits for its queued inode inactivations
+    /// then): wait until a free ends, while one is running or an inode
+    /// other than `held` lost its last link less than [`ORPHAN_GRACE`]
+    /// ago (its FORGET is likely on its way). True if a free ended.
+    pub(super) fn wait_for_frees(&self, held: Ino) -> bool {
+        let mut f = self.frees.lock();
+        let start = f.ended;
+        loop {
+            if f.ended > start {
+                return true;
+            }
+            if f.running > 0 {
+                // A free ends by itself: it waits for no allocation.
+                self.free_ended.wait(&mut f);
+                continue;
+            }
+            let now = Instant::now();
+            let until = f
+                .orphans
+                .iter()
+                .filter(|(&i, _)| i != held.0)
+                .map(|(_, &t)| t + ORPHAN_GRACE)
+                .max()
+                .filter(|&d| d > now);
+            match until {
+                Some(d) => {
+                    self.free_ended.wait_until(&mut f, d);
+                }
+                None => return false,
+            }
+        }
     }
 
     fn linkable(&self, ino: Ino) -> bool {
@@ -215,6 +301,7 @@ impl Filesystem {
             }
         };
         if last {
+            let _running = rw.open.free_running();
             self.trim_eof(ino)?;
             // Only an unlinked inode is freed. Read after the reference
             // went: a removal that commits its last link later finds no
@@ -244,10 +331,20 @@ impl Filesystem {
     /// nobody holds it.
     pub(super) fn free_unreferenced(&self, ino: Ino) -> Result<()> {
         if self.is_open(ino) {
+            let rw = self.rw_live()?;
+            if self
+                .iget(ino)
+                .is_ok_and(|ip| ip.core.mode != 0 && ip.core.nlink == 0)
+            {
+                rw.open.orphaned(ino);
+            }
             return Ok(());
         }
         match self.iget(ino) {
-            Ok(ip) if ip.core.mode != 0 && ip.core.nlink == 0 => self.free_if_orphan(ino),
+            Ok(ip) if ip.core.mode != 0 && ip.core.nlink == 0 => {
+                let _running = self.rw_live()?.open.free_running();
+                self.free_if_orphan(ino)
+            }
             _ => Ok(()),
         }
     }
@@ -308,6 +405,7 @@ impl Filesystem {
             Ok(Some(()))
         })?;
         rw.open.linkable.lock().remove(&ino.0);
+        rw.open.not_orphan(ino);
         Ok(())
     }
 
