@@ -110,7 +110,7 @@ impl OpenRefs {
             .or_insert_with(Instant::now);
     }
 
-    /// `ino` was freed, or linked again.
+    /// `ino` was freed.
     fn not_orphan(&self, ino: Ino) {
         self.frees.lock().orphans.remove(&ino.0);
     }
