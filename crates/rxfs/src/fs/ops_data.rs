@@ -27,6 +27,20 @@ use crate::xact::{MetaTx, Resv};
 /// Log forces one data allocation may make to reuse busy extents.
 pub(super) const BUSY_FLUSHES: u32 = 4;
 
+/// Tries of a data allocation that failed with ENOSPC while space came
+/// back ([`Filesystem::reclaim_retry`]): two threads allocating what the
+/// other frees may each take what the other's wait gave back, but not
+/// forever.
+pub(super) const RECLAIM_TRIES: u32 = 4;
+
+/// Counters that move when space comes back: frees of unlinked inodes
+/// ended, checkpoints whose busy extents were retired.
+#[derive(Clone, Copy, Default)]
+pub(super) struct SpaceMark {
+    frees_ended: u64,
+    busy_retired: u64,
+}
+
 impl Filesystem {
     /// Write `data` at `off` (see [`Filesystem::write_inner`]), with
     /// speculative preallocation after appends and a retry after giving
@@ -51,20 +65,24 @@ impl Filesystem {
         }
         let _io = self.iolock(ino, true);
         let old_size = self.iget(ino)?.core.size;
-        let n = match self.write_inner(ino, off, data, stamp) {
-            Err(Error::NoSpace) if self.reclaim_space(ino)? => {
-                self.write_inner(ino, off, data, stamp)?
-            }
-            Ok(n) if n < data.len() && self.reclaim_space(ino)? => {
-                match self.write_inner(ino, off + n as u64, &data[n..], stamp) {
-                    Ok(m) => n + m,
-                    // A short write: what is stored stays, and the error
-                    // comes with the next write (as write(2) reports it).
-                    Err(_) => n,
+        let mut n = 0;
+        let mut tries = 0;
+        loop {
+            let mark = self.space_mark();
+            match self.write_inner(ino, off + n as u64, &data[n..], stamp) {
+                Ok(m) => {
+                    n += m;
+                    if n == data.len() || !self.reclaim_retry(ino, mark, &mut tries)? {
+                        break;
+                    }
                 }
+                Err(Error::NoSpace) if self.reclaim_retry(ino, mark, &mut tries)? => {}
+                // A short write: what is stored stays, and the error comes
+                // with the next write (as write(2) reports it).
+                Err(_) if n > 0 => break,
+                Err(e) => return Err(e),
             }
-            r => r?,
-        };
+        }
         let end = off + n as u64;
         // Not after the first write of an empty file: it is likely its
         // only one (the kernel skips files under its minimum preallocation
@@ -78,17 +96,62 @@ impl Filesystem {
 
     /// Write `data` at `off` without speculative preallocation, for
     /// writers that lay a file out knowing its final shape (the populate
-    /// engine reserves each data range itself). ENOSPC is retried once
-    /// after other files' preallocation is given back, as in
-    /// [`Filesystem::write`].
+    /// engine reserves each data range itself). ENOSPC is retried after
+    /// space is reclaimed, as in [`Filesystem::write`].
     pub fn write_exact(&self, ino: Ino, off: u64, data: &[u8]) -> Result<usize> {
         let _io = self.iolock(ino, true);
-        match self.write_inner(ino, off, data, true) {
-            Err(Error::NoSpace) if self.reclaim_space(ino)? => {
-                self.write_inner(ino, off, data, true)
+        self.retry_at_enospc(ino, &mut || self.write_inner(ino, off, data, true))
+    }
+
+    /// Run `attempt`, a data allocation of `held` (whose I/O lock the
+    /// caller holds exclusive; no transaction), again while it fails
+    /// with ENOSPC and [`Self::reclaim_retry`] says space came back.
+    /// `attempt` must be idempotent: what a failed try allocated stays,
+    /// and the next one fills the rest.
+    pub(super) fn retry_at_enospc<T>(
+        &self,
+        held: Ino,
+        attempt: &mut dyn FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let mut tries = 0;
+        loop {
+            let mark = self.space_mark();
+            match attempt() {
+                Err(Error::NoSpace) if self.reclaim_retry(held, mark, &mut tries)? => {}
+                r => return r,
             }
-            r => r,
         }
+    }
+
+    /// What may free space, noted before an allocation: see
+    /// [`Self::reclaim_retry`].
+    pub(super) fn space_mark(&self) -> SpaceMark {
+        match self.rw() {
+            Some(rw) => SpaceMark {
+                frees_ended: rw.open.frees_ended(),
+                busy_retired: rw.cil.busy_stable_seq(),
+            },
+            None => SpaceMark::default(),
+        }
+    }
+
+    /// After an allocation that started at `mark` ran out of space:
+    /// whether to try it again, at most [`RECLAIM_TRIES`] times (`tries`
+    /// counts them): true if [`Self::reclaim_space`] gave something back,
+    /// or if space came back since the mark (a free ended, busy extents
+    /// became reusable) before this call could see it.
+    pub(super) fn reclaim_retry(
+        &self,
+        held: Ino,
+        mark: SpaceMark,
+        tries: &mut u32,
+    ) -> Result<bool> {
+        if *tries >= RECLAIM_TRIES {
+            return Ok(false);
+        }
+        *tries += 1;
+        let reclaimed = self.reclaim_space(held, mark.frees_ended)?;
+        Ok(reclaimed || self.space_mark().busy_retired > mark.busy_retired)
     }
 
     /// After an append that made the file `size` bytes: preallocate past
@@ -169,21 +232,22 @@ impl Filesystem {
         }
     }
 
-    /// At ENOSPC, before a data allocation is retried once (as the
-    /// kernel flushes its block and inode garbage collection and the busy
+    /// At ENOSPC, before a data allocation is retried (as the kernel
+    /// flushes its block and inode garbage collection and the busy
     /// extents): every file's speculative preallocation is given back,
-    /// frees of unlinked inodes are waited for (running ones, and those
-    /// of inodes unlinked very recently) (through FUSE the last
-    /// reference of a removed file goes with the kernel's FORGET, which
-    /// another thread may be serving while this request runs: fstests
-    /// generic/371). True if anything may have been freed. The caller
-    /// holds `held`'s I/O lock exclusive and no transaction.
-    pub(super) fn reclaim_space(&self, held: Ino) -> Result<bool> {
+    /// the frees of unlinked inodes pending now are waited for (running
+    /// ones, and those of inodes unlinked very recently: through FUSE the
+    /// last reference of a removed file goes with the kernel's FORGET,
+    /// which another thread may be serving while this request runs,
+    /// fstests generic/371). True if anything may have been freed, a free
+    /// that ended after the mark `frees_since` included. The caller holds
+    /// `held`'s I/O lock exclusive and no transaction.
+    pub(super) fn reclaim_space(&self, held: Ino, frees_since: u64) -> Result<bool> {
         let Some(rw) = self.rw() else {
             return Ok(false);
         };
         let trimmed = self.trim_all_eof(Some(held))?;
-        let waited = rw.open.wait_for_frees(held);
+        let waited = rw.open.wait_for_frees(held, frees_since);
         // Freed blocks are reusable once their checkpoint is stable. The
         // allocator forces the log when it finds only busy space, but a
         // multi-extent step that first took the little free space of a

@@ -66,18 +66,16 @@ impl Filesystem {
     /// transaction that sets the times).
     pub fn fallocate_by(&self, ino: Ino, mode: i32, off: u64, len: u64, who: &Cred) -> Result<()> {
         let _io = self.iolock(ino, true);
-        match self.fallocate_locked(ino, mode, off, len, Some(who)) {
-            // The allocating modes get one retry after the space held for
-            // a while (preallocation, frees to come, busy extents) is
-            // reclaimed: what was allocated stays and the retry fills the
-            // remaining holes (idempotent, unlike a shift).
-            Err(Error::NoSpace)
-                if matches!(mode & !FALLOC_FL_KEEP_SIZE, 0 | FALLOC_FL_ZERO_RANGE)
-                    && self.reclaim_space(ino)? =>
-            {
+        // The allocating modes are retried after the space held for a
+        // while (preallocation, frees to come, busy extents) is reclaimed:
+        // what was allocated stays and the retry fills the remaining holes
+        // (idempotent, unlike a shift).
+        if matches!(mode & !FALLOC_FL_KEEP_SIZE, 0 | FALLOC_FL_ZERO_RANGE) {
+            self.retry_at_enospc(ino, &mut || {
                 self.fallocate_locked(ino, mode, off, len, Some(who))
-            }
-            r => r,
+            })
+        } else {
+            self.fallocate_locked(ino, mode, off, len, Some(who))
         }
     }
 

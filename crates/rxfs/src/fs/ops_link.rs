@@ -115,35 +115,49 @@ impl OpenRefs {
         self.frees.lock().orphans.remove(&ino.0);
     }
 
-    /// At ENOSPC (the kernel waits for its queued inode inactivations
-    /// then): wait until a free ends, while one is running or an inode
-    /// other than `held` lost its last link less than [`ORPHAN_GRACE`]
-    /// ago (its FORGET is likely on its way). True if a free ended.
-    pub(super) fn wait_for_frees(&self, held: Ino) -> bool {
+    /// Frees ended since the mount: a mark taken before an allocation,
+    /// for [`Self::wait_for_frees`].
+    pub(super) fn frees_ended(&self) -> u64 {
+        self.frees.lock().ended
+    }
+
+    /// At ENOSPC (the kernel flushes its queued inode inactivations
+    /// then): wait for the frees pending now to end: those running, and
+    /// those of inodes other than `held` that lost their last link less
+    /// than [`ORPHAN_GRACE`] ago (their FORGET is likely on its way),
+    /// each until it is freed or its grace is over. Frees that start
+    /// later are not waited for (another thread removing file after file
+    /// must not keep this one waiting). True if a free ended after the
+    /// mark `since` ([`Self::frees_ended`] before the allocation failed:
+    /// one that ended in between counts too).
+    pub(super) fn wait_for_frees(&self, held: Ino, since: u64) -> bool {
         let mut f = self.frees.lock();
-        let start = f.ended;
+        // Frees end by themselves: none waits for an allocation.
+        let running_end = f.ended + f.running;
+        let now = Instant::now();
+        let pending: Vec<(u64, Instant)> = f
+            .orphans
+            .iter()
+            .filter(|(&i, _)| i != held.0)
+            .map(|(&i, &t)| (i, t + ORPHAN_GRACE))
+            .filter(|&(_, d)| d > now)
+            .collect();
         loop {
-            if f.ended > start {
-                return true;
-            }
-            if f.running > 0 {
-                // A free ends by itself: it waits for no allocation.
+            if f.ended < running_end {
                 self.free_ended.wait(&mut f);
                 continue;
             }
             let now = Instant::now();
-            let until = f
-                .orphans
+            let until = pending
                 .iter()
-                .filter(|(&i, _)| i != held.0)
-                .map(|(_, &t)| t + ORPHAN_GRACE)
-                .max()
-                .filter(|&d| d > now);
+                .filter(|(i, d)| *d > now && f.orphans.contains_key(i))
+                .map(|&(_, d)| d)
+                .max();
             match until {
                 Some(d) => {
                     self.free_ended.wait_until(&mut f, d);
                 }
-                None => return false,
+                None => return f.ended > since,
             }
         }
     }
