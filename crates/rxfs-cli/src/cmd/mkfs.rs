@@ -119,6 +119,12 @@ pub fn run(a: Args) -> CliResult<()> {
         }
     }
     let name = a.image.display().to_string();
+    if !a.force && !a.dry_run {
+        // Before anything is created, grown, opened for writing or printed.
+        for dev in std::iter::once(&a.image).chain(rt.rtdev.as_ref()) {
+            refuse_existing(dev)?;
+        }
+    }
 
     // Create or grow an image file to -d size=.
     let meta = std::fs::metadata(&a.image);
@@ -172,11 +178,6 @@ pub fn run(a: Args) -> CliResult<()> {
     if a.dry_run {
         return Ok(());
     }
-    if !a.force && has_xfs(&dev)? {
-        return Err(CliError::new(format!(
-            "{name} appears to contain an existing XFS filesystem; use -f to overwrite it"
-        )));
-    }
     let now = {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -204,14 +205,31 @@ pub fn run(a: Args) -> CliResult<()> {
     Ok(())
 }
 
-fn has_xfs(dev: &FileDevice) -> CliResult<bool> {
-    let mut b = [0u8; 4];
-    if dev.size() < 4 {
-        return Ok(false);
+/// Refuse a device that holds a filesystem, partition table or RAID
+/// member (see [`rxfs::mkfs::probe`]), as mkfs.xfs does without `-f`. A
+/// path that does not exist yet holds nothing.
+fn refuse_existing(path: &std::path::Path) -> CliResult<()> {
+    use std::os::unix::fs::FileExt;
+    let name = path.display();
+    let f = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(CliError::io(&name, &e)),
+    };
+    let m = f.metadata().map_err(|e| CliError::io(&name, &e))?;
+    let size = if m.file_type().is_block_device() {
+        rxfs::bdev::block_device_size(&f).map_err(|e| CliError::fs(&name, &e))?
+    } else {
+        m.len()
+    };
+    let mut read = |off: u64, buf: &mut [u8]| f.read_exact_at(buf, off);
+    match rxfs::mkfs::probe::probe(size, &mut read) {
+        Ok(None) => Ok(()),
+        Ok(Some(found)) => Err(CliError::new(format!(
+            "{name} appears to contain {found}; use -f to overwrite it"
+        ))),
+        Err(e) => Err(CliError::io(format!("{name}: probing for signatures"), &e)),
     }
-    dev.read_at(&mut b, 0)
-        .map_err(|e| CliError::new(format!("reading the device: {e}")))?;
-    Ok(&b == b"XFSB")
 }
 
 /// `--populate DIR`: copy DIR's contents into the new root (the root takes

@@ -260,7 +260,8 @@ fn pwritev_all(file: &File, bufs: &[&[u8]], offset: u64) -> std::io::Result<()> 
     }
 }
 
-fn block_device_size(file: &File) -> Result<u64> {
+/// The size in bytes of an open block device (BLKGETSIZE64).
+pub fn block_device_size(file: &File) -> Result<u64> {
     use std::os::fd::AsRawFd;
     // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
     const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;

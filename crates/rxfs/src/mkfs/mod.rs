@@ -25,6 +25,7 @@
 pub mod ag;
 pub mod inodes;
 pub mod plan;
+pub mod probe;
 
 pub use plan::{Features, MkfsOptions, Plan};
 
