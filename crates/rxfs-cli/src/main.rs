@@ -10,7 +10,8 @@
 //! mount-helper argument forms (see [`cmd::mount::helper_argv`]):
 //! `mount.fuse.rxfs IMAGE MNT -o OPTS` (mount(8) running the helper that
 //! `rxfs install-helper` links) and `rxfs IMAGE MNT -o OPTS` (Debian's
-//! `mount.fuse3` running the program named after `fuse.`).
+//! `mount.fuse3` running the program named after `fuse.`); and, named
+//! `umount.fuse.rxfs`, umount(8)'s helper (see [`cmd::umount`]).
 
 /// The daemon and the tools allocate and free many small, short-lived
 /// buffers per request (decoded directory blocks, log vectors, joined
@@ -18,6 +19,25 @@
 /// create against glibc's malloc (measured with `rxfs bench fsmark`).
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// `println!` that drops its line when standard output is closed or
+/// failing instead of panicking (exit 101): for the subcommands that change
+/// an image and the mount daemon, which must never stop halfway because
+/// nobody reads what they print.
+macro_rules! outln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($t)*);
+    }};
+}
+
+/// [`outln!`] on standard error.
+macro_rules! errln {
+    ($($t:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($t)*);
+    }};
+}
 
 mod alloc_tuning;
 mod cli_error;
@@ -88,16 +108,47 @@ fn run(cli: Cli) -> CliResult<()> {
     }
 }
 
+impl Command {
+    /// Subcommands that only read: a closed standard output or error ends
+    /// them as it ends other Unix tools (SIGPIPE). The others (changes to
+    /// an image, the mount daemon) never die halfway for it: they ignore
+    /// SIGPIPE, as Rust programs do, and what they cannot print is dropped.
+    fn reads_only(&self) -> bool {
+        matches!(
+            self,
+            Command::Info(_)
+                | Command::Ls(_)
+                | Command::Cat(_)
+                | Command::Check(_)
+                | Command::Stat(_)
+                | Command::Get(_)
+                | Command::Stats(_)
+                | Command::Debug(_)
+        )
+    }
+}
+
 fn main() {
     sys::ensure_stdio();
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let result = match cmd::mount::helper_argv(&argv) {
-        Some(helper) => cmd::mount::run_helper(helper),
-        None => run(Cli::parse_from(argv)),
+    let result = if cmd::umount::is_helper_name(&argv) {
+        cmd::umount::run_helper(&argv[1..])
+    } else {
+        match cmd::mount::helper_argv(&argv) {
+            Some(helper) => cmd::mount::run_helper(helper),
+            None => {
+                let cli = Cli::parse_from(argv);
+                if cli.cmd.reads_only() {
+                    sys::default_sigpipe();
+                }
+                run(cli)
+            }
+        }
     };
     if let Err(e) = result {
         if !e.msg.is_empty() {
-            eprintln!("rxfs: {}", e.msg);
+            // Not eprintln!: it panics (exit 101) when stderr is closed.
+            errln!("rxfs: {}", e.msg);
         }
         std::process::exit(e.code);
     }

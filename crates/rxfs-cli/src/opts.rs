@@ -44,7 +44,9 @@ pub struct ImageArgs {
 pub struct WriteArgs {
     /// Comma-separated options: rtdev=FILE (the realtime device, needed to
     /// write a filesystem with a realtime section), odirect, logbufs=N,
-    /// logbsize=SIZE, allocsize=SIZE, rtsumcache=none|minlevel|memory.
+    /// logbsize=SIZE, allocsize=SIZE, rtsumcache=none|minlevel|memory,
+    /// wait=SECS (when another writer owns the image, wait up to SECS for it
+    /// instead of failing at once).
     #[arg(short = 'o', value_name = "OPTS", action = clap::ArgAction::Append)]
     pub options: Vec<String>,
     /// The realtime device or image of a filesystem with a realtime section.
@@ -108,6 +110,9 @@ pub struct Opts {
     pub nodiratime: bool,
     /// `rtsumcache=none|minlevel|memory` (benchmarks; default memory).
     pub rtsumcache: rxfs::cache::rtsum::RtSumMode,
+    /// `wait=SECS`: a read-write open of an image that another writer
+    /// owns waits up to SECS for it (saying so) instead of failing at once.
+    pub busy_wait: Option<u64>,
     pub fuse: FuseOpts,
 }
 
@@ -246,6 +251,11 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                     })?;
                 o.inject_latency_us = Some(us);
             }
+            ("wait", Some(v)) => {
+                o.busy_wait = Some(v.parse::<u64>().ok().filter(|&s| s <= 86_400).ok_or_else(
+                    || CliError::usage(format!("bad wait '{v}': seconds, 0..86400")),
+                )?);
+            }
             ("rtsumcache", Some(v)) => {
                 o.rtsumcache = rxfs::cache::rtsum::RtSumMode::parse(v).ok_or_else(|| {
                     CliError::usage(format!("bad rtsumcache '{v}' (none, minlevel or memory)"))
@@ -255,7 +265,7 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                 return Err(CliError::usage(format!(
                     "unknown option '{opt}' (known: ro, norecovery, rtdev=FILE, odirect, \
                      logbufs=N, logbsize=SIZE, allocsize=SIZE, ablate_delaylog, \
-                     inject_latency_us=N, rtsumcache=MODE)"
+                     inject_latency_us=N, rtsumcache=MODE, wait=SECS)"
                 )))
             }
             ("allow_other", None) => o.fuse.allow_other = true,
@@ -449,23 +459,28 @@ pub fn resolve(fs: &Filesystem, path: &Path) -> CliResult<Arc<Inode>> {
     fs.iget(ino).map_err(|e| CliError::fs(&shown, &e))
 }
 
+/// The first sector of `image`, or the error every subcommand gives for a
+/// file that is missing, unreadable or not XFS at all (no superblock magic,
+/// or too short to hold a superblock).
+pub fn require_xfs(image: &Path) -> CliResult<[u8; 512]> {
+    let shown = image.display();
+    let mut f = std::fs::File::open(image).map_err(|e| CliError::io(&shown, &e))?;
+    let mut sector = [0u8; 512];
+    match f.read_exact(&mut sector) {
+        Ok(()) if &sector[..4] == b"XFSB" => Ok(sector),
+        Ok(()) | Err(_) => Err(CliError::new(format!(
+            "{shown}: not an XFS filesystem (no XFSB superblock magic)"
+        ))),
+    }
+}
+
 /// Open an image with `opts` (read-only unless `opts.read_only` is false),
 /// with messages that name the file: a missing file, a file that is not
 /// XFS at all, an image that cannot be written for a read-write mount, and
 /// a damaged or unsupported XFS are told apart.
 pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
     let shown = image.display();
-    let mut f = std::fs::File::open(image).map_err(|e| CliError::io(&shown, &e))?;
-    let mut sector = [0u8; 512];
-    match f.read_exact(&mut sector) {
-        Ok(()) if &sector[..4] == b"XFSB" => {}
-        Ok(()) | Err(_) => {
-            return Err(CliError::new(format!(
-                "{shown}: not an XFS filesystem (no XFSB superblock magic)"
-            )))
-        }
-    }
-    drop(f);
+    let sector = require_xfs(image)?;
     let has_rt =
         rxfs::format::sb::Superblock::decode_unverified(&sector).is_ok_and(|sb| sb.rextents > 0);
     if has_rt && !opts.read_only && opts.rtdev.is_none() {
@@ -500,8 +515,33 @@ pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
             writable(rt)?;
         }
     }
-    Filesystem::open_path(image, opts.rtdev.as_deref(), opts.mount_options())
-        .map_err(|e| CliError::fs(&shown, &e))
+    open_waiting(image, opts).map_err(|e| CliError::fs(&shown, &e))
+}
+
+/// `Filesystem::open_path`; with `wait=SECS`, an image owned by another
+/// writer is waited for (said once on stderr) instead of refused.
+fn open_waiting(image: &Path, opts: &Opts) -> rxfs::error::Result<Arc<Filesystem>> {
+    let open = || Filesystem::open_path(image, opts.rtdev.as_deref(), opts.mount_options());
+    let Some(secs) = opts.busy_wait.filter(|_| !opts.read_only) else {
+        return open();
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let mut told = false;
+    loop {
+        match open() {
+            Err(rxfs::error::Error::InUse(why)) if std::time::Instant::now() < deadline => {
+                if !told {
+                    errln!(
+                        "rxfs: {}: in use: {why}; waiting up to {secs} s (wait={secs})",
+                        image.display()
+                    );
+                    told = true;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            r => return r,
+        }
+    }
 }
 
 #[cfg(test)]

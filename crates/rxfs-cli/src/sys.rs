@@ -209,6 +209,16 @@ pub fn waitpid_nohang(pid: libc::pid_t) {
 
 /// Make sure descriptors 0, 1 and 2 are open (on /dev/null if closed), so
 /// later opens (/dev/fuse, pipes, images) never land on them.
+/// Let SIGPIPE end the process, as it ends other Unix tools that write to
+/// a closed pipe (Rust ignores it by default, so every write would fail
+/// with EPIPE and `println!` would panic).
+pub fn default_sigpipe() {
+    // SAFETY: resetting a signal's disposition to its default.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
 pub fn ensure_stdio() {
     for fd in 0..3 {
         // SAFETY: F_GETFD only queries the descriptor.

@@ -53,6 +53,18 @@ pub fn run(a: Args) -> CliResult<()> {
     if let Some(rt) = &o.rtdev {
         std::fs::metadata(rt).map_err(|e| CliError::io(rt.display(), &e))?;
     }
+    // Too short to hold a superblock: not XFS at all (a bad superblock
+    // in an image of XFS's size is a finding, below).
+    let meta = std::fs::metadata(&a.image)
+        .map_err(|e| CliError::io(a.image.display(), &e).with_code(crate::cli_error::EXIT_USAGE))?;
+    if meta.is_file() && meta.len() < 512 {
+        return Err(CliError::new(format!(
+            "{}: not an XFS filesystem ({} bytes, too short for a superblock)",
+            a.image.display(),
+            meta.len()
+        ))
+        .with_code(crate::cli_error::EXIT_USAGE));
+    }
     let report = match Filesystem::open_path(&a.image, o.rtdev.as_deref(), opts) {
         Ok(fs) => run_check(&fs, a.quiet),
         // A corrupt primary superblock is a finding; a feature rxfs does

@@ -173,7 +173,10 @@ pub fn run(a: Args) -> CliResult<()> {
     let plan = rxfs::mkfs::Plan::new(&o, dev.size(), sectsize, rtdev.as_ref().map(|d| d.size()))
         .map_err(|e| CliError::usage(format!("{name}: {e}")))?;
     if !a.quiet || a.dry_run {
-        print!("{}", describe(&name, &plan));
+        {
+            use std::io::Write as _;
+            let _ = write!(std::io::stdout(), "{}", describe(&name, &plan));
+        }
     }
     if a.dry_run {
         return Ok(());

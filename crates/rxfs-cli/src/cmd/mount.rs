@@ -37,7 +37,10 @@ use crate::{CliError, CliResult};
 /// with a realtime section read-write; `xfs_io chattr +t DIR` then makes
 /// the files created in DIR realtime, and `df DIR` shows the realtime
 /// section); rtsumcache=none|minlevel|memory (benchmarks: how the realtime
-/// allocator reads its summary); odirect, allow_other, auto_unmount, fsname=NAME,
+/// allocator reads its summary); wait=SECS (a read-write mount of an
+/// image that another writer owns, i.e. another rxfs, a kernel mount
+/// through a loop device, or a mounted block device, fails at once naming
+/// it; with wait= it waits up to SECS, saying so); odirect, allow_other, auto_unmount, fsname=NAME,
 /// threads=N, fuse_uring=auto|on|off (serve requests over FUSE io_uring:
 /// auto, the default, when the kernel offers it, i.e. with
 /// /sys/module/fuse/parameters/enable_uring on), writeback_cache[=on|off]
@@ -170,7 +173,8 @@ fn is_subcommand(name: &[u8]) -> bool {
 /// - started as `mount.fuse.rxfs` / `mount.rxfs`: `IMAGE MNT [-o OPTS] [-n -s -v -f]`;
 /// - `rxfs IMAGE MNT -o OPTS` (Debian's mount.fuse3 runs the subtype's
 ///   program this way): the first argument is not a subcommand and not
-///   an option.
+///   an option, and an `-o` list follows (without one, `rxfs chek IMG` is
+///   a mistyped subcommand).
 pub fn helper_argv(argv: &[OsString]) -> Option<CliResult<HelperArgs>> {
     let prog = argv
         .first()
@@ -180,7 +184,11 @@ pub fn helper_argv(argv: &[OsString]) -> Option<CliResult<HelperArgs>> {
     let as_helper = prog.starts_with(b"mount.");
     let first = argv.get(1)?;
     let fb = first.as_bytes();
-    let looks_like_source = !fb.starts_with(b"-") && !is_subcommand(fb) && argv.len() >= 3;
+    // mount.fuse3 always passes `-o` (mount(8) hands it `rw` at least):
+    // without one, `rxfs WORD PATH` is a mistyped subcommand, which clap
+    // then names, not a mount.
+    let has_o = argv[2..].iter().any(|a| a.as_bytes().starts_with(b"-o"));
+    let looks_like_source = !fb.starts_with(b"-") && !is_subcommand(fb) && argv.len() >= 3 && has_o;
     if !as_helper && !looks_like_source {
         return None;
     }
@@ -404,7 +412,7 @@ fn open_for_mount(
         // daemon is done): read its log once it is final.
         for dev in std::iter::once(&cfg.image).chain(opts.rtdev.as_ref()) {
             if !rxfs::bdev::wait_for_writer(dev, rxfs::bdev::OWNER_WAIT) {
-                eprintln!(
+                errln!(
                     "rxfs: mount: {}: still open read-write elsewhere after {} s; \
                      mounting read-only what is on it now",
                     dev.display(),
@@ -424,7 +432,7 @@ fn open_for_mount(
     }
     if protected {
         // (After the refusal above, which says it all, as mount(8)'s does.)
-        eprintln!(
+        errln!(
             "rxfs: mount: {}: WARNING: source write-protected, mounted read-only.",
             cfg.mountpoint.display()
         );

@@ -53,7 +53,7 @@ pub fn run(a: Args) -> CliResult<()> {
         opts.threads = t as usize;
     }
     let s = populate_image_with(&a.image, &img, &a.dir, &a.dest, true, &opts)?;
-    println!(
+    outln!(
         "{}: copied {} paths, {} bytes from {} into {}",
         a.image.display(),
         s.files,

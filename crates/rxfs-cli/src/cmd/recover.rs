@@ -41,9 +41,9 @@ pub fn run(a: Args) -> CliResult<()> {
     let stats = rxfs::fs::recover_devices(Arc::new(dev), rtdev, o.mount_options())
         .map_err(|e| CliError::fs(&name, &e))?;
     if stats == Default::default() {
-        println!("{name}: log is clean, nothing to recover");
+        outln!("{name}: log is clean, nothing to recover");
     } else {
-        println!("{name}: recovered: {stats}");
+        outln!("{name}: recovered: {stats}");
     }
     Ok(())
 }

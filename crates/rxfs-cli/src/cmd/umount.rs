@@ -55,16 +55,116 @@ pub fn run(a: Args) -> CliResult<()> {
         }
         Err(e) => return Err(CliError::io("fusermount3", &e)),
     }
+    wait_daemon(&mnt, pidfile, a.timeout)
+}
+
+/// The name umount(8) runs for a `fuse.rxfs` mount: `/sbin/umount.fuse.rxfs`
+/// (installed by `rxfs install-helper` beside `mount.fuse.rxfs`).
+pub const HELPER_NAME: &str = "umount.fuse.rxfs";
+
+/// Whether the binary was started as umount(8)'s helper.
+pub fn is_helper_name(argv: &[std::ffi::OsString]) -> bool {
+    argv.first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .is_some_and(|n| n == HELPER_NAME)
+}
+
+/// umount(8)'s helper: `umount.fuse.rxfs MNT [-flnrv] [-t TYPE]`. Unmounts
+/// (umount(2); fusermount3 -u when that is not permitted, for a user's
+/// own mount) and, unless lazy, returns only when the daemon has written
+/// everything, left the log clean and closed the image, so that a plain
+/// `umount MNT` gives what `rxfs umount MNT` gives.
+pub fn run_helper(args: &[std::ffi::OsString]) -> CliResult<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let mut target = None;
+    let (mut lazy, mut force) = (false, false);
+    let mut i = 0;
+    while i < args.len() {
+        let a = args[i].as_bytes();
+        match a {
+            b"-t" => i += 1,
+            b"-N" => {
+                return Err(CliError::usage(
+                    "umount.fuse.rxfs: -N (another mount namespace) is not supported",
+                ))
+            }
+            _ if a.starts_with(b"-") => {
+                for c in &a[1..] {
+                    match c {
+                        b'l' => lazy = true,
+                        b'f' => force = true,
+                        // -n (no mtab), -r (remount ro on failure), -v,
+                        // -i (no helpers): nothing to do here.
+                        b'n' | b'r' | b'v' | b'i' | b'd' => {}
+                        _ => {
+                            return Err(CliError::usage(format!(
+                                "umount.fuse.rxfs: unknown option '-{}'",
+                                *c as char
+                            )))
+                        }
+                    }
+                }
+            }
+            _ if target.is_none() => target = Some(PathBuf::from(&args[i])),
+            _ => {
+                return Err(CliError::usage(
+                    "usage: umount.fuse.rxfs MOUNTPOINT [-flnrv] [-t TYPE]",
+                ))
+            }
+        }
+        i += 1;
+    }
+    let target =
+        target.ok_or_else(|| CliError::usage("usage: umount.fuse.rxfs MOUNTPOINT [-flnrv]"))?;
+    let mnt = normalize_mountpoint(&target).map_err(|e| CliError::io(target.display(), &e))?;
+    let pidfile = open_existing(&mnt);
+    let mut flags = 0;
+    if lazy {
+        flags |= libc::MNT_DETACH;
+    }
+    if force {
+        flags |= libc::MNT_FORCE;
+    }
+    match sys::umount(&mnt, flags) {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => {
+            // A user's own FUSE mount: fusermount3 may unmount it.
+            let mut cmd = std::process::Command::new("fusermount3");
+            cmd.arg("-u");
+            if lazy {
+                cmd.arg("-z");
+            }
+            let ok = cmd.arg(&mnt).status().is_ok_and(|s| s.success());
+            if !ok {
+                return Err(CliError::io(mnt.display(), &e).with_code(32));
+            }
+        }
+        Err(e) => return Err(CliError::io(mnt.display(), &e).with_code(32)),
+    }
+    if lazy {
+        // Detached: the daemon finishes when the last user lets go.
+        return Ok(());
+    }
+    wait_daemon(&mnt, pidfile, 60).map_err(|e| e.with_code(32))
+}
+
+/// Wait for the daemon of `mnt` (its pidfile) to exit, then report a
+/// failed unmount from its final stats file.
+fn wait_daemon(
+    mnt: &std::path::Path,
+    pidfile: Option<std::fs::File>,
+    timeout: u64,
+) -> CliResult<()> {
     if let Some(f) = pidfile {
         let pid = read_pid(&f);
-        let released = wait_released(&f, Duration::from_secs(a.timeout))
+        let released = wait_released(&f, Duration::from_secs(timeout))
             .map_err(|e| CliError::io("pidfile", &e))?;
         if !released {
             return Err(CliError::new(format!(
                 "{}: unmounted, but the daemon (pid {}) has not exited after {} s",
                 mnt.display(),
                 pid.map(|p| p.to_string()).unwrap_or_else(|| "?".into()),
-                a.timeout
+                timeout
             )));
         }
         let last = Snapshot::read(&stats_file::path_for(&mnt));

@@ -212,7 +212,7 @@ impl Core {
                 if !who.cred().sys_admin {
                     return reply.fail(libc::EPERM);
                 }
-                eprintln!("rxfs: shutdown requested (XFS_IOC_GOINGDOWN); the log is forced, then every request fails with EIO");
+                errln!("rxfs: shutdown requested (XFS_IOC_GOINGDOWN); the log is forced, then every request fails with EIO");
                 match self.fs.shutdown(ShutdownFlush::Log) {
                     Ok(()) => reply.ioctl(0, &[]),
                     Err(e) => reply.fail(self.errno("shutdown", nodeid, &e)),

@@ -204,7 +204,7 @@ impl RxFuse {
     /// module comment).
     fn run(&self, f: impl FnOnce(&Core)) {
         if catch_unwind(AssertUnwindSafe(|| f(&self.core))).is_err() {
-            eprintln!("rxfs: a request handler panicked (bug); the request got EIO");
+            errln!("rxfs: a request handler panicked (bug); the request got EIO");
         }
     }
 }

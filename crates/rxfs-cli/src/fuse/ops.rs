@@ -138,7 +138,7 @@ impl Core {
 
     pub(super) fn errno(&self, what: &str, nodeid: u64, e: &Error) -> i32 {
         if self.log_errors && (e.is_corrupt() || matches!(e, Error::Io { .. })) {
-            eprintln!("rxfs: {what} of inode {}: {e}", self.ino(nodeid).0);
+            errln!("rxfs: {what} of inode {}: {e}", self.ino(nodeid).0);
         }
         e.errno()
     }

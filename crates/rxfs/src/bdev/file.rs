@@ -5,16 +5,15 @@
 //!
 //! One writer at a time: a read-write open owns the device exclusively
 //! until it is closed, as the kernel's mount owns its block device. An
-//! image file gets an exclusive `flock`; a block device is opened
-//! `O_EXCL`, which also fails while the kernel has it mounted. A
-//! read-write open that finds the device owned retries for
-//! [`OWNER_WAIT`] (an unmount that just returned may still be finishing:
-//! a FUSE daemon writes its last log records after the kernel let go of
-//! the mount point), then fails with `Busy` (EBUSY). Read-only opens take
-//! no lock and are not refused: they read whatever is on the device.
-//! A read-only *mount* first waits, up to [`OWNER_WAIT`], for a writer to
-//! let go ([`wait_for_writer`]), so that it does not read the log of an
-//! rxfs that is still finishing its unmount.
+//! image file gets an exclusive `flock` and is refused while a loop device
+//! backed by it is mounted or claimed; a block device is opened `O_EXCL`,
+//! which fails while the kernel has it (or a partition of it) mounted.
+//! A refused open fails at once with `InUse`, naming the owner (see
+//! [`super::claim`]); [`FileDevice::open_waiting`] waits for the owner to
+//! let go instead. Read-only opens take no lock and are not refused: they
+//! read whatever is on the device. A read-only *mount* first waits, up to
+//! [`OWNER_WAIT`], for a writer to let go ([`wait_for_writer`]), so that it
+//! does not read the log of an rxfs that is still finishing its unmount.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
@@ -33,7 +32,7 @@ pub struct FileDevice {
 /// `_IO(0x12, 127)`: zero a byte range of a block device.
 const BLKZEROOUT: libc::c_ulong = 0x127f;
 
-/// How long a read-write open waits for the device's owner to let go.
+/// How long a read-only mount waits for a read-write owner to let go.
 pub const OWNER_WAIT: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// Alignment used for O_DIRECT bounce buffers and requests.
@@ -82,21 +81,33 @@ fn writer_gone(path: &Path) -> bool {
 }
 
 impl FileDevice {
-    /// Open an image file or block device.
+    /// Open an image file or block device; a read-write open of a device
+    /// that another writer owns fails at once with `InUse` (see the module
+    /// doc).
     pub fn open(path: &Path, read_only: bool, direct: bool) -> Result<Self> {
-        let deadline = std::time::Instant::now() + OWNER_WAIT;
+        Self::open_once(path, read_only, direct)
+    }
+
+    /// [`Self::open`], but while the device is owned elsewhere, retry for
+    /// up to `timeout`; `waiting` is called once, with the reason, when the
+    /// wait begins. Fails with the last `InUse` when time is up.
+    pub fn open_waiting(
+        path: &Path,
+        read_only: bool,
+        direct: bool,
+        timeout: std::time::Duration,
+        waiting: &mut dyn FnMut(&str),
+    ) -> Result<Self> {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut told = false;
         loop {
             match Self::open_once(path, read_only, direct) {
-                Err(Error::Busy) if std::time::Instant::now() < deadline => {
+                Err(Error::InUse(why)) if std::time::Instant::now() < deadline => {
+                    if !told {
+                        waiting(&why);
+                        told = true;
+                    }
                     std::thread::sleep(std::time::Duration::from_millis(20))
-                }
-                Err(Error::Busy) => {
-                    return Err(Error::InUse(format!(
-                        "{} is open read-write elsewhere (another rxfs, or mounted by \
-                         the kernel); waited {} s",
-                        path.display(),
-                        OWNER_WAIT.as_secs()
-                    )))
                 }
                 r => return r,
             }
@@ -119,10 +130,19 @@ impl FileDevice {
         opts.custom_flags(flags);
         let file = match opts.open(path) {
             Ok(f) => f,
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => return Err(Error::Busy),
+            Err(e) if e.raw_os_error() == Some(libc::EBUSY) => {
+                let why = std::fs::metadata(path)
+                    .map(|m| super::claim::bdev_reason(&m))
+                    .unwrap_or_else(|_| "opened exclusively elsewhere".into());
+                return Err(Error::InUse(why));
+            }
             Err(e) => return Err(Error::io("open", 0, 0, e)),
         };
         if !read_only && !is_bdev {
+            let meta = file.metadata().map_err(|e| Error::io("stat", 0, 0, e))?;
+            if let Some(why) = super::claim::loop_reason(&meta) {
+                return Err(Error::InUse(why));
+            }
             // SAFETY: flock on a descriptor we own; no memory involved.
             let r = unsafe {
                 libc::flock(
@@ -133,7 +153,7 @@ impl FileDevice {
             if r != 0 {
                 let e = std::io::Error::last_os_error();
                 return match e.raw_os_error() {
-                    Some(libc::EWOULDBLOCK) => Err(Error::Busy),
+                    Some(libc::EWOULDBLOCK) => Err(Error::InUse(super::claim::flock_reason(&meta))),
                     _ => Err(Error::io("flock", 0, 0, e)),
                 };
             }
@@ -475,25 +495,55 @@ mod tests {
         // Readers are not refused.
         let reader = FileDevice::open(&img, true, false).unwrap();
         drop(reader);
-        // A second writer waits for the first to close.
+        // A second writer is refused at once, with who owns it.
         let t0 = Instant::now();
-        let waiter = {
-            let img = img.clone();
-            std::thread::spawn(move || FileDevice::open(&img, false, false).map(|_| ()))
-        };
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(!waiter.is_finished(), "the second writer did not wait");
-        drop(first);
-        waiter.join().unwrap().unwrap();
-        assert!(t0.elapsed() < OWNER_WAIT);
-        // Owned for good: refused with EBUSY after the wait.
-        let _owner = FileDevice::open(&img, false, false).unwrap();
         let e = match FileDevice::open(&img, false, false) {
             Err(e) => e,
             Ok(_) => panic!("a second read-write open of an owned image"),
         };
-        assert!(matches!(e, Error::InUse(_)), "{e}");
+        assert!(
+            t0.elapsed() < Duration::from_secs(2),
+            "refusal took {:?}",
+            t0.elapsed()
+        );
         assert_eq!(e.errno(), libc::EBUSY);
+        let why = e.to_string();
+        assert!(
+            why.contains("already open read-write by this process"),
+            "{why}"
+        );
+        assert!(
+            why.contains(&format!("pid {}", std::process::id())),
+            "{why}"
+        );
+        // open_waiting waits for the first to close, saying why once.
+        let waiter = {
+            let img = img.clone();
+            std::thread::spawn(move || {
+                let mut said = Vec::new();
+                let r = FileDevice::open_waiting(
+                    &img,
+                    false,
+                    false,
+                    Duration::from_secs(30),
+                    &mut |w| said.push(w.to_string()),
+                );
+                (r.map(|_| ()), said)
+            })
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(!waiter.is_finished(), "the second writer did not wait");
+        drop(first);
+        let (r, said) = waiter.join().unwrap();
+        r.unwrap();
+        assert_eq!(said.len(), 1, "{said:?}");
+        // And gives up after its timeout.
+        let _owner = FileDevice::open(&img, false, false).unwrap();
+        let t0 = Instant::now();
+        let r =
+            FileDevice::open_waiting(&img, false, false, Duration::from_millis(200), &mut |_| {});
+        assert!(matches!(r, Err(Error::InUse(_))));
+        assert!(t0.elapsed() >= Duration::from_millis(200));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -18,6 +18,7 @@ pub mod overlay;
 mod record;
 pub(crate) mod simrng;
 
+mod claim;
 pub use cow::{CowDevice, SECTOR_SIZE};
 pub use crash::{
     case_seed, for_each_crash_image, sample_points, CrashDevice, CrashImage, CrashMode, Event,

@@ -190,7 +190,7 @@ impl Reply {
             // The connection is gone (unmount) or the reply was malformed
             // (a bug): the session loop notices the former on its next read.
             if e.raw_os_error() != Some(libc::ENODEV) {
-                eprintln!("rxfs: replying to request {}: {e}", self.unique);
+                errln!("rxfs: replying to request {}: {e}", self.unique);
             }
         }
     }

@@ -139,7 +139,7 @@ impl Session {
             match uring::Rings::start(self.ch.raw(), h.clone(), queues, per_queue, size) {
                 Ok(r) => Some(r),
                 Err(e) => {
-                    eprintln!("rxfs: FUSE over io_uring failed ({e}); serving /dev/fuse only");
+                    errln!("rxfs: FUSE over io_uring failed ({e}); serving /dev/fuse only");
                     None
                 }
             }
@@ -165,8 +165,8 @@ impl Session {
         }
         for w in workers {
             match w.join() {
-                Ok(Err(e)) => eprintln!("rxfs: FUSE event loop: {e}"),
-                Err(_) => eprintln!("rxfs: FUSE event loop panicked"),
+                Ok(Err(e)) => errln!("rxfs: FUSE event loop: {e}"),
+                Err(_) => errln!("rxfs: FUSE event loop panicked"),
                 Ok(Ok(())) => {}
             }
         }
@@ -319,7 +319,7 @@ fn serve_gated(
             .map_or(0, |b| u32::from_ne_bytes(b.try_into().unwrap_or([0; 4])));
         gate.taken(me, pid);
         let Some((req, op)) = request::parse(&buf[..n]) else {
-            eprintln!("rxfs: a malformed FUSE message ({n} bytes) was dropped");
+            errln!("rxfs: a malformed FUSE message ({n} bytes) was dropped");
             continue;
         };
         super::DEV_REQUESTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);

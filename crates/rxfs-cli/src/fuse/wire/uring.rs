@@ -187,8 +187,8 @@ impl Rings {
         self.stop();
         for t in self.threads {
             match t.join() {
-                Ok(Err(e)) => eprintln!("rxfs: FUSE io_uring loop: {e}"),
-                Err(_) => eprintln!("rxfs: FUSE io_uring loop panicked"),
+                Ok(Err(e)) => errln!("rxfs: FUSE io_uring loop: {e}"),
+                Err(_) => errln!("rxfs: FUSE io_uring loop panicked"),
                 Ok(Ok(())) => {}
             }
         }
