@@ -167,7 +167,7 @@ fn wait_daemon(
                 timeout
             )));
         }
-        let last = Snapshot::read(&stats_file::path_for(&mnt));
+        let last = Snapshot::read(&stats_file::path_for(mnt));
         if let Some(Snapshot {
             pid: spid,
             live: false,
