@@ -338,7 +338,6 @@ fn mount(
         image: image_abs,
         mountpoint: mnt,
         fuse: opts.fuse.clone(),
-        foreground,
         read_only: opts.read_only,
     };
     if foreground {
@@ -375,6 +374,7 @@ fn mount(
                     drop(p);
                     if r.is_ok() {
                         sys::detach_stdio();
+                        crate::fuse::errlog::detached();
                     }
                 }
             };
@@ -422,6 +422,13 @@ fn open_for_mount(
         }
     }
     let fs = open_image(&cfg.image, opts).map_err(mount_fail)?;
+    check_root(&fs).map_err(|why| {
+        mount_fail(CliError::new(format!(
+            "mount: {}: cannot mount {}: {why}",
+            cfg.mountpoint.display(),
+            cfg.image.display()
+        )))
+    })?;
     if protected && fs.recovery_stats().is_some() {
         return Err(mount_fail(CliError::new(format!(
             "mount: {}: cannot mount {} read-only: its log needs recovery, which must write, \
@@ -438,6 +445,22 @@ fn open_for_mount(
         );
     }
     Ok(fs)
+}
+
+/// What the kernel reads before it lets a mount succeed: the root
+/// directory's inode must be readable and a directory (XFS fails the mount
+/// with "corrupted root inode"); a mount that would answer every access
+/// with EUCLEAN is refused instead.
+fn check_root(fs: &rxfs::fs::Filesystem) -> Result<(), String> {
+    let root = fs.root_ino();
+    match fs.iget(root) {
+        Ok(ip) if ip.is_dir() => Ok(()),
+        Ok(ip) => Err(format!(
+            "corrupted root inode {}: not a directory (mode {:#o})",
+            root.0, ip.core.mode
+        )),
+        Err(e) => Err(format!("cannot read the root inode {}: {e}", root.0)),
+    }
 }
 
 /// Whether /proc/self/mounts has a fuse.rxfs mount at `mnt` (spaces

@@ -119,6 +119,7 @@
 
 pub mod attr;
 pub mod cred;
+pub mod errlog;
 pub mod ioctl;
 pub mod listing;
 pub mod mount_table;
@@ -162,9 +163,9 @@ pub struct RxFuse {
 }
 
 impl RxFuse {
-    pub fn new(fs: Arc<rxfs::Filesystem>, log_errors: bool) -> Self {
+    pub fn new(fs: Arc<rxfs::Filesystem>) -> Self {
         RxFuse {
-            core: Arc::new(Core::new(fs, log_errors)),
+            core: Arc::new(Core::new(fs)),
             idmap: false,
             uring: None,
             writeback_cache: false,

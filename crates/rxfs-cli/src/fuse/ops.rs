@@ -50,8 +50,8 @@ pub struct Core {
     pub(super) listings: super::listing::Listings,
     /// Entry and attribute cache time (see the module comment).
     pub(super) ttl: Duration,
-    /// Print corruption and I/O errors to stderr (foreground mounts).
-    pub log_errors: bool,
+    /// The inodes whose failures were reported (see [`super::errlog`]).
+    pub reported: super::errlog::Reported,
     /// A read-write mount.
     pub rw: bool,
     /// The session's channel for notifications to the kernel, once the
@@ -92,7 +92,7 @@ pub fn open_flags(flags: i32) -> FopenFlags {
 }
 
 impl Core {
-    pub fn new(fs: Arc<Filesystem>, log_errors: bool) -> Core {
+    pub fn new(fs: Arc<Filesystem>) -> Core {
         let root = fs.root_ino();
         let rw = !fs.options().read_only;
         Core {
@@ -101,7 +101,7 @@ impl Core {
             nodes: NodeTable::default(),
             listings: Default::default(),
             ttl: Duration::from_secs(if rw { 1 } else { 300 }),
-            log_errors,
+            reported: Default::default(),
             rw,
             notifier: std::sync::OnceLock::new(),
             mountpoint: std::sync::OnceLock::new(),
@@ -137,8 +137,11 @@ impl Core {
     }
 
     pub(super) fn errno(&self, what: &str, nodeid: u64, e: &Error) -> i32 {
-        if self.log_errors && (e.is_corrupt() || matches!(e, Error::Io { .. })) {
-            errln!("rxfs: {what} of inode {}: {e}", self.ino(nodeid).0);
+        if e.is_corrupt() || matches!(e, Error::Io { .. }) {
+            let ino = self.ino(nodeid).0;
+            let text = e.to_string();
+            self.reported
+                .report(&text, &format!("{what} (inode {ino}): {text}"));
         }
         e.errno()
     }
@@ -428,19 +431,20 @@ impl Core {
             Ok(d) => d,
             Err(e) => return reply.fail(self.errno("readdir", nodeid, &e)),
         };
-        let mut inner: Option<Error> = None;
         let r = self.fs.readdir(&dir, offset, &mut |e| {
+            let name = &e.name[..];
             let t = match self.entry_type(e) {
                 Ok(t) => t,
+                // No file type in the entry and an inode that cannot be
+                // read: listed as DT_UNKNOWN (a later lookup fails).
                 Err(err) => {
-                    inner = Some(err);
-                    return false;
+                    let _ = self.errno("readdir", e.ino.0, &err);
+                    return !reply.add_unknown(INodeNo(e.ino.0), e.next_cookie, name);
                 }
             };
-            let name = &e.name[..];
             !reply.add(INodeNo(e.ino.0), e.next_cookie, fuse_type(t), name)
         });
-        match r.err().or(inner) {
+        match r.err() {
             None => {
                 self.accessed(&dir);
                 if offset == 0 {
@@ -482,13 +486,11 @@ impl Core {
                     !full
                 }
                 Err(err) => {
-                    // Node id 0 tells the kernel "no entry attributes": it
-                    // lists the name and a later lookup reports the error.
+                    // Listed, as the kernel's XFS lists it; a lookup of the
+                    // name (stat, open) then fails with the error.
                     let _ = self.errno("readdirplus", e.ino.0, &err);
-                    let mut attr = file_attr(&self.fs, &dir);
-                    attr.ino = INodeNo(0);
-                    let (none, gen) = (INodeNo(0), Generation(0));
-                    !reply.add(none, e.next_cookie, name, &Duration::ZERO, &attr, gen)
+                    let dtype = e.ftype.map_or(0, |t| fuse_type(Some(t)).dirent_type());
+                    !reply.add_unattributed(INodeNo(e.ino.0), e.next_cookie, name, dtype)
                 }
             }
         });

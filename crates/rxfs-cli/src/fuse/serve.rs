@@ -32,7 +32,6 @@ pub struct ServeConfig {
     pub image: PathBuf,
     pub mountpoint: PathBuf,
     pub fuse: FuseOpts,
-    pub foreground: bool,
     /// Mount read-only (the kernel's RO flag; the filesystem was opened so).
     pub read_only: bool,
 }
@@ -118,7 +117,7 @@ pub fn serve(
         Ok(s) => s,
         Err(e) => return fail(mount_err(format!("stats file: {e}")), ready),
     };
-    let rx = RxFuse::new(fs.clone(), cfg.foreground)
+    let rx = RxFuse::new(fs.clone())
         .with_idmap(cfg.fuse.allow_other)
         .with_uring(cfg.fuse.uring)
         .with_writeback_cache(cfg.fuse.writeback_cache && !fs.options().read_only);
@@ -194,7 +193,6 @@ mod tests {
                 flags: vec!["suid".into()],
                 ..FuseOpts::default()
             },
-            foreground: true,
             read_only: false,
         };
         mount_spec(&cfg)

@@ -466,6 +466,18 @@ impl ReplyDirectory {
         self.0.push(&[], dirent(ino, offset, kind, name), name)
     }
 
+    /// Add an entry of unknown type (DT_UNKNOWN), as XFS lists an entry
+    /// without a file type whose inode it has not read.
+    pub fn add_unknown(&mut self, ino: INodeNo, offset: u64, name: &[u8]) -> bool {
+        let d = abi::Dirent {
+            ino: ino.0,
+            off: offset,
+            namelen: name.len() as u32,
+            typ: 0,
+        };
+        self.0.push(&[], d, name)
+    }
+
     pub fn ok(self) {
         self.0.reply.bytes(&[&self.0.buf])
     }
@@ -498,6 +510,22 @@ impl ReplyDirectoryPlus {
         e.nodeid = ino.0;
         self.0
             .push(e.as_bytes(), dirent(ino, offset, attr.kind, name), name)
+    }
+
+    /// Add an entry whose inode cannot be read: the name and inode number
+    /// are listed (`d_type` as given, 0 for DT_UNKNOWN) with node id 0,
+    /// which tells the kernel "no attributes", so that a later lookup of
+    /// the name reports the error. (A zero inode number instead would
+    /// make libc's readdir skip the entry: the file would vanish.)
+    pub fn add_unattributed(&mut self, ino: INodeNo, offset: u64, name: &[u8], dtype: u32) -> bool {
+        let e = abi::EntryOut::default();
+        let d = abi::Dirent {
+            ino: ino.0,
+            off: offset,
+            namelen: name.len() as u32,
+            typ: dtype,
+        };
+        self.0.push(e.as_bytes(), d, name)
     }
 
     pub fn ok(self) {
