@@ -25,7 +25,6 @@ mod common;
 mod crash_support;
 
 use std::ffi::OsStr;
-use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
 
@@ -39,26 +38,6 @@ use crash_support::workload::{Params, Stop, Workload};
 use rxfs::Filesystem;
 
 /// The pid of the daemon serving `mnt` (its command line names `mnt`).
-fn daemon_pid(mnt: &Path) -> u32 {
-    let want = mnt.as_os_str().as_bytes();
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        if process_gone(pid) {
-            continue;
-        }
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if cmd.split(|&b| b == 0).any(|a| a == want) {
-            found.push(pid);
-        }
-    }
-    assert_eq!(found.len(), 1, "daemons for {}: {found:?}", mnt.display());
-    found[0]
-}
 
 fn kill_daemon(mnt: &Path, guard: KernelMount) {
     let pid = daemon_pid(mnt);

@@ -238,26 +238,6 @@ fn realtime_flags_data_and_statfs_through_the_mount() {
     rxfs_umount(&mnt, guard);
 }
 
-/// The pid of the daemon serving `mnt` (its command line names `mnt`).
-fn daemon_pid(mnt: &Path) -> u32 {
-    use std::os::unix::ffi::OsStrExt;
-    let want = mnt.as_os_str().as_bytes();
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
-            continue;
-        };
-        if !process_gone(pid) && cmd.split(|&b| b == 0).any(|a| a == want) {
-            found.push(pid);
-        }
-    }
-    assert_eq!(found.len(), 1, "daemons for {}: {found:?}", mnt.display());
-    found[0]
-}
-
 /// `kill -9` of the daemon while a realtime file unlinked but still open
 /// sits on the AGI unlinked list: the next rxfs mount recovers and gives
 /// its realtime extents back (the kernel here cannot mount the image to

@@ -391,3 +391,25 @@ pub fn name_tmpfile(f: &std::fs::File, to: &Path) -> Result<(), i32> {
         Err(last_errno())
     }
 }
+
+/// The pid of the one rxfs daemon serving `mnt` (found by its command line).
+pub fn daemon_pid(mnt: &Path) -> u32 {
+    let want = mnt.as_os_str().as_bytes();
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if process_gone(pid) {
+            continue;
+        }
+        let Ok(cmd) = std::fs::read(e.path().join("cmdline")) else {
+            continue;
+        };
+        if cmd.split(|&b| b == 0).any(|a| a == want) {
+            found.push(pid);
+        }
+    }
+    assert_eq!(found.len(), 1, "daemons for {}: {found:?}", mnt.display());
+    found[0]
+}
