@@ -141,6 +141,9 @@ pub fn run_helper(args: &[std::ffi::OsString]) -> CliResult<()> {
         }
         Err(e) => return Err(CliError::io(mnt.display(), &e).with_code(32)),
     }
+    // A helper keeps the mount tables: the daemon would drop the entry
+    // too, but only once it has finished.
+    crate::fuse::utab::remove(&mnt);
     if lazy {
         // Detached: the daemon finishes when the last user lets go.
         return Ok(());

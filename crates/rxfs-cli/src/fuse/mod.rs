@@ -131,6 +131,7 @@ pub mod pidfile;
 pub mod reply;
 pub mod serve;
 pub mod stats_file;
+pub mod utab;
 pub mod wire;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};

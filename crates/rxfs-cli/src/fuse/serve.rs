@@ -166,6 +166,7 @@ pub fn serve(
     let err = unmounted.as_ref().err().map(|e| e.to_string());
     stats.finish(&fs, err.clone());
     drop(fs);
+    super::utab::remove(&cfg.mountpoint);
     // The pidfile lock lasts until process exit.
     pid.release_at_exit();
     r.map_err(|e| CliError::new(format!("FUSE session: {e}")))?;

@@ -143,6 +143,7 @@ fn mount_sys(mnt: &Path, spec: &MountSpec) -> io::Result<Mounted> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
+    crate::fuse::utab::add(mnt, &spec.fsname);
     Ok(Mounted { fd, watcher: None })
 }
 
