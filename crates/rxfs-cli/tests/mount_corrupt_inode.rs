@@ -135,7 +135,7 @@ fn corrupt_inode_is_listed_and_fails_as_on_the_kernel() {
     // One report of the corruption, however many lookups met it.
     let f = s.path("ffg");
     std::fs::create_dir_all(&f).unwrap();
-    let mut child = Command::new(RXFS)
+    let child = Command::new(RXFS)
         .args([
             OsStr::new("mount"),
             OsStr::new("-f"),
