@@ -37,8 +37,6 @@ use crash_support::walk::{kernel_tree, repair_n, rxfs_tree, tree_diff, Mounted};
 use crash_support::workload::{Params, Stop, Workload};
 use rxfs::Filesystem;
 
-/// The pid of the daemon serving `mnt` (its command line names `mnt`).
-
 fn kill_daemon(mnt: &Path, guard: KernelMount) {
     let pid = daemon_pid(mnt);
     unsafe { libc::kill(pid as i32, libc::SIGKILL) };

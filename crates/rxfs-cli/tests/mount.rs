@@ -16,8 +16,6 @@ use std::time::Duration;
 
 use common::*;
 
-/// The pid of the daemon serving `mnt` (its command line names `mnt`).
-
 fn errno_of(r: std::io::Result<impl Sized>) -> Option<i32> {
     r.err().and_then(|e| e.raw_os_error())
 }
