@@ -330,6 +330,17 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                     "allow_root is not supported: use allow_other",
                 ))
             }
+            ("noquota", None) => {}
+            (
+                "quota" | "usrquota" | "grpquota" | "prjquota" | "uquota" | "gquota" | "pquota"
+                | "uqnoenforce" | "gqnoenforce" | "pqnoenforce" | "qnoenforce",
+                None,
+            ) => {
+                return Err(CliError::usage(format!(
+                    "'{key}': disk quotas are not supported (rxfs neither counts nor enforces \
+                     XFS quotas, so EDQUOT is never reported)"
+                )))
+            }
             _ => return Err(CliError::usage(format!("unknown mount option '{opt}'"))),
         }
     }
@@ -570,6 +581,27 @@ mod tests {
                 ..Opts::default()
             }
         );
+    }
+
+    #[test]
+    fn quota_options_say_quotas_are_not_supported() {
+        for q in ["quota", "usrquota", "grpquota", "prjquota", "uqnoenforce"] {
+            let e = p(&[q], true).unwrap_err();
+            assert!(
+                e.msg.contains("disk quotas are not supported"),
+                "{q}: {}",
+                e.msg
+            );
+        }
+        assert!(p(&["noquota"], true).is_ok());
+    }
+
+    #[test]
+    fn wait_option() {
+        assert_eq!(p(&["wait=30"], true).unwrap().busy_wait, Some(30));
+        assert_eq!(p(&["wait=0"], false).unwrap().busy_wait, Some(0));
+        assert!(p(&["wait=-1"], true).is_err());
+        assert!(p(&["wait=soon"], true).is_err());
     }
 
     #[test]

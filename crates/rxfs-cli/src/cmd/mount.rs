@@ -454,13 +454,28 @@ fn open_for_mount(
 fn check_root(fs: &rxfs::fs::Filesystem) -> Result<(), String> {
     let root = fs.root_ino();
     match fs.iget(root) {
-        Ok(ip) if ip.is_dir() => Ok(()),
-        Ok(ip) => Err(format!(
-            "corrupted root inode {}: not a directory (mode {:#o})",
-            root.0, ip.core.mode
-        )),
-        Err(e) => Err(format!("cannot read the root inode {}: {e}", root.0)),
+        Ok(ip) if ip.is_dir() => {}
+        Ok(ip) => {
+            return Err(format!(
+                "corrupted root inode {}: not a directory (mode {:#o})",
+                root.0, ip.core.mode
+            ))
+        }
+        Err(e) => return Err(format!("cannot read the root inode {}: {e}", root.0)),
     }
+    // With a realtime section the kernel also reads its bitmap and summary
+    // inodes at mount.
+    let sb = fs.sb();
+    if sb.rextents > 0 {
+        for (what, ino) in [("bitmap", sb.rbmino), ("summary", sb.rsumino)] {
+            match fs.iget(rxfs::types::Ino(ino)) {
+                Ok(ip) if ip.file_type() == Some(rxfs::types::FileType::Regular) => {}
+                Ok(_) => return Err(format!("corrupted realtime {what} inode {ino}")),
+                Err(e) => return Err(format!("cannot read the realtime {what} inode {ino}: {e}")),
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Whether /proc/self/mounts has a fuse.rxfs mount at `mnt` (spaces
