@@ -34,8 +34,35 @@ impl CliError {
         }
     }
 
-    /// A library error about `what` (a path, an image name).
+    /// A library error about `what` (a path, an image name). The plain
+    /// POSIX errors read as the C library words them (`No such file or
+    /// directory`), as in the OS errors of [`CliError::io`], so that a
+    /// missing path reads the same whether the host or the image lacks it;
+    /// a device that cannot be opened says only why.
     pub fn fs(what: impl Display, e: &rxfs::Error) -> Self {
+        use rxfs::Error as E;
+        let plain = matches!(
+            e,
+            E::NotFound
+                | E::NotDir
+                | E::IsDir
+                | E::NameTooLong
+                | E::Access
+                | E::NoSpace
+                | E::Exists
+                | E::NotEmpty
+                | E::TooManyLinks
+                | E::Perm
+        );
+        if plain {
+            return CliError::io(what, &std::io::Error::from_raw_os_error(e.errno()));
+        }
+        if let E::Io {
+            op: "open", source, ..
+        } = e
+        {
+            return CliError::io(what, source);
+        }
         CliError::new(format!("{what}: {e}"))
     }
 

@@ -264,7 +264,7 @@ fn errors_have_messages_and_exit_codes() {
         assert_eq!(out.status.code(), Some(1), "{cmd}");
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(
-            err.contains("/no/such: no such file or directory"),
+            err.contains("/no/such: No such file or directory"),
             "{cmd}: {err}"
         );
     }
@@ -288,7 +288,7 @@ fn errors_have_messages_and_exit_codes() {
     // cat of a directory.
     let out = rxfs(&[OsStr::new("cat"), img.as_os_str(), OsStr::new("/")]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("is a directory"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Is a directory"));
 }
 
 #[test]

@@ -232,9 +232,9 @@ fn populate_into_a_subdirectory_and_refusals() {
         (
             tree.as_os_str(),
             "/nope",
-            "/nope: no such file or directory",
+            "/nope: No such file or directory",
         ),
-        (tree.as_os_str(), "/file", "/file: not a directory"),
+        (tree.as_os_str(), "/file", "/file: Not a directory"),
         (
             OsStr::new("/no/such/source"),
             "/",

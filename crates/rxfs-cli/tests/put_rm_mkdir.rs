@@ -72,8 +72,8 @@ fn mkdir_then_kernel_sees_it() {
     ok("mkdir", &img, &["/d", "--mode", "1777", "--owner", "12:34"]);
     ok("mkdir", &img, &["-p", "/x/y/z", "-m", "0700"]);
     ok("mkdir", &img, &["-p", "/x/y"]); // exists: fine with -p
-    fails("mkdir", &img, &["/d"], "/d: file exists");
-    fails("mkdir", &img, &["/q/r"], "/q: no such file or directory");
+    fails("mkdir", &img, &["/d"], "/d: File exists");
+    fails("mkdir", &img, &["/q/r"], "/q: No such file or directory");
     let out = rxfs(&args("mkdir", &img, &["/"]));
     assert_eq!(out.status.code(), Some(2), "a usage error");
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs a last component"));
@@ -126,13 +126,13 @@ fn put_files_trees_and_stdin() {
         "put",
         &img,
         &[f, "/d/renamed"],
-        "/d/renamed: file exists (use --force",
+        "/d/renamed: File exists (use --force",
     );
     fails(
         "put",
         &img,
         &[f, "/nope/x"],
-        "/nope: no such file or directory",
+        "/nope: No such file or directory",
     );
     fails(
         "put",
@@ -144,7 +144,7 @@ fn put_files_trees_and_stdin() {
         "put",
         &img,
         &[tree.to_str().unwrap(), "/"],
-        "/tree: file exists",
+        "/tree: File exists",
     );
     let out = put_stdin(&img, "/d", b"x", false);
     assert_eq!(out.status.code(), Some(1));
@@ -206,9 +206,9 @@ fn rm_files_and_trees() {
     m.umount();
     ok("rm", &img, &["/dir/file"]);
     ok("rm", &img, &["/emptydir"]);
-    fails("rm", &img, &["/many"], "/many: directory not empty (use -r");
-    fails("rm", &img, &["/nope"], "/nope: no such file or directory");
-    fails("rm", &img, &["/nope/x"], "/nope: no such file or directory");
+    fails("rm", &img, &["/many"], "/many: Directory not empty (use -r");
+    fails("rm", &img, &["/nope"], "/nope: No such file or directory");
+    fails("rm", &img, &["/nope/x"], "/nope: No such file or directory");
     ok("rm", &img, &["-r", "/many"]);
     ok("rm", &img, &["/hard1"]); // one of two links
     ok("rm", &img, &["-r", "/dir"]);

@@ -105,12 +105,12 @@ fn put(fs: &Filesystem, a: &Args, img: &Opts, stdin: bool) -> CliResult<()> {
         let ip = fs.iget(old).map_err(|e| CliError::fs(&shown, &e))?;
         if ip.is_dir() {
             return Err(CliError::new(format!(
-                "{shown}: file exists (a directory: remove it first with rxfs rm -r)"
+                "{shown}: File exists (a directory: remove it first with rxfs rm -r)"
             )));
         }
         if !a.force {
             return Err(CliError::new(format!(
-                "{shown}: file exists (use --force to replace it)"
+                "{shown}: File exists (use --force to replace it)"
             )));
         }
         let src_is_dir = !stdin && std::fs::symlink_metadata(&a.src).is_ok_and(|m| m.is_dir());

@@ -52,7 +52,7 @@ fn rm(fs: &Filesystem, a: &Args) -> CliResult<()> {
     if !a.recursive {
         return fs.rmdir(pino, &name).map_err(|e| match e {
             rxfs::Error::NotEmpty => CliError::new(format!(
-                "{}: directory not empty (use -r to remove it and its contents)",
+                "{}: Directory not empty (use -r to remove it and its contents)",
                 a.path
             )),
             e => CliError::fs(&a.path, &e),

@@ -34,6 +34,16 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult<()> {
     let mnt = normalize_mountpoint(&a.mountpoint)
         .map_err(|e| CliError::io(a.mountpoint.display(), &e))?;
+    if !mnt.exists() {
+        return Err(CliError::io(
+            mnt.display(),
+            &std::io::Error::from_raw_os_error(libc::ENOENT),
+        )
+        .with_code(32));
+    }
+    if crate::fuse::mount_table::types_at(&mnt).is_empty() {
+        return Err(CliError::new(format!("{}: not mounted", mnt.display())).with_code(32));
+    }
     let pidfile = open_existing(&mnt);
     let mut cmd = std::process::Command::new("fusermount3");
     cmd.arg("-u");
@@ -41,13 +51,20 @@ pub fn run(a: Args) -> CliResult<()> {
         cmd.arg("-z");
     }
     cmd.arg(&mnt);
-    match cmd.status() {
-        Ok(s) if s.success() => {}
-        Ok(_) => {
-            return Err(CliError::new(format!(
-                "{}: unmount failed (see the fusermount3 message above)",
-                mnt.display()
-            )))
+    match cmd.output() {
+        Ok(o) if o.status.success() => {}
+        Ok(o) => {
+            // fusermount3's own words, in our one line.
+            let said = String::from_utf8_lossy(&o.stderr);
+            let why = said
+                .trim()
+                .rsplit(": ")
+                .next()
+                .filter(|w| !w.is_empty())
+                .unwrap_or("fusermount3 failed");
+            return Err(
+                CliError::new(format!("{}: unmount failed: {why}", mnt.display())).with_code(32),
+            );
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let flags = if a.lazy { libc::MNT_DETACH } else { 0 };
