@@ -85,6 +85,12 @@ fn flock_holder(dev: u64, ino: u64) -> Option<(u32, String)> {
     None
 }
 
+/// Whether the exclusive `flock` on the file of `meta` is held by this
+/// process, or by nobody any more (released since the attempt).
+pub(super) fn flock_held_here(meta: &fs::Metadata) -> bool {
+    flock_holder(meta.dev(), meta.ino()).is_none_or(|(pid, _)| pid == std::process::id())
+}
+
 /// Why an image file's exclusive `flock` failed.
 pub(super) fn flock_reason(meta: &fs::Metadata) -> String {
     match flock_holder(meta.dev(), meta.ino()) {

@@ -143,20 +143,7 @@ impl FileDevice {
             if let Some(why) = super::claim::loop_reason(&meta) {
                 return Err(Error::InUse(why));
             }
-            // SAFETY: flock on a descriptor we own; no memory involved.
-            let r = unsafe {
-                libc::flock(
-                    std::os::fd::AsRawFd::as_raw_fd(&file),
-                    libc::LOCK_EX | libc::LOCK_NB,
-                )
-            };
-            if r != 0 {
-                let e = std::io::Error::last_os_error();
-                return match e.raw_os_error() {
-                    Some(libc::EWOULDBLOCK) => Err(Error::InUse(super::claim::flock_reason(&meta))),
-                    _ => Err(Error::io("flock", 0, 0, e)),
-                };
-            }
+            take_lock(&file, &meta)?;
         }
         let meta = file.metadata().map_err(|e| Error::io("stat", 0, 0, e))?;
         let size = if meta.file_type().is_block_device() {
@@ -212,6 +199,39 @@ impl FileDevice {
         self.file
             .write_all_at(bounce.as_mut(), start)
             .map_err(|e| Error::io("write", start, len, e))
+    }
+}
+
+/// How long a read-write open waits for an owner in this same process
+/// (a `Filesystem` being dropped on another thread lets go of its
+/// device when its last background thread ends).
+const OWN_PROCESS_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The exclusive `flock` of an image file opened read-write. Another
+/// process's lock is refused at once; this process's own (see
+/// [`OWN_PROCESS_GRACE`]) is waited for briefly first.
+fn take_lock(file: &File, meta: &std::fs::Metadata) -> Result<()> {
+    let deadline = std::time::Instant::now() + OWN_PROCESS_GRACE;
+    loop {
+        // SAFETY: flock on a descriptor we own; no memory involved.
+        let r = unsafe {
+            libc::flock(
+                std::os::fd::AsRawFd::as_raw_fd(file),
+                libc::LOCK_EX | libc::LOCK_NB,
+            )
+        };
+        if r == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
+            return Err(Error::io("flock", 0, 0, e));
+        }
+        let ours = super::claim::flock_held_here(meta);
+        if !ours || std::time::Instant::now() >= deadline {
+            return Err(Error::InUse(super::claim::flock_reason(meta)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
     }
 }
 
@@ -495,14 +515,16 @@ mod tests {
         // Readers are not refused.
         let reader = FileDevice::open(&img, true, false).unwrap();
         drop(reader);
-        // A second writer is refused at once, with who owns it.
+        // A second writer is refused, with who owns it (this process's
+        // own owner after OWN_PROCESS_GRACE: another process's at once, as
+        // the CLI tests check).
         let t0 = Instant::now();
         let e = match FileDevice::open(&img, false, false) {
             Err(e) => e,
             Ok(_) => panic!("a second read-write open of an owned image"),
         };
         assert!(
-            t0.elapsed() < Duration::from_secs(2),
+            t0.elapsed() < OWN_PROCESS_GRACE + Duration::from_secs(2),
             "refusal took {:?}",
             t0.elapsed()
         );
@@ -516,27 +538,40 @@ mod tests {
             why.contains(&format!("pid {}", std::process::id())),
             "{why}"
         );
-        // open_waiting waits for the first to close, saying why once.
-        let waiter = {
-            let img = img.clone();
-            std::thread::spawn(move || {
-                let mut said = Vec::new();
-                let r = FileDevice::open_waiting(
-                    &img,
-                    false,
-                    false,
-                    Duration::from_secs(30),
-                    &mut |w| said.push(w.to_string()),
-                );
-                (r.map(|_| ()), said)
-            })
-        };
-        std::thread::sleep(Duration::from_millis(300));
-        assert!(!waiter.is_finished(), "the second writer did not wait");
+        // The in-process owner lets go: the next open gets it.
         drop(first);
-        let (r, said) = waiter.join().unwrap();
+        drop(FileDevice::open(&img, false, false).unwrap());
+
+        // Another process's lock (util-linux flock(1)) is refused at once,
+        // naming it; open_waiting waits for it, saying why once.
+        let mut holder = std::process::Command::new("flock")
+            .arg("-x")
+            .arg(&img)
+            .args(["-c", "sleep 1.5"])
+            .spawn()
+            .expect("flock(1) from util-linux");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let refused = loop {
+            match FileDevice::open(&img, false, false) {
+                Err(e) => break e,
+                Ok(d) if Instant::now() < deadline => {
+                    drop(d);
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Ok(_) => panic!("flock(1) never took the lock"),
+            }
+        };
+        let why = refused.to_string();
+        assert!(why.contains("open read-write by flock (pid "), "{why}");
+        let t0 = Instant::now();
+        let mut said = Vec::new();
+        let r = FileDevice::open_waiting(&img, false, false, Duration::from_secs(30), &mut |w| {
+            said.push(w.to_string())
+        });
         r.unwrap();
+        assert!(t0.elapsed() >= Duration::from_millis(500), "did not wait");
         assert_eq!(said.len(), 1, "{said:?}");
+        holder.wait().unwrap();
         // And gives up after its timeout.
         let _owner = FileDevice::open(&img, false, false).unwrap();
         let t0 = Instant::now();
