@@ -34,14 +34,12 @@ pub struct Args {
 pub fn run(a: Args) -> CliResult<()> {
     let mnt = normalize_mountpoint(&a.mountpoint)
         .map_err(|e| CliError::io(a.mountpoint.display(), &e))?;
-    if !mnt.exists() {
-        return Err(CliError::io(
-            mnt.display(),
-            &std::io::Error::from_raw_os_error(libc::ENOENT),
-        )
-        .with_code(32));
-    }
     if crate::fuse::mount_table::types_at(&mnt).is_empty() {
+        // (Only now look at the path: a mount whose daemon died or shut
+        // down answers stat with an error.)
+        if let Err(e) = std::fs::symlink_metadata(&mnt) {
+            return Err(CliError::io(mnt.display(), &e).with_code(32));
+        }
         return Err(CliError::new(format!("{}: not mounted", mnt.display())).with_code(32));
     }
     let pidfile = open_existing(&mnt);
