@@ -108,6 +108,34 @@ fn run(cli: Cli) -> CliResult<()> {
     }
 }
 
+/// `SOURCE_DATE_EPOCH` (reproducible-builds.org) for the commands that
+/// build images: "now" becomes that time, newer source times are clamped
+/// to it, random values come from a sequence seeded by it, and populate
+/// copies in one order (see [`rxfs::clock`]). A malformed value is an
+/// error, as the specification asks. A mount ignores it: a live
+/// filesystem keeps the real clock.
+fn source_date_epoch(cmd: &Command) -> CliResult<()> {
+    let builds = matches!(
+        cmd,
+        Command::Mkfs(_) | Command::Populate(_) | Command::Put(_) | Command::Mkdir(_)
+    );
+    let Some(v) = std::env::var_os("SOURCE_DATE_EPOCH").filter(|_| builds) else {
+        return Ok(());
+    };
+    let sec = v
+        .to_str()
+        .and_then(|s| s.trim().parse::<i64>().ok())
+        .filter(|&s| s >= 0)
+        .ok_or_else(|| {
+            CliError::usage(format!(
+                "SOURCE_DATE_EPOCH={}: not a count of seconds since 1970",
+                v.to_string_lossy()
+            ))
+        })?;
+    rxfs::clock::set_fixed(sec);
+    Ok(())
+}
+
 impl Command {
     /// Subcommands that only read: a closed standard output or error ends
     /// them as it ends other Unix tools (SIGPIPE). The others (changes to
@@ -141,7 +169,10 @@ fn main() {
                 if cli.cmd.reads_only() {
                     sys::default_sigpipe();
                 }
-                run(cli)
+                match source_date_epoch(&cli.cmd) {
+                    Ok(()) => run(cli),
+                    Err(e) => Err(e),
+                }
             }
         }
     };

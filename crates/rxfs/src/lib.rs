@@ -94,6 +94,7 @@ pub mod btree;
 pub mod cache;
 pub mod check;
 pub mod cil;
+pub mod clock;
 pub mod cred;
 pub mod dir;
 pub mod error;

@@ -181,7 +181,9 @@ pub fn run(a: Args) -> CliResult<()> {
     if a.dry_run {
         return Ok(());
     }
-    let now = {
+    let now = if let Some(t) = rxfs::clock::fixed() {
+        t
+    } else {
         let d = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default();

@@ -86,6 +86,9 @@ pub use chunk::{chunk_blocks, free_chunk_if_empty};
 /// clock, mixed by SipHash).
 pub(crate) fn random_u32() -> u32 {
     use std::hash::{BuildHasher, Hasher};
+    if let Some(v) = crate::clock::next_random() {
+        return (v ^ (v >> 32)) as u32;
+    }
     static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));

@@ -83,8 +83,9 @@ pub(super) fn run(
         abort: AtomicBool::new(false),
         first_err: Mutex::new(None),
     };
-    let threads = opts.threads.max(1);
-    let (tx, rx) = sync_channel::<(usize, Ino)>(threads * 16);
+    // threads == 0: data copied on the walker's thread (see Options).
+    let threads = opts.threads;
+    let (tx, rx) = sync_channel::<(usize, Ino)>(threads.max(1) * 16);
     let rx = Mutex::new(rx);
     let root = std::thread::scope(|s| {
         for _ in 0..threads {
@@ -109,10 +110,16 @@ pub(super) fn run(
     })
 }
 
+/// A source time; with a fixed clock (reproducible builds), times newer
+/// than it are clamped to it, as SOURCE_DATE_EPOCH asks.
 fn ts(sec: i64, nsec: i64) -> Timestamp {
-    Timestamp {
+    let t = Timestamp {
         sec,
         nsec: nsec.clamp(0, 999_999_999) as u32,
+    };
+    match crate::clock::fixed() {
+        Some(f) if (t.sec, t.nsec) > (f.sec, f.nsec) => f,
+        _ => t,
     }
 }
 
@@ -210,6 +217,13 @@ impl Copier<'_> {
             }
             match fmt {
                 libc::S_IFDIR => open.push(i),
+                libc::S_IFREG if self.opts.threads == 0 => {
+                    // In order, on this thread: every allocation in walk
+                    // order (reproducible builds).
+                    let mut buf = vec![0u8; self.opts.chunk_bytes.max(4096)];
+                    self.copy_file(n, ino, &mut buf)?;
+                    self.file_done();
+                }
                 libc::S_IFREG => {
                     if jobs.send((i, ino)).is_err() {
                         // Every worker is gone: they stopped on an error.

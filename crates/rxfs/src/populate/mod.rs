@@ -53,7 +53,9 @@ pub enum Dest {
 /// Tuning of a populate.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Threads copying file data (at least 1).
+    /// Threads copying file data; 0 copies it on the walking thread, in
+    /// walk order, so that every allocation happens in one order
+    /// (reproducible images; slower).
     pub threads: usize,
     /// Bytes read from the source and written to the image at a time.
     pub chunk_bytes: usize,
@@ -69,8 +71,14 @@ impl Default for Options {
         // busy; the data copiers get the others. More than 4 gain nothing
         // against the log and allocator locks.
         let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        // A fixed clock means a reproducible build: one allocation order.
+        let threads = if crate::clock::fixed().is_some() {
+            0
+        } else {
+            (cores - 1).clamp(1, 4)
+        };
         Options {
-            threads: (cores - 1).clamp(1, 4),
+            threads,
             chunk_bytes: 4 << 20,
             exclude: Vec::new(),
         }

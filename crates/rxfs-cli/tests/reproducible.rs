@@ -1,0 +1,151 @@
+//! Reproducible images: with `SOURCE_DATE_EPOCH` and a fixed `-m uuid=`,
+//! two `rxfs mkfs --populate` runs of the same tree give byte-identical
+//! images, whatever the wall clock (a second apart), the umask or the load
+//! on the machine. The kernel reads the result: change and birth times are
+//! the epoch, source times newer than it are clamped to it, older ones
+//! kept; `xfs_repair -n` is clean. A malformed `SOURCE_DATE_EPOCH` is an
+//! error, as the specification asks.
+//!
+//! Root, mkfs.xfs tools, loop mounts; fails unless RXFS_SKIP_KERNEL_TESTS=1.
+
+mod common;
+
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+
+const EPOCH: i64 = 1_700_000_000;
+const UUID: &str = "uuid=0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f0";
+
+fn build(src: &Path, img: &Path, umask: &str) {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "umask {umask}; exec \"$0\" mkfs -q -d size=512m -m {UUID} --populate \"$1\" \"$2\""
+        ))
+        .arg(RXFS)
+        .arg(src)
+        .arg(img)
+        .env("SOURCE_DATE_EPOCH", EPOCH.to_string())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+}
+
+#[test]
+fn two_builds_are_byte_identical_and_the_kernel_reads_the_epoch() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("repro");
+    let src = s.path("src");
+    std::fs::create_dir(&src).unwrap();
+    populate(&src);
+    // Enough files that the build spans many transactions and checkpoints.
+    let many = src.join("many-repro");
+    std::fs::create_dir(&many).unwrap();
+    for i in 0..1500 {
+        std::fs::write(many.join(format!("f{i}")), vec![i as u8; (i % 9) * 1000]).unwrap();
+    }
+    // One source time after the epoch (clamped), one before (kept).
+    let future = src.join("future");
+    std::fs::write(&future, b"later").unwrap();
+    set_times(&future, (EPOCH + 1000, 5), (EPOCH + 1000, 5));
+    let past = src.join("past");
+    std::fs::write(&past, b"earlier").unwrap();
+    set_times(&past, (EPOCH - 1000, 7), (EPOCH - 1000, 7));
+
+    let a = s.path("a.img");
+    let b = s.path("b.img");
+    build(&src, &a, "022");
+    std::thread::sleep(Duration::from_millis(1100));
+    // The second under load, with another umask.
+    let mut burners: Vec<_> = (0..2)
+        .map(|_| {
+            Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    build(&src, &b, "077");
+    for c in &mut burners {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let (x, y) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
+    assert_eq!(x.len(), y.len());
+    let differ = x.iter().zip(&y).filter(|(p, q)| p != q).count();
+    assert_eq!(differ, 0, "{differ} bytes differ between two builds");
+
+    let r = run_output("xfs_repair", &["-n", a.to_str().unwrap()]);
+    assert!(r.status.success(), "{r:?}");
+    let k = s.path("k");
+    let m = KernelMount::new(&a, &k, "ro");
+    for p in ["", "dir", "many-repro/f7", "future", "past"] {
+        let md = std::fs::symlink_metadata(k.join(p)).unwrap();
+        assert_eq!(md.ctime(), EPOCH, "{p}: ctime");
+        assert_eq!(btime(&k.join(p)).0, EPOCH, "{p}: birth time");
+    }
+    let f = std::fs::metadata(k.join("future")).unwrap();
+    assert_eq!((f.mtime(), f.mtime_nsec()), (EPOCH, 0), "clamped");
+    let p = std::fs::metadata(k.join("past")).unwrap();
+    assert_eq!((p.mtime(), p.mtime_nsec()), (EPOCH - 1000, 7), "kept");
+    // The same tree as the source otherwise; no time after the epoch.
+    let image = walk_manifest(&k);
+    for l in &image {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        for t in ["atime", "mtime"] {
+            let ns = v[t].as_i64().unwrap();
+            assert!(ns <= EPOCH * 1_000_000_000, "{t} after the epoch: {l}");
+        }
+    }
+    let want: Vec<String> = walk_manifest(&src).iter().map(|l| untimed(l)).collect();
+    let got: Vec<String> = image.iter().map(|l| untimed(l)).collect();
+    assert_same_manifest("reproducible build", &want, &got);
+    m.umount();
+}
+
+/// A manifest line without what a build sets or the layout decides:
+/// times, inode numbers, block counts, directory sizes (and XFS's own
+/// names for the ACLs).
+fn untimed(l: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+    let dir = v["type"] == "dir";
+    if let Some(o) = v.as_object_mut() {
+        for f in ["atime", "mtime", "ctime", "ino", "blocks"] {
+            o.remove(f);
+        }
+        if dir {
+            o.remove("size");
+        }
+        // XFS shows its on-disk ACLs under these names too (root's view).
+        if let Some(x) = o.get_mut("xattrs").and_then(|x| x.as_object_mut()) {
+            x.remove("trusted.SGI_ACL_FILE");
+            x.remove("trusted.SGI_ACL_DEFAULT");
+        }
+    }
+    v.to_string()
+}
+
+#[test]
+fn malformed_source_date_epoch_is_refused() {
+    let s = Scratch::new("repro-bad");
+    let img = s.path("img");
+    for bad in ["soon", "-5", "1.5"] {
+        let out = Command::new(RXFS)
+            .args(["mkfs", "-q", "-d", "size=320m"])
+            .arg(&img)
+            .env("SOURCE_DATE_EPOCH", bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("SOURCE_DATE_EPOCH"), "{err}");
+        assert!(!img.exists(), "{bad}: an image was made");
+    }
+}
