@@ -17,7 +17,7 @@
 //! layer  modules
 //!   0    types error
 //!   1    format
-//!   2    bdev geometry
+//!   2    bdev geometry clock
 //!   3    log
 //!   4    cache ail cil
 //!   5    xact cred inode
@@ -36,7 +36,9 @@
 //! - [`format`]: the on-disk format, pure (no I/O): layouts, decoders,
 //!   verifiers, in-place field editors, buffer kinds.
 //! - [`bdev`]: every byte of I/O goes through [`bdev::BlockDevice`];
-//!   [`geometry`]: sizes and address conversions from the superblock.
+//!   [`geometry`]: sizes and address conversions from the superblock;
+//!   [`clock`]: "now" and XFS's random values, fixed for reproducible
+//!   images.
 //! - [`log`]: the log writer: grant heads, log buffers, forces, the
 //!   head/tail search.
 //! - [`cache`], [`ail`], [`cil`]: the buffer and inode cache with the inode
