@@ -62,9 +62,15 @@ pub struct Args {
     /// Print the geometry and stop (nothing is written).
     #[arg(short = 'N')]
     pub dry_run: bool,
-    /// Copy this directory tree into the new filesystem's root.
+    /// Copy this directory tree into the new filesystem's root (owners,
+    /// modes, times including access times, xattrs, ACLs, hard links).
     #[arg(long, value_name = "DIR")]
     pub populate: Option<PathBuf>,
+    /// mkfs.xfs's `-p`: `-p PROTOFILE` or `-p file=PATH[,slashes_are_spaces=1][,atime=1]`.
+    /// PATH is a prototype file in mkfs.xfs's format, or a directory to copy
+    /// (as --populate, but access times become the build's unless atime=1).
+    #[arg(short = 'p', value_name = "PROTO", conflicts_with = "populate")]
+    pub proto: Option<String>,
     /// The image file or block device.
     pub image: PathBuf,
 }
@@ -108,6 +114,11 @@ pub fn run(a: Args) -> CliResult<()> {
         }
     }
     o.label = a.label.clone();
+    let mut proto = a.proto.as_deref().map(parse_proto).transpose()?;
+    if let Some(p) = &mut proto {
+        // Checked (and a prototype file parsed) before anything is written.
+        p.check()?;
+    }
     if let Some(src) = &a.populate {
         // Checked before anything is created or written.
         let m = std::fs::metadata(src).map_err(|e| CliError::io(src.display(), &e))?;
@@ -205,9 +216,98 @@ pub fn run(a: Args) -> CliResult<()> {
     drop(dev);
     drop(rtdev);
     if let Some(src) = &a.populate {
-        populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet)?;
+        populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet, true)?;
+    }
+    match proto {
+        Some(Proto {
+            source: ProtoSource::Dir(dir),
+            atime,
+            ..
+        }) => {
+            populate_into(&a.image, rt.rtdev.as_deref(), &dir, !a.quiet, atime)?;
+        }
+        Some(Proto {
+            source: ProtoSource::File(_, Some(root)),
+            ..
+        }) => {
+            let img = crate::opts::Opts {
+                read_only: false,
+                rtdev: rt.rtdev.clone(),
+                ..Default::default()
+            };
+            let fs = crate::opts::open_image(&a.image, &img)?;
+            let r = super::protofile::apply(&fs, &root);
+            let unmounted = fs.unmount().map_err(|e| CliError::fs(&name, &e));
+            r?;
+            unmounted?;
+        }
+        _ => {}
     }
     Ok(())
+}
+
+/// What `-p` names.
+enum ProtoSource {
+    Dir(PathBuf),
+    /// A prototype file and, once [`Proto::check`] parsed it, its tree.
+    File(PathBuf, Option<super::protofile::Spec>),
+}
+
+/// mkfs.xfs's `-p` option.
+struct Proto {
+    source: ProtoSource,
+    slashes_are_spaces: bool,
+    atime: bool,
+}
+
+/// `-p PROTOFILE` or `-p file=PATH,slashes_are_spaces=0|1,atime=0|1`.
+fn parse_proto(v: &str) -> CliResult<Proto> {
+    let mut file = None;
+    let (mut slashes, mut atime) = (false, false);
+    for (i, part) in v.split(',').enumerate() {
+        let flag = |val: &str| match val {
+            "0" => Ok(false),
+            "1" | "" => Ok(true),
+            _ => Err(CliError::usage(format!("-p {part}: 0 or 1"))),
+        };
+        match part.split_once('=') {
+            Some(("file", f)) if !f.is_empty() => file = Some(PathBuf::from(f)),
+            Some(("slashes_are_spaces", b)) => slashes = flag(b)?,
+            Some(("atime", b)) => atime = flag(b)?,
+            None if i == 0 && !part.is_empty() => file = Some(PathBuf::from(part)),
+            _ => {
+                return Err(CliError::usage(format!(
+                    "-p: unknown suboption '{part}' (file=PATH, slashes_are_spaces=0|1, atime=0|1)"
+                )))
+            }
+        }
+    }
+    let file = file.ok_or_else(|| CliError::usage("-p needs a file: -p file=PATH"))?;
+    let m = std::fs::metadata(&file).map_err(|e| CliError::io(file.display(), &e))?;
+    let source = if m.is_dir() {
+        ProtoSource::Dir(file)
+    } else {
+        ProtoSource::File(file, None)
+    };
+    Ok(Proto {
+        source,
+        slashes_are_spaces: slashes,
+        atime,
+    })
+}
+
+impl Proto {
+    /// Parse a prototype file (its errors name the file and line).
+    fn check(&mut self) -> CliResult<()> {
+        if let ProtoSource::File(path, tree) = &mut self.source {
+            let text =
+                std::fs::read_to_string(&*path).map_err(|e| CliError::io(path.display(), &e))?;
+            let root = super::protofile::parse(&text, self.slashes_are_spaces)
+                .map_err(|e| CliError::new(format!("{}: {e}", path.display())))?;
+            *tree = Some(root);
+        }
+        Ok(())
+    }
 }
 
 /// Refuse a device that holds a filesystem, partition table or RAID
@@ -248,13 +348,18 @@ fn populate_into(
     rtdev: Option<&std::path::Path>,
     src: &std::path::Path,
     progress: bool,
+    keep_atime: bool,
 ) -> CliResult<()> {
     let img = crate::opts::Opts {
         read_only: false,
         rtdev: rtdev.map(|p| p.to_path_buf()),
         ..Default::default()
     };
-    super::populate::populate_image(image, &img, src, "/", progress).map(|_| ())
+    let opts = rxfs::populate::Options {
+        keep_atime,
+        ..Default::default()
+    };
+    super::populate::populate_image_with(image, &img, src, "/", progress, &opts).map(|_| ())
 }
 
 /// mkfs.xfs's geometry report, in its layout.

@@ -64,20 +64,6 @@ pub fn run(a: Args) -> CliResult<()> {
     Ok(())
 }
 
-/// Open `image` read-write with the image options `img` (recovering a
-/// dirty log), copy the contents of the host directory `src` into the
-/// image directory `dest`, unmount. With `progress`, a progress bar is
-/// drawn on stderr if it is a terminal.
-pub fn populate_image(
-    image: &Path,
-    img: &Opts,
-    src: &Path,
-    dest: &str,
-    progress: bool,
-) -> CliResult<Summary> {
-    populate_image_with(image, img, src, dest, progress, &Options::default())
-}
-
 /// `opts` with the image file and its realtime device excluded from the
 /// copy (an image made inside the tree it is filled from).
 pub fn excluding_devices(image: &Path, img: &Opts, opts: &Options) -> Options {
@@ -91,7 +77,10 @@ pub fn excluding_devices(image: &Path, img: &Opts, opts: &Options) -> Options {
     o
 }
 
-/// [`populate_image`] with explicit engine options.
+/// Open `image` read-write with the image options `img` (recovering a
+/// dirty log), copy the contents of the host directory `src` into the
+/// image directory `dest` with the engine options `opts`, unmount. With
+/// `progress`, a progress bar is drawn on stderr if it is a terminal.
 pub fn populate_image_with(
     image: &Path,
     img: &Opts,

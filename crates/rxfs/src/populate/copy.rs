@@ -301,11 +301,21 @@ impl Copier<'_> {
         Ok(())
     }
 
+    /// [`final_attrs`], without the access time unless the options keep it
+    /// (then the inode keeps the time it was made).
+    fn attrs_of(&self, n: &Node, with_mode: bool) -> SetAttr {
+        let mut a = final_attrs(n, with_mode);
+        if !self.opts.keep_atime {
+            a.atime = None;
+        }
+        a
+    }
+
     /// Extended attributes, then owner, mode (unless a symlink) and times.
     fn finish_inode(&self, n: &Node, ino: Ino, with_mode: bool) -> Res<()> {
         self.copy_xattrs(n, ino)?;
         self.fs
-            .setattr(ino, &final_attrs(n, with_mode))
+            .setattr(ino, &self.attrs_of(n, with_mode))
             .map_err(image_err(&n.path, "set attributes"))?;
         Ok(())
     }
@@ -371,7 +381,7 @@ impl Copier<'_> {
             return Ok(());
         }
         self.copy_xattrs(n, ino)?;
-        let mut attrs = final_attrs(n, true);
+        let mut attrs = self.attrs_of(n, true);
         // The file was new: the writes made it `written_end` bytes long
         // (a hole at the end, or a source that shrank, needs the size set).
         if written_end != size {

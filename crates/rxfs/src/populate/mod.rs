@@ -59,6 +59,9 @@ pub struct Options {
     pub threads: usize,
     /// Bytes read from the source and written to the image at a time.
     pub chunk_bytes: usize,
+    /// Copy the source's access times (`cp -a`); false leaves each inode
+    /// the time it was made (mkfs.xfs `-p` without `atime=1`).
+    pub keep_atime: bool,
     /// Host inodes, as (st_dev, st_ino), left out of the copy (with
     /// everything below them): the image file itself when it lies inside
     /// the source tree.
@@ -80,6 +83,7 @@ impl Default for Options {
         Options {
             threads,
             chunk_bytes: 4 << 20,
+            keep_atime: true,
             exclude: Vec::new(),
         }
     }
