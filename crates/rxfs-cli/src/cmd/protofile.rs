@@ -320,7 +320,7 @@ $
 
     #[test]
     fn set_id_bits_and_spaces() {
-        let root = parse("x 0 0 d--755 0 0 a/b -ug4755 1 2 /etc/hostname $", true).unwrap();
+        let root = parse("x 0 0 d--755 0 0 a/b -ug755 1 2 /etc/hostname $", true).unwrap();
         let Kind::Dir(top) = &root.kind else { panic!() };
         assert_eq!(top[0].name, b"a b");
         assert_eq!(top[0].spec.perm, 0o6755);
