@@ -50,6 +50,11 @@ pub struct Args {
     /// Sector size (`-s size=512`).
     #[arg(short = 's', value_name = "SUBOPTS")]
     pub sector: Vec<String>,
+    /// A mkfs.xfs configuration file (`-c options=FILE`, e.g.
+    /// /usr/share/xfsprogs/mkfs/lts_5.15.conf); an option set both there and
+    /// on the command line is an error, as with mkfs.xfs.
+    #[arg(short = 'c', value_name = "options=FILE")]
+    pub config: Option<String>,
     /// Filesystem label (at most 12 bytes).
     #[arg(short = 'L', value_name = "LABEL")]
     pub label: Option<String>,
@@ -96,9 +101,19 @@ fn device_sectsize(dev: &std::fs::File) -> u32 {
 pub fn run(a: Args) -> CliResult<()> {
     let mut o = MkfsOptions::default();
     let mut rt = RtArgs::default();
+    let config = match &a.config {
+        Some(c) => read_config(c, &a)?,
+        None => Vec::new(),
+    };
     // -b first: `b` suffixes elsewhere use the block size.
+    for (_, kv) in config.iter().filter(|(f, _)| *f == 'b') {
+        apply(&mut o, &mut rt, 'b', kv)?;
+    }
     for s in &a.block {
         apply(&mut o, &mut rt, 'b', s)?;
+    }
+    for (flag, kv) in config.iter().filter(|(f, _)| *f != 'b') {
+        apply(&mut o, &mut rt, *flag, kv)?;
     }
     for (flag, list) in [
         ('s', &a.sector),
@@ -244,6 +259,43 @@ pub fn run(a: Args) -> CliResult<()> {
         _ => {}
     }
     Ok(())
+}
+
+/// `-c options=FILE`: the file's (flag, "key=value") pairs, refused when
+/// the command line sets one of them too.
+fn read_config(c: &str, a: &Args) -> CliResult<Vec<(char, String)>> {
+    let file = c
+        .strip_prefix("options=")
+        .filter(|f| !f.is_empty())
+        .ok_or_else(|| CliError::usage(format!("-c {c}: use -c options=FILE")))?;
+    let text = std::fs::read_to_string(file).map_err(|e| CliError::io(file, &e))?;
+    let pairs = super::mkfs_opts::parse_config(&text)
+        .map_err(|e| CliError::usage(format!("{file}: {e}")))?;
+    let cli: [(char, &Vec<String>); 8] = [
+        ('b', &a.block),
+        ('d', &a.data),
+        ('i', &a.inode),
+        ('l', &a.log),
+        ('n', &a.naming),
+        ('m', &a.meta),
+        ('r', &a.rt),
+        ('s', &a.sector),
+    ];
+    for (flag, kv) in &pairs {
+        let key = kv.split_once('=').map_or(kv.as_str(), |(k, _)| k);
+        let twice = cli.iter().any(|(f, list)| {
+            f == flag
+                && list
+                    .iter()
+                    .any(|s| super::mkfs_opts::keys_of(s).any(|k| k == key))
+        });
+        if twice {
+            return Err(CliError::usage(format!(
+                "-{flag} {key}: set both in {file} and on the command line"
+            )));
+        }
+    }
+    Ok(pairs)
 }
 
 /// What `-p` names.

@@ -91,7 +91,9 @@ pub fn apply(o: &mut MkfsOptions, rt: &mut RtArgs, flag: char, subopts: &str) ->
                 )
             }
             ('i', "sparse") => feature(o, "sparse", parse_bool(&name, v)?),
-            ('i', "nrext64") => feature(o, "nrext64", parse_bool(&name, v)?),
+            // xfsprogs' shipped configuration files (lts_*.conf) list nrext64
+            // under [metadata]; newer mkfs.xfs takes it there too.
+            ('i' | 'm', "nrext64") => feature(o, "nrext64", parse_bool(&name, v)?),
             ('l', "size") => o.logsize = Some(num(v)?),
             ('l', "agnum") => {
                 o.logagno = Some(
@@ -175,5 +177,90 @@ mod tests {
         apply(&mut o, &mut rt, 'd', "rtinherit").unwrap();
         assert!(o.rtinherit);
         assert!(apply(&mut o, &mut rt, 'd', "rtinherit=2").is_err());
+    }
+}
+
+/// The option flag of a configuration file section (mkfs.xfs's names).
+fn section_flag(name: &str) -> Option<char> {
+    Some(match name {
+        "block" => 'b',
+        "data" => 'd',
+        "inode" => 'i',
+        "log" => 'l',
+        "metadata" => 'm',
+        "naming" => 'n',
+        "realtime" => 'r',
+        "sector" => 's',
+        _ => return None,
+    })
+}
+
+/// A mkfs.xfs configuration file (`-c options=FILE`, the format of
+/// /usr/share/xfsprogs/mkfs/*.conf): `[section]` headers named after the
+/// option groups, `key=value` lines, `#` comments. Returns the
+/// (flag, "key=value") pairs in file order; errors name the line.
+pub fn parse_config(text: &str) -> Result<Vec<(char, String)>, String> {
+    let mut out = Vec::new();
+    let mut flag = None;
+    for (n, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            flag = Some(
+                section_flag(name.trim())
+                    .ok_or_else(|| format!("line {}: unknown section [{}]", n + 1, name.trim()))?,
+            );
+            continue;
+        }
+        let f = flag.ok_or_else(|| format!("line {}: '{line}' before any [section]", n + 1))?;
+        let (k, v) = line
+            .split_once('=')
+            .ok_or_else(|| format!("line {}: '{line}' is not key=value", n + 1))?;
+        out.push((f, format!("{}={}", k.trim(), v.trim())));
+    }
+    Ok(out)
+}
+
+/// The suboption names a command-line `-FLAG a=1,b=2` list sets.
+pub fn keys_of(subopts: &str) -> impl Iterator<Item = &str> {
+    subopts
+        .split(',')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.split_once('=').map_or(s, |(k, _)| k))
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn xfsprogs_lts_file() {
+        let text =
+            "# V5 features\n\n[metadata]\nnrext64=0\nbigtime=1\ncrc=1\n\n[inode]\nsparse=1\n";
+        let got = parse_config(text).unwrap();
+        assert_eq!(
+            got,
+            vec![
+                ('m', "nrext64=0".to_string()),
+                ('m', "bigtime=1".into()),
+                ('m', "crc=1".into()),
+                ('i', "sparse=1".into())
+            ]
+        );
+        assert!(parse_config("[bogus]\n")
+            .unwrap_err()
+            .contains("line 1: unknown section"));
+        assert!(parse_config("crc=1\n")
+            .unwrap_err()
+            .contains("before any [section]"));
+        assert!(parse_config("[data]\nsize\n")
+            .unwrap_err()
+            .contains("line 2"));
+        assert_eq!(
+            keys_of("size=1g,agcount=4").collect::<Vec<_>>(),
+            ["size", "agcount"]
+        );
     }
 }
