@@ -76,6 +76,12 @@ pub struct Args {
     /// (as --populate, but access times become the build's unless atime=1).
     #[arg(short = 'p', value_name = "PROTO", conflicts_with = "populate")]
     pub proto: Option<String>,
+    /// Copy a tar archive (plain, gzip, zstd or xz; `-` for standard
+    /// input) into the new filesystem: owners, modes, set-id bits, times,
+    /// hard links, devices, xattrs (SELinux labels too) and POSIX ACLs as
+    /// the archive records them, so no root is needed to build.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["populate", "proto"])]
+    pub populate_tar: Option<PathBuf>,
     /// The image file or block device.
     pub image: PathBuf,
 }
@@ -133,6 +139,9 @@ pub fn run(a: Args) -> CliResult<()> {
     if let Some(p) = &mut proto {
         // Checked (and a prototype file parsed) before anything is written.
         p.check()?;
+    }
+    if let Some(t) = a.populate_tar.as_ref().filter(|t| t.as_os_str() != "-") {
+        std::fs::metadata(t).map_err(|e| CliError::io(t.display(), &e))?;
     }
     if let Some(src) = &a.populate {
         // Checked before anything is created or written.
@@ -232,6 +241,27 @@ pub fn run(a: Args) -> CliResult<()> {
     drop(rtdev);
     if let Some(src) = &a.populate {
         populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet, true)?;
+    }
+    if let Some(t) = &a.populate_tar {
+        let img = crate::opts::Opts {
+            read_only: false,
+            rtdev: rt.rtdev.clone(),
+            ..Default::default()
+        };
+        let fs = crate::opts::open_image(&a.image, &img)?;
+        let r = super::populate_tar::open_archive(t)
+            .and_then(|ar| super::populate_tar::populate_tar(&fs, ar));
+        let unmounted = fs.unmount().map_err(|e| CliError::fs(&name, &e));
+        let sum = r?;
+        unmounted?;
+        if !a.quiet {
+            errln!(
+                "rxfs: {} entries, {} bytes of file data from {}",
+                sum.entries,
+                sum.bytes,
+                t.display()
+            );
+        }
     }
     match proto {
         Some(Proto {

@@ -15,6 +15,7 @@ pub mod mkfs;
 pub mod mkfs_opts;
 pub mod mount;
 pub mod populate;
+pub mod populate_tar;
 pub mod protofile;
 pub mod put;
 pub mod recover;
