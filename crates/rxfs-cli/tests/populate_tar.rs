@@ -144,3 +144,68 @@ fn dotdot_paths_are_refused() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("a '..' component"), "{err}");
 }
+
+/// `--owner 0:0` with a directory source: a user's tree becomes root's
+/// image, built by that user.
+#[test]
+fn owner_overrides_a_directory_source() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("tar-owner");
+    let tree = s.path("tree");
+    std::fs::create_dir(&tree).unwrap();
+    sh("mkdir d && printf x > d/f && ln -s f d/l", &tree);
+    let out_dir = s.path("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    sh(
+        &format!(
+            "chown -R 1000:1000 {} {}",
+            tree.display(),
+            out_dir.display()
+        ),
+        &s.0,
+    );
+    let img = out_dir.join("img");
+    let out = Command::new("setpriv")
+        .args(["--reuid=1000", "--regid=1000", "--clear-groups", "--"])
+        .arg(RXFS)
+        .args([
+            "mkfs",
+            "-q",
+            "-d",
+            "size=300m",
+            "--owner",
+            "0:0",
+            "--populate",
+        ])
+        .arg(&tree)
+        .arg(&img)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let k = s.path("k");
+    let m = KernelMount::new(&img, &k, "ro");
+    let owners: Vec<String> = walk_manifest(&k)
+        .iter()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            format!("{} {}:{}", v["path"], v["uid"], v["gid"])
+        })
+        .collect();
+    m.umount();
+    assert_eq!(owners.len(), 4, "{owners:?}");
+    assert!(owners.iter().all(|o| o.ends_with(" 0:0")), "{owners:?}");
+    // Not numeric: refused.
+    let out = rxfs(&[
+        "mkfs",
+        "-q",
+        "--owner",
+        "root",
+        "-d",
+        "size=300m",
+        img.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+}

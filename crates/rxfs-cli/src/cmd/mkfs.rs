@@ -82,6 +82,11 @@ pub struct Args {
     /// the archive records them, so no root is needed to build.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["populate", "proto"])]
     pub populate_tar: Option<PathBuf>,
+    /// With a directory source (--populate DIR, -p file=DIR): every file's
+    /// owner, instead of the owners on disk (an unprivileged build of a
+    /// tree meant to be root's: --owner 0:0).
+    #[arg(long, value_name = "UID:GID", value_parser = parse_owner, conflicts_with = "populate_tar")]
+    pub owner: Option<(u32, u32)>,
     /// The image file or block device.
     pub image: PathBuf,
 }
@@ -240,7 +245,7 @@ pub fn run(a: Args) -> CliResult<()> {
     drop(dev);
     drop(rtdev);
     if let Some(src) = &a.populate {
-        populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet, true)?;
+        populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet, true, a.owner)?;
     }
     if let Some(t) = &a.populate_tar {
         let img = crate::opts::Opts {
@@ -269,7 +274,14 @@ pub fn run(a: Args) -> CliResult<()> {
             atime,
             ..
         }) => {
-            populate_into(&a.image, rt.rtdev.as_deref(), &dir, !a.quiet, atime)?;
+            populate_into(
+                &a.image,
+                rt.rtdev.as_deref(),
+                &dir,
+                !a.quiet,
+                atime,
+                a.owner,
+            )?;
         }
         Some(Proto {
             source: ProtoSource::File(_, Some(root)),
@@ -326,6 +338,15 @@ fn read_config(c: &str, a: &Args) -> CliResult<Vec<(char, String)>> {
         }
     }
     Ok(pairs)
+}
+
+/// `--owner UID:GID`.
+fn parse_owner(v: &str) -> Result<(u32, u32), String> {
+    let (u, g) = v.split_once(':').ok_or("UID:GID, numeric")?;
+    match (u.parse(), g.parse()) {
+        (Ok(u), Ok(g)) => Ok((u, g)),
+        _ => Err("UID:GID, numeric".into()),
+    }
 }
 
 /// What `-p` names.
@@ -431,6 +452,7 @@ fn populate_into(
     src: &std::path::Path,
     progress: bool,
     keep_atime: bool,
+    owner: Option<(u32, u32)>,
 ) -> CliResult<()> {
     let img = crate::opts::Opts {
         read_only: false,
@@ -439,6 +461,7 @@ fn populate_into(
     };
     let opts = rxfs::populate::Options {
         keep_atime,
+        owner,
         ..Default::default()
     };
     super::populate::populate_image_with(image, &img, src, "/", progress, &opts).map(|_| ())

@@ -256,10 +256,11 @@ impl Copier<'_> {
             }
             _ => 0,
         };
+        let (uid, gid) = self.opts.owner.unwrap_or((m.uid(), m.gid()));
         let args = CreateArgs {
             mode: m.mode(),
-            uid: m.uid(),
-            gid: m.gid(),
+            uid,
+            gid,
             rdev,
             umask: 0,
         };
@@ -302,11 +303,16 @@ impl Copier<'_> {
     }
 
     /// [`final_attrs`], without the access time unless the options keep it
-    /// (then the inode keeps the time it was made).
+    /// (then the inode keeps the time it was made), with the options'
+    /// owner if they set one.
     fn attrs_of(&self, n: &Node, with_mode: bool) -> SetAttr {
         let mut a = final_attrs(n, with_mode);
         if !self.opts.keep_atime {
             a.atime = None;
+        }
+        if let Some((uid, gid)) = self.opts.owner {
+            a.uid = Some(uid);
+            a.gid = Some(gid);
         }
         a
     }

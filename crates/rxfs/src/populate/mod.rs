@@ -62,6 +62,9 @@ pub struct Options {
     /// Copy the source's access times (`cp -a`); false leaves each inode
     /// the time it was made (mkfs.xfs `-p` without `atime=1`).
     pub keep_atime: bool,
+    /// Every inode's owner (uid, gid) instead of the source's: an
+    /// unprivileged build of a tree meant to be root's.
+    pub owner: Option<(u32, u32)>,
     /// Host inodes, as (st_dev, st_ino), left out of the copy (with
     /// everything below them): the image file itself when it lies inside
     /// the source tree.
@@ -84,6 +87,7 @@ impl Default for Options {
             threads,
             chunk_bytes: 4 << 20,
             keep_atime: true,
+            owner: None,
             exclude: Vec::new(),
         }
     }
