@@ -24,7 +24,7 @@ use crate::{CliError, CliResult};
 /// logs only); -n size; -m crc (1 only), finobt, rmapbt, reflink, bigtime,
 /// inobtcount, uuid; -r rtdev, extsize, size; -s size; -L; -f; -q; -N.
 /// Everything else is refused by name.
-#[derive(clap::Args, Debug)]
+#[derive(clap::Args, Debug, Clone)]
 pub struct Args {
     /// Block size (`-b size=4096`).
     #[arg(short = 'b', value_name = "SUBOPTS")]
@@ -87,6 +87,10 @@ pub struct Args {
     /// tree meant to be root's: --owner 0:0).
     #[arg(long, value_name = "UID:GID", value_parser = parse_owner, conflicts_with = "populate_tar")]
     pub owner: Option<(u32, u32)>,
+    /// With `-d size=fit`: the free space the image keeps, a percentage of
+    /// its size (`10%`, the default) or a size (`64m`).
+    #[arg(long, value_name = "PCT%|SIZE", value_parser = super::mkfs_fit::parse_margin)]
+    pub free_space: Option<super::mkfs_fit::Margin>,
     /// The image file or block device.
     pub image: PathBuf,
 }
@@ -110,6 +114,23 @@ fn device_sectsize(dev: &std::fs::File) -> u32 {
 }
 
 pub fn run(a: Args) -> CliResult<()> {
+    if let Some(data) = super::mkfs_fit::wanted(&a.data) {
+        if !a.force && !a.dry_run {
+            // Probed once, before the fitting builds overwrite their own.
+            for dev in std::iter::once(&a.image) {
+                refuse_existing(dev)?;
+            }
+        }
+        return super::mkfs_fit::run(a, data);
+    }
+    if a.free_space.is_some() {
+        return Err(CliError::usage("--free-space goes with -d size=fit"));
+    }
+    run_once(a)
+}
+
+/// One mkfs (and populate) at the size the options give.
+pub fn run_once(a: Args) -> CliResult<()> {
     let mut o = MkfsOptions::default();
     let mut rt = RtArgs::default();
     let config = match &a.config {

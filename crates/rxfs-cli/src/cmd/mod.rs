@@ -12,6 +12,7 @@ pub mod install_helper;
 pub mod ls;
 pub mod mkdir;
 pub mod mkfs;
+pub mod mkfs_fit;
 pub mod mkfs_opts;
 pub mod mount;
 pub mod populate;
