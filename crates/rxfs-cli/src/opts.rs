@@ -113,6 +113,9 @@ pub struct Opts {
     /// `wait=SECS`: a read-write open of an image that another writer
     /// owns waits up to SECS for it (saying so) instead of failing at once.
     pub busy_wait: Option<u64>,
+    /// `offset=BYTES` or `partition=N`: the filesystem inside a larger
+    /// image (a whole-disk image with a partition table).
+    pub within: Option<rxfs::fs::Within>,
     pub fuse: FuseOpts,
 }
 
@@ -251,6 +254,21 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                     })?;
                 o.inject_latency_us = Some(us);
             }
+            ("offset", Some(v)) => {
+                let off = crate::cmd::mkfs_opts::parse_num("offset", v, 512)?;
+                if off % 512 != 0 {
+                    return Err(CliError::usage(format!(
+                        "offset={v}: a multiple of 512 bytes"
+                    )));
+                }
+                o.within = Some(rxfs::fs::Within::Offset(off));
+            }
+            ("partition", Some(v)) => {
+                let n = v.parse::<u32>().ok().filter(|&n| n >= 1).ok_or_else(|| {
+                    CliError::usage(format!("partition={v}: a partition number from 1"))
+                })?;
+                o.within = Some(rxfs::fs::Within::Partition(n));
+            }
             ("wait", Some(v)) => {
                 o.busy_wait = Some(v.parse::<u64>().ok().filter(|&s| s <= 86_400).ok_or_else(
                     || CliError::usage(format!("bad wait '{v}': seconds, 0..86400")),
@@ -265,7 +283,7 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                 return Err(CliError::usage(format!(
                     "unknown option '{opt}' (known: ro, norecovery, rtdev=FILE, odirect, \
                      logbufs=N, logbsize=SIZE, allocsize=SIZE, ablate_delaylog, \
-                     inject_latency_us=N, rtsumcache=MODE, wait=SECS)"
+                     inject_latency_us=N, rtsumcache=MODE, wait=SECS, offset=BYTES, partition=N)"
                 )))
             }
             ("allow_other", None) => o.fuse.allow_other = true,
@@ -379,6 +397,7 @@ impl Opts {
             atime: self.atime_mode(),
             nodiratime: self.nodiratime,
             rtsumcache: self.rtsumcache,
+            within: self.within,
         }
     }
 
@@ -473,15 +492,38 @@ pub fn resolve(fs: &Filesystem, path: &Path) -> CliResult<Arc<Inode>> {
 /// The first sector of `image`, or the error every subcommand gives for a
 /// file that is missing, unreadable or not XFS at all (no superblock magic,
 /// or too short to hold a superblock).
-pub fn require_xfs(image: &Path) -> CliResult<[u8; 512]> {
+pub fn require_xfs(image: &Path, within: Option<rxfs::fs::Within>) -> CliResult<[u8; 512]> {
     let shown = image.display();
     let mut f = std::fs::File::open(image).map_err(|e| CliError::io(&shown, &e))?;
     let mut sector = [0u8; 512];
+    if let Some(w) = within {
+        // The superblock at the start of the range.
+        let dev = rxfs::bdev::FileDevice::open(image, true, false)
+            .map_err(|e| CliError::fs(&shown, &e))?;
+        let dev = w
+            .apply(std::sync::Arc::new(dev))
+            .map_err(|e| CliError::fs(&shown, &e))?;
+        return match dev.read_at(&mut sector, 0) {
+            Ok(()) if &sector[..4] == b"XFSB" => Ok(sector),
+            _ => Err(CliError::new(format!(
+                "{shown}: not an XFS filesystem at {} (no XFSB superblock magic)",
+                describe_within(w)
+            ))),
+        };
+    }
     match f.read_exact(&mut sector) {
         Ok(()) if &sector[..4] == b"XFSB" => Ok(sector),
         Ok(()) | Err(_) => Err(CliError::new(format!(
             "{shown}: not an XFS filesystem (no XFSB superblock magic)"
         ))),
+    }
+}
+
+/// "partition 2", "offset 1048576".
+pub fn describe_within(w: rxfs::fs::Within) -> String {
+    match w {
+        rxfs::fs::Within::Offset(o) => format!("offset {o}"),
+        rxfs::fs::Within::Partition(n) => format!("partition {n}"),
     }
 }
 
@@ -491,7 +533,7 @@ pub fn require_xfs(image: &Path) -> CliResult<[u8; 512]> {
 /// a damaged or unsupported XFS are told apart.
 pub fn open_image(image: &Path, opts: &Opts) -> CliResult<Arc<Filesystem>> {
     let shown = image.display();
-    let sector = require_xfs(image)?;
+    let sector = require_xfs(image, opts.within)?;
     let has_rt =
         rxfs::format::sb::Superblock::decode_unverified(&sector).is_ok_and(|sb| sb.rextents > 0);
     if has_rt && !opts.read_only && opts.rtdev.is_none() {

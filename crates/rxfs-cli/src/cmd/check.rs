@@ -48,6 +48,7 @@ pub fn run(a: Args) -> CliResult<()> {
         read_only: true,
         norecovery: true,
         direct_io: o.direct_io,
+        within: o.within,
         ..Default::default()
     };
     if let Some(rt) = &o.rtdev {

@@ -87,6 +87,14 @@ pub struct Args {
     /// tree meant to be root's: --owner 0:0).
     #[arg(long, value_name = "UID:GID", value_parser = parse_owner, conflicts_with = "populate_tar")]
     pub owner: Option<(u32, u32)>,
+    /// Make the filesystem at this byte offset of IMAGE (to its end, or
+    /// -d size=).
+    #[arg(long, value_name = "BYTES", value_parser = parse_offset, conflicts_with = "partition")]
+    pub offset: Option<u64>,
+    /// Make the filesystem in partition N (from 1) of IMAGE's GPT or DOS
+    /// partition table (a whole-disk image used in place).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub partition: Option<u32>,
     /// With `-d size=fit`: the free space the image keeps, a percentage of
     /// its size (`10%`, the default) or a size (`64m`).
     #[arg(long, value_name = "PCT%|SIZE", value_parser = super::mkfs_fit::parse_margin)]
@@ -180,10 +188,20 @@ pub fn run_once(a: Args) -> CliResult<()> {
         }
     }
     let name = a.image.display().to_string();
+    let within = a
+        .offset
+        .map(rxfs::fs::Within::Offset)
+        .or(a.partition.map(rxfs::fs::Within::Partition));
+    if within.is_some() && std::fs::metadata(&a.image).is_err() {
+        return Err(CliError::usage(format!(
+            "{name}: --offset/--partition need an existing image"
+        )));
+    }
     if !a.force && !a.dry_run {
         // Before anything is created, grown, opened for writing or printed.
-        for dev in std::iter::once(&a.image).chain(rt.rtdev.as_ref()) {
-            refuse_existing(dev)?;
+        refuse_existing_in(&a.image, within)?;
+        if let Some(r) = &rt.rtdev {
+            refuse_existing(r)?;
         }
     }
 
@@ -207,7 +225,7 @@ pub fn run_once(a: Args) -> CliResult<()> {
                 },
             ))
         }
-        (Ok(m), Some(size)) if m.is_file() && m.len() < size && !a.dry_run => {
+        (Ok(m), Some(size)) if m.is_file() && m.len() < size && !a.dry_run && within.is_none() => {
             let f = std::fs::OpenOptions::new()
                 .write(true)
                 .open(&a.image)
@@ -224,7 +242,13 @@ pub fn run_once(a: Args) -> CliResult<()> {
         512
     };
 
-    let dev = FileDevice::open(&a.image, a.dry_run, false).map_err(|e| CliError::fs(&name, &e))?;
+    let dev: std::sync::Arc<dyn BlockDevice> = std::sync::Arc::new(
+        FileDevice::open(&a.image, a.dry_run, false).map_err(|e| CliError::fs(&name, &e))?,
+    );
+    let dev = match within {
+        Some(w) => w.apply(dev).map_err(|e| CliError::fs(&name, &e))?,
+        None => dev,
+    };
     let rtdev = match &rt.rtdev {
         Some(p) => {
             Some(FileDevice::open(p, a.dry_run, false).map_err(|e| CliError::fs(p.display(), &e))?)
@@ -254,7 +278,7 @@ pub fn run_once(a: Args) -> CliResult<()> {
         }
     };
     rxfs::mkfs::mkfs(
-        &dev,
+        dev.as_ref(),
         rtdev.as_ref().map(|d| d as &dyn BlockDevice),
         &o,
         sectsize,
@@ -266,12 +290,21 @@ pub fn run_once(a: Args) -> CliResult<()> {
     drop(dev);
     drop(rtdev);
     if let Some(src) = &a.populate {
-        populate_into(&a.image, rt.rtdev.as_deref(), src, !a.quiet, true, a.owner)?;
+        populate_into(
+            &a.image,
+            rt.rtdev.as_deref(),
+            within,
+            src,
+            !a.quiet,
+            true,
+            a.owner,
+        )?;
     }
     if let Some(t) = &a.populate_tar {
         let img = crate::opts::Opts {
             read_only: false,
             rtdev: rt.rtdev.clone(),
+            within,
             ..Default::default()
         };
         let fs = crate::opts::open_image(&a.image, &img)?;
@@ -298,6 +331,7 @@ pub fn run_once(a: Args) -> CliResult<()> {
             populate_into(
                 &a.image,
                 rt.rtdev.as_deref(),
+                within,
                 &dir,
                 !a.quiet,
                 atime,
@@ -311,6 +345,7 @@ pub fn run_once(a: Args) -> CliResult<()> {
             let img = crate::opts::Opts {
                 read_only: false,
                 rtdev: rt.rtdev.clone(),
+                within,
                 ..Default::default()
             };
             let fs = crate::opts::open_image(&a.image, &img)?;
@@ -359,6 +394,40 @@ fn read_config(c: &str, a: &Args) -> CliResult<Vec<(char, String)>> {
         }
     }
     Ok(pairs)
+}
+
+/// `--offset BYTES`: a multiple of 512 (suffixes as -d size=).
+fn parse_offset(v: &str) -> Result<u64, String> {
+    let o = super::mkfs_opts::parse_num("--offset", v, 4096).map_err(|e| e.msg)?;
+    if o % 512 != 0 {
+        return Err("a multiple of 512 bytes".into());
+    }
+    Ok(o)
+}
+
+/// [`refuse_existing`] for the range `within` of `path` (a partition: its
+/// bytes are probed, not the disk's partition table).
+fn refuse_existing_in(path: &std::path::Path, within: Option<rxfs::fs::Within>) -> CliResult<()> {
+    let Some(w) = within else {
+        return refuse_existing(path);
+    };
+    let name = path.display();
+    let dev = FileDevice::open(path, true, false).map_err(|e| CliError::fs(&name, &e))?;
+    let dev = w
+        .apply(std::sync::Arc::new(dev))
+        .map_err(|e| CliError::fs(&name, &e))?;
+    let mut read = |off: u64, buf: &mut [u8]| {
+        dev.read_at(buf, off)
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    };
+    match rxfs::mkfs::probe::probe(dev.size(), &mut read) {
+        Ok(None) => Ok(()),
+        Ok(Some(found)) => Err(CliError::new(format!(
+            "{name} ({}) appears to contain {found}; use -f to overwrite it",
+            crate::opts::describe_within(w)
+        ))),
+        Err(e) => Err(CliError::io(format!("{name}: probing for signatures"), &e)),
+    }
 }
 
 /// `--owner UID:GID`.
@@ -470,6 +539,7 @@ fn refuse_existing(path: &std::path::Path) -> CliResult<()> {
 fn populate_into(
     image: &std::path::Path,
     rtdev: Option<&std::path::Path>,
+    within: Option<rxfs::fs::Within>,
     src: &std::path::Path,
     progress: bool,
     keep_atime: bool,
@@ -478,6 +548,7 @@ fn populate_into(
     let img = crate::opts::Opts {
         read_only: false,
         rtdev: rtdev.map(|p| p.to_path_buf()),
+        within,
         ..Default::default()
     };
     let opts = rxfs::populate::Options {

@@ -208,6 +208,11 @@ fn size_for(need: u64, margin: Margin) -> u64 {
 /// Run `mkfs` at the fitted size, rebuilding larger until the tree fits
 /// with the margin.
 pub fn run(mut a: Args, data_without_fit: Vec<String>) -> CliResult<()> {
+    if a.offset.is_some() || a.partition.is_some() {
+        return Err(CliError::usage(
+            "-d size=fit makes a whole image file: not with --offset or --partition",
+        ));
+    }
     if std::fs::metadata(&a.image).is_ok_and(|m| m.file_type().is_block_device()) {
         return Err(CliError::usage(
             "-d size=fit makes an image file: a block device has its own size",

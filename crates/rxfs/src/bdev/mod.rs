@@ -15,6 +15,7 @@ mod file;
 mod latency;
 mod mem;
 pub mod overlay;
+mod range;
 mod record;
 pub(crate) mod simrng;
 
@@ -29,6 +30,7 @@ pub use file::{block_device_size, wait_for_writer, FileDevice, OWNER_WAIT};
 pub use latency::LatencyDevice;
 pub use mem::MemDevice;
 pub use overlay::{Overlay, OverlayDevice};
+pub use range::{partition, RangeDevice};
 pub use record::{ReadRecord, RecordingDevice};
 
 use crate::error::Result;

@@ -82,6 +82,32 @@ pub struct MountOptions {
     /// Benchmarks only: how the realtime allocator searches the summary
     /// (`rtsumcache=none|minlevel|memory`, see [`crate::cache::rtsum`]).
     pub rtsumcache: crate::cache::rtsum::RtSumMode,
+    /// Where the filesystem is inside the data device (a partition of a
+    /// whole-disk image); None: the whole device.
+    pub within: Option<Within>,
+}
+
+/// A filesystem inside a larger device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Within {
+    /// From this byte to the end.
+    Offset(u64),
+    /// Partition N (from 1) of the device's GPT or DOS table.
+    Partition(u32),
+}
+
+impl Within {
+    /// `dev` narrowed to the range.
+    pub fn apply(self, dev: Arc<dyn BlockDevice>) -> Result<Arc<dyn BlockDevice>> {
+        let (start, len) = match self {
+            Within::Offset(o) => (o, None),
+            Within::Partition(n) => {
+                let (s, l) = crate::bdev::partition(dev.as_ref(), n)?;
+                (s, Some(l))
+            }
+        };
+        Ok(Arc::new(crate::bdev::RangeDevice::new(dev, start, len)?))
+    }
 }
 
 /// Inodes kept decoded in memory.
@@ -115,6 +141,9 @@ impl Filesystem {
     pub fn open_path(path: &Path, rtdev: Option<&Path>, opts: MountOptions) -> Result<Arc<Self>> {
         let mut dev: Arc<dyn BlockDevice> =
             Arc::new(FileDevice::open(path, opts.read_only, opts.direct_io)?);
+        if let Some(w) = opts.within {
+            dev = w.apply(dev)?;
+        }
         if let Some(d) = opts.inject_latency {
             dev = Arc::new(crate::bdev::LatencyDevice::new(dev, d, false));
         }
