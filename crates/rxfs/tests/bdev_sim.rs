@@ -27,6 +27,7 @@ const RO: MountOptions = MountOptions {
     atime: rxfs::fs::atime::AtimeMode::Relatime,
     nodiratime: false,
     rtsumcache: rxfs::cache::rtsum::RtSumMode::Memory,
+    within: None,
 };
 
 /// A kernel-populated image: a directory of 200 small files (several inode
