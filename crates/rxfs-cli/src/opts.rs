@@ -119,6 +119,18 @@ pub struct Opts {
     pub fuse: FuseOpts,
 }
 
+/// A byte count with an optional k, m, g or t suffix (powers of 1024).
+fn parse_bytes(v: &str) -> Option<u64> {
+    let (num, shift) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 10),
+        (i, 'm' | 'M') => (&v[..i], 20),
+        (i, 'g' | 'G') => (&v[..i], 30),
+        (i, 't' | 'T') => (&v[..i], 40),
+        _ => (v, 0),
+    };
+    num.parse::<u64>().ok()?.checked_mul(1 << shift)
+}
+
 /// Log buffer sizes the kernel accepts for `logbsize` (v2 logs).
 const LOGBSIZES: &[u32] = &[16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10];
 
@@ -255,7 +267,9 @@ pub fn parse(lists: &[String], mount: bool) -> CliResult<Opts> {
                 o.inject_latency_us = Some(us);
             }
             ("offset", Some(v)) => {
-                let off = crate::cmd::mkfs_opts::parse_num("offset", v, 512)?;
+                let off = parse_bytes(v).ok_or_else(|| {
+                    CliError::usage(format!("bad offset '{v}': bytes, or a k, m or g suffix"))
+                })?;
                 if off % 512 != 0 {
                     return Err(CliError::usage(format!(
                         "offset={v}: a multiple of 512 bytes"

@@ -132,6 +132,69 @@ fn untimed(l: &str) -> String {
     v.to_string()
 }
 
+/// The same from a tar archive: two builds byte-identical, no time after
+/// the epoch.
+#[test]
+fn tar_builds_are_byte_identical() {
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let s = Scratch::new("repro-tar");
+    let src = s.path("src");
+    std::fs::create_dir(&src).unwrap();
+    populate(&src);
+    let tar = s.path("src.tar");
+    let out = Command::new("tar")
+        .args(["--xattrs", "--numeric-owner", "-C"])
+        .arg(&src)
+        .arg("-cf")
+        .arg(&tar)
+        .arg(".")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let mut images = Vec::new();
+    for n in 0..2 {
+        let img = s.path(&format!("t{n}.img"));
+        let out = Command::new(RXFS)
+            .args([
+                "mkfs",
+                "-q",
+                "-d",
+                "size=400m",
+                "-m",
+                UUID,
+                "--populate-tar",
+            ])
+            .arg(&tar)
+            .arg(&img)
+            .env("SOURCE_DATE_EPOCH", EPOCH.to_string())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        images.push(std::fs::read(&img).unwrap());
+        std::thread::sleep(Duration::from_millis(1100));
+    }
+    let differ = images[0]
+        .iter()
+        .zip(&images[1])
+        .filter(|(p, q)| p != q)
+        .count();
+    assert_eq!(differ, 0, "{differ} bytes differ");
+    let img = s.path("t0.img");
+    let k = s.path("k");
+    let m = KernelMount::new(&img, &k, "ro");
+    let lines = walk_manifest(&k);
+    m.umount();
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap();
+        for t in ["atime", "mtime", "ctime"] {
+            assert!(v[t].as_i64().unwrap() <= EPOCH * 1_000_000_000, "{t}: {l}");
+        }
+    }
+}
+
 #[test]
 fn malformed_source_date_epoch_is_refused() {
     let s = Scratch::new("repro-bad");

@@ -75,6 +75,15 @@ struct Meta {
     xattrs: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
+/// `t`, or `limit` when `t` is later.
+fn not_after(t: Timestamp, limit: Timestamp) -> Timestamp {
+    if (t.sec, t.nsec) > (limit.sec, limit.nsec) {
+        limit
+    } else {
+        t
+    }
+}
+
 /// PAX time: seconds with an optional fraction.
 fn pax_time(v: &str) -> Option<Timestamp> {
     let (s, frac) = v.split_once('.').unwrap_or((v, ""));
@@ -273,6 +282,11 @@ fn meta_of(h: &tar::Header, pax: &[(String, Vec<u8>)], shown: &str) -> CliResult
         if !m.xattrs.iter().any(|(x, _)| *x == n) {
             m.xattrs.push((n, v));
         }
+    }
+    // SOURCE_DATE_EPOCH: no time after it, as for a directory source.
+    if let Some(f) = rxfs::clock::fixed() {
+        m.mtime = not_after(m.mtime, f);
+        m.atime = m.atime.map(|t| not_after(t, f));
     }
     Ok(m)
 }
@@ -484,7 +498,8 @@ pub fn populate_tar(fs: &Filesystem, r: Box<dyn Read>) -> CliResult<TarSummary> 
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 b.clear(parent, name, false, &shown)?;
                 let ino = mk(fs.create(parent, name, &args(libc::S_IFREG, 0)))?;
-                sum.bytes += copy_data(fs, ino, &mut e, &shown)?;
+                let size = e.header().size().unwrap_or(0);
+                sum.bytes += copy_data(fs, ino, &mut e, size, &shown)?;
                 ino
             }
             tar::EntryType::Symlink => {
@@ -574,8 +589,27 @@ fn set_xattrs(fs: &Filesystem, ino: Ino, meta: &Meta, shown: &str) -> CliResult<
     Ok(())
 }
 
-fn copy_data<R: Read>(fs: &Filesystem, ino: Ino, r: &mut R, shown: &str) -> CliResult<u64> {
-    let mut buf = vec![0u8; 1 << 20];
+/// The entry's data into `ino`, as the directory populate writes it: a
+/// file longer than one chunk reserved in one piece first, then written
+/// with `write_exact` (no speculative preallocation to trim later, so
+/// nothing is freed and nothing depends on when frees stop being busy:
+/// reproducible builds stay byte-identical).
+fn copy_data<R: Read>(
+    fs: &Filesystem,
+    ino: Ino,
+    r: &mut R,
+    size: u64,
+    shown: &str,
+) -> CliResult<u64> {
+    const CHUNK: usize = 1 << 20;
+    if size > CHUNK as u64 {
+        match fs.fallocate(ino, rxfs::fs::ops_falloc::FALLOC_FL_KEEP_SIZE, 0, size) {
+            // Fragmented free space: written as it comes.
+            Ok(()) | Err(rxfs::Error::NoSpace) => {}
+            Err(e) => return Err(CliError::fs(shown, &e)),
+        }
+    }
+    let mut buf = vec![0u8; CHUNK];
     let mut off = 0u64;
     loop {
         let n = r.read(&mut buf).map_err(|e| CliError::io(shown, &e))?;
@@ -586,7 +620,7 @@ fn copy_data<R: Read>(fs: &Filesystem, ino: Ino, r: &mut R, shown: &str) -> CliR
         let mut done = 0;
         while done < n {
             let w = fs
-                .write(ino, off, &buf[done..n])
+                .write_exact(ino, off, &buf[done..n])
                 .map_err(|e| CliError::fs(shown, &e))?;
             if w == 0 {
                 return Err(CliError::fs(shown, &rxfs::Error::NoSpace));

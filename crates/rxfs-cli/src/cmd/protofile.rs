@@ -264,8 +264,10 @@ fn copy_contents(fs: &Filesystem, ino: Ino, src: &Path, shown: &str) -> CliResul
         }
         let mut done = 0;
         while done < n {
+            // write_exact: no speculative preallocation (nothing freed
+            // later: reproducible builds stay byte-identical).
             let w = fs
-                .write(ino, off, &buf[done..n])
+                .write_exact(ino, off, &buf[done..n])
                 .map_err(|e| CliError::fs(shown, &e))?;
             if w == 0 {
                 return Err(CliError::fs(shown, &rxfs::Error::NoSpace));
