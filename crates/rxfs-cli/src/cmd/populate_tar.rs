@@ -616,7 +616,8 @@ fn copy_data<R: Read>(
         if n == 0 {
             return Ok(off);
         }
-        // Zeros stay holes, as a sparse copy leaves them.
+        // Every byte is written, zeros too (a GNU sparse entry is not
+        // turned back into holes).
         let mut done = 0;
         while done < n {
             let w = fs
