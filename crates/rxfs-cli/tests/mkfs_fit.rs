@@ -25,18 +25,7 @@ fn check(s: &Scratch, img: &Path, tree: &Path) -> u64 {
     let want = walk_manifest(tree);
     let strip = |v: &[String]| -> Vec<String> {
         v.iter()
-            .map(|l| {
-                let mut j: serde_json::Value = serde_json::from_str(l).unwrap();
-                let dir = j["type"] == "dir";
-                let o = j.as_object_mut().unwrap();
-                for f in ["ctime", "ino", "blocks", "atime"] {
-                    o.remove(f);
-                }
-                if dir {
-                    o.remove("size");
-                }
-                j.to_string()
-            })
+            .map(|l| manifest_sans(l, &["ctime", "ino", "blocks", "atime"]))
             .collect()
     };
     assert_same_manifest("size=fit", &strip(&want), &strip(&got));
@@ -60,21 +49,24 @@ fn fitted_images_hold_the_tree_with_the_margin_and_are_near_the_smallest() {
     for i in 0..2000 {
         std::fs::write(small.join(format!("f{i}")), vec![b'x'; i % 5000]).unwrap();
     }
-    for (margin, want) in [("10%", None), ("64m", Some(64u64 << 20))] {
+    // The default geometry, and one with other block, inode and
+    // directory block sizes (the measure counts in the chosen units).
+    let geometries: [&[&str]; 3] = [
+        &[],
+        &[],
+        &["-b", "size=2048", "-i", "size=1024", "-n", "size=16384"],
+    ];
+    for ((margin, want), geometry) in [("10%", None), ("64m", Some(64u64 << 20)), ("10%", None)]
+        .into_iter()
+        .zip(geometries)
+    {
         let img = s.path("img");
         let _ = std::fs::remove_file(&img);
         let t = tree.to_str().unwrap();
-        rxfs_ok(&[
-            "mkfs",
-            "-q",
-            "-d",
-            "size=fit",
-            "--free-space",
-            margin,
-            "--populate",
-            t,
-            img.to_str().unwrap(),
-        ]);
+        let mut args = vec!["mkfs", "-q", "-d", "size=fit", "--free-space", margin];
+        args.extend(geometry);
+        args.extend(["--populate", t, img.to_str().unwrap()]);
+        rxfs_ok(&args);
         let len = std::fs::metadata(&img).unwrap().len();
         let alloc = std::fs::metadata(&img).unwrap().blocks() * 512;
         assert!(alloc < len, "{margin}: not sparse ({alloc} of {len})");
@@ -85,15 +77,11 @@ fn fitted_images_hold_the_tree_with_the_margin_and_are_near_the_smallest() {
         let smaller = (len - len / 20) >> 20;
         let img2 = s.path("img2");
         let _ = std::fs::remove_file(&img2);
-        let out = rxfs(&[
-            "mkfs",
-            "-q",
-            "-d",
-            &format!("size={smaller}m"),
-            "--populate",
-            t,
-            img2.to_str().unwrap(),
-        ]);
+        let size = format!("size={smaller}m");
+        let mut args = vec!["mkfs", "-q", "-d", &size];
+        args.extend(geometry);
+        args.extend(["--populate", t, img2.to_str().unwrap()]);
+        let out = rxfs(&args);
         if out.status.success() {
             let k = s.path("k2");
             let m = KernelMount::new(&img2, &k, "ro");

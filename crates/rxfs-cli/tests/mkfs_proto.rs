@@ -24,18 +24,7 @@ fn shape(s: &Scratch, img: &Path) -> Vec<String> {
     m.umount();
     lines
         .iter()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let dir = v["type"] == "dir";
-            let o = v.as_object_mut().unwrap();
-            for f in ["atime", "mtime", "ctime", "ino", "blocks"] {
-                o.remove(f);
-            }
-            if dir {
-                o.remove("size");
-            }
-            v.to_string()
-        })
+        .map(|l| manifest_sans(l, &BUILD_FIELDS))
         .collect()
 }
 

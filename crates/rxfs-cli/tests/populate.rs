@@ -22,17 +22,7 @@ use common::*;
 /// What the manifest of a copy must share with its source's: every key
 /// but the inode number, change time and block count.
 pub fn comparable(lines: &[String]) -> Vec<String> {
-    lines
-        .iter()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).expect("manifest line is JSON");
-            let o = v.as_object_mut().expect("manifest line is an object");
-            o.remove("ino");
-            o.remove("ctime");
-            o.remove("blocks");
-            v.to_string()
-        })
-        .collect()
+    manifest_strip(lines, &COPY_FIELDS)
 }
 
 /// [`comparable`] without directory sizes: a directory's size is its

@@ -1,7 +1,8 @@
 //! Reproducible images: with `SOURCE_DATE_EPOCH` and a fixed `-m uuid=`,
 //! two `rxfs mkfs --populate` runs of the same tree give byte-identical
-//! images, whatever the wall clock (a second apart), the umask or the load
-//! on the machine. The kernel reads the result: change and birth times are
+//! images, whatever the wall clock (a second apart), the umask, the load,
+//! the CPU count, time zone and locale, or the filesystem the tree was
+//! copied onto (inode numbers, directory read order). The kernel reads the result: change and birth times are
 //! the epoch, source times newer than it are clamped to it, older ones
 //! kept; `xfs_repair -n` is clean. A malformed `SOURCE_DATE_EPOCH` is an
 //! error, as the specification asks.
@@ -10,6 +11,7 @@
 
 mod common;
 
+use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
@@ -20,16 +22,18 @@ use common::*;
 const EPOCH: i64 = 1_700_000_000;
 const UUID: &str = "uuid=0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f0";
 
-fn build(src: &Path, img: &Path, umask: &str) {
+/// Build `img` from `src`; `prefix` runs before rxfs (`taskset -c 0`).
+fn build(src: &Path, img: &Path, umask: &str, prefix: &str, env: &[(&str, &str)]) {
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!(
-            "umask {umask}; exec \"$0\" mkfs -q -d size=512m -m {UUID} --populate \"$1\" \"$2\""
+            "umask {umask}; exec {prefix} \"$0\" mkfs -q -d size=512m -m {UUID} --populate \"$1\" \"$2\""
         ))
         .arg(RXFS)
         .arg(src)
         .arg(img)
         .env("SOURCE_DATE_EPOCH", EPOCH.to_string())
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     assert!(out.status.success(), "{out:?}");
@@ -61,9 +65,22 @@ fn two_builds_are_byte_identical_and_the_kernel_reads_the_epoch() {
 
     let a = s.path("a.img");
     let b = s.path("b.img");
-    build(&src, &a, "022");
+    build(&src, &a, "022", "", &[]);
     std::thread::sleep(Duration::from_millis(1100));
-    // The second under load, with another umask.
+    // The second as another machine would run it: the same tree copied
+    // (`cp -a`) onto another filesystem (kernel XFS instead of the
+    // scratch directory's: other inode and device numbers, another
+    // directory read order, other block counts), one CPU, another time
+    // zone and locale, another umask, the CPUs busy.
+    let other = s.path("other.img");
+    mkfs(&other, 512 << 20, &[]);
+    let om = KernelMount::new(&other, &s.path("other"), "");
+    let copied = om.dir.join("src");
+    let cp = run_output(
+        "cp",
+        &[OsStr::new("-a"), src.as_os_str(), copied.as_os_str()],
+    );
+    assert!(cp.status.success(), "cp -a: {cp:?}");
     let mut burners: Vec<_> = (0..2)
         .map(|_| {
             Command::new("sh")
@@ -72,14 +89,26 @@ fn two_builds_are_byte_identical_and_the_kernel_reads_the_epoch() {
                 .unwrap()
         })
         .collect();
-    build(&src, &b, "077");
+    build(
+        &copied,
+        &b,
+        "077",
+        "taskset -c 0",
+        &[("TZ", "Asia/Tokyo"), ("LC_ALL", "C.UTF-8")],
+    );
     for c in &mut burners {
         let _ = c.kill();
         let _ = c.wait();
     }
+    om.umount();
     let (x, y) = (std::fs::read(&a).unwrap(), std::fs::read(&b).unwrap());
     assert_eq!(x.len(), y.len());
     let differ = x.iter().zip(&y).filter(|(p, q)| p != q).count();
+    // RXFS_KEEP_REPRO=1 keeps both images for `cmp -l` and xfs_db.
+    if differ != 0 && std::env::var_os("RXFS_KEEP_REPRO").is_some() {
+        let _ = std::fs::copy(&a, "/var/tmp/repro-a.img");
+        let _ = std::fs::copy(&b, "/var/tmp/repro-b.img");
+    }
     assert_eq!(differ, 0, "{differ} bytes differ between two builds");
 
     let r = run_output("xfs_repair", &["-n", a.to_str().unwrap()]);
@@ -104,32 +133,16 @@ fn two_builds_are_byte_identical_and_the_kernel_reads_the_epoch() {
             assert!(ns <= EPOCH * 1_000_000_000, "{t} after the epoch: {l}");
         }
     }
-    let want: Vec<String> = walk_manifest(&src).iter().map(|l| untimed(l)).collect();
-    let got: Vec<String> = image.iter().map(|l| untimed(l)).collect();
+    let want: Vec<String> = walk_manifest(&src)
+        .iter()
+        .map(|l| manifest_sans(l, &BUILD_FIELDS))
+        .collect();
+    let got: Vec<String> = image
+        .iter()
+        .map(|l| manifest_sans(l, &BUILD_FIELDS))
+        .collect();
     assert_same_manifest("reproducible build", &want, &got);
     m.umount();
-}
-
-/// A manifest line without what a build sets or the layout decides:
-/// times, inode numbers, block counts, directory sizes (and XFS's own
-/// names for the ACLs).
-fn untimed(l: &str) -> String {
-    let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-    let dir = v["type"] == "dir";
-    if let Some(o) = v.as_object_mut() {
-        for f in ["atime", "mtime", "ctime", "ino", "blocks"] {
-            o.remove(f);
-        }
-        if dir {
-            o.remove("size");
-        }
-        // XFS shows its on-disk ACLs under these names too (root's view).
-        if let Some(x) = o.get_mut("xattrs").and_then(|x| x.as_object_mut()) {
-            x.remove("trusted.SGI_ACL_FILE");
-            x.remove("trusted.SGI_ACL_DEFAULT");
-        }
-    }
-    v.to_string()
 }
 
 /// The same from a tar archive: two builds byte-identical, no time after

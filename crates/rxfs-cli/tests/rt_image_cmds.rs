@@ -306,17 +306,7 @@ fn recover_and_put_on_a_dirty_log() {
 /// numbers, change times and block counts (realtime files take whole
 /// realtime extents).
 fn comparable(lines: &[String]) -> Vec<String> {
-    lines
-        .iter()
-        .map(|l| {
-            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
-            let o = v.as_object_mut().unwrap();
-            o.remove("ino");
-            o.remove("ctime");
-            o.remove("blocks");
-            v.to_string()
-        })
-        .collect()
+    manifest_strip(lines, &COPY_FIELDS)
 }
 
 fn rxfs_mkfs(img: &Path, rt: Option<&Path>, extra: &[&OsStr]) {

@@ -87,6 +87,12 @@ pub struct Args {
     /// tree meant to be root's: --owner 0:0).
     #[arg(long, value_name = "UID:GID", value_parser = parse_owner, conflicts_with = "populate_tar")]
     pub owner: Option<(u32, u32)>,
+    /// With a directory source: a file of per-path owners, modes and xattrs,
+    /// one rule a line (`/etc/shadow mode=0640 gid=42`,
+    /// `/usr/bin/ping xattr:security.capability=0sAQAAAg...`,
+    /// `/home/alice/** owner=1000:1000`); they win over --owner.
+    #[arg(long, value_name = "FILE", conflicts_with = "populate_tar")]
+    pub overrides: Option<PathBuf>,
     /// Make the filesystem at this byte offset of IMAGE (to its end, or
     /// -d size=).
     #[arg(long, value_name = "BYTES", value_parser = parse_offset, conflicts_with = "partition")]
@@ -137,12 +143,12 @@ pub fn run(a: Args) -> CliResult<()> {
     run_once(a)
 }
 
-/// One mkfs (and populate) at the size the options give.
-pub fn run_once(a: Args) -> CliResult<()> {
+/// The mkfs options the command line (and `-c options=FILE`) give.
+pub fn options_of(a: &Args) -> CliResult<(MkfsOptions, RtArgs)> {
     let mut o = MkfsOptions::default();
     let mut rt = RtArgs::default();
     let config = match &a.config {
-        Some(c) => read_config(c, &a)?,
+        Some(c) => read_config(c, a)?,
         None => Vec::new(),
     };
     // -b first: `b` suffixes elsewhere use the block size.
@@ -169,6 +175,21 @@ pub fn run_once(a: Args) -> CliResult<()> {
         }
     }
     o.label = a.label.clone();
+    Ok((o, rt))
+}
+
+/// A file removed when this is dropped (forgotten to keep it).
+struct RemoveOnDrop(PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// One mkfs (and populate) at the size the options give.
+pub fn run_once(a: Args) -> CliResult<()> {
+    let (o, rt) = options_of(&a)?;
     let mut proto = a.proto.as_deref().map(parse_proto).transpose()?;
     if let Some(p) = &mut proto {
         // Checked (and a prototype file parsed) before anything is written.
@@ -187,6 +208,23 @@ pub fn run_once(a: Args) -> CliResult<()> {
             )));
         }
     }
+    let overrides = match (&a.overrides, &a.populate, &proto) {
+        (None, _, _) => None,
+        (Some(f), Some(src), _)
+        | (
+            Some(f),
+            None,
+            Some(Proto {
+                source: ProtoSource::Dir(src),
+                ..
+            }),
+        ) => Some(super::populate::load_overrides(f, src)?),
+        (Some(_), _, _) => {
+            return Err(CliError::usage(
+                "--overrides needs a directory source (--populate DIR or -p file=DIR)",
+            ))
+        }
+    };
     let name = a.image.display().to_string();
     let within = a
         .offset
@@ -211,9 +249,13 @@ pub fn run_once(a: Args) -> CliResult<()> {
         .as_ref()
         .map(|m| m.file_type().is_block_device())
         .unwrap_or(false);
+    // An image file this run creates is removed again if the run fails
+    // before the filesystem is written (no empty file left behind).
+    let mut created = None;
     match (&meta, o.dsize) {
         (Err(e), Some(size)) if e.kind() == std::io::ErrorKind::NotFound && !a.dry_run => {
             let f = std::fs::File::create(&a.image).map_err(|e| CliError::io(&name, &e))?;
+            created = Some(RemoveOnDrop(a.image.clone()));
             f.set_len(size).map_err(|e| CliError::io(&name, &e))?;
         }
         (Err(e), _) => {
@@ -277,6 +319,9 @@ pub fn run_once(a: Args) -> CliResult<()> {
             nsec: d.subsec_nanos(),
         }
     };
+    if let Some(c) = created.take() {
+        std::mem::forget(c);
+    }
     rxfs::mkfs::mkfs(
         dev.as_ref(),
         rtdev.as_ref().map(|d| d as &dyn BlockDevice),
@@ -289,30 +334,42 @@ pub fn run_once(a: Args) -> CliResult<()> {
     // the device's exclusive owner lock).
     drop(dev);
     drop(rtdev);
-    if let Some(src) = &a.populate {
-        populate_into(
-            &a.image,
-            rt.rtdev.as_deref(),
-            within,
-            src,
-            !a.quiet,
-            true,
-            a.owner,
-        )?;
-    }
-    if let Some(t) = &a.populate_tar {
-        let img = crate::opts::Opts {
-            read_only: false,
-            rtdev: rt.rtdev.clone(),
-            within,
+    let img = crate::opts::Opts {
+        read_only: false,
+        rtdev: rt.rtdev.clone(),
+        within,
+        ..Default::default()
+    };
+    let dir_source = match (&a.populate, &proto) {
+        (Some(src), _) => Some((src.clone(), true)),
+        (
+            None,
+            Some(Proto {
+                source: ProtoSource::Dir(dir),
+                atime,
+                ..
+            }),
+        ) => Some((dir.clone(), *atime)),
+        _ => None,
+    };
+    if let Some((src, keep_atime)) = dir_source {
+        let opts = rxfs::populate::Options {
+            keep_atime,
+            owner: a.owner,
+            overrides: overrides.clone(),
             ..Default::default()
         };
-        let fs = crate::opts::open_image(&a.image, &img)?;
-        let r = super::populate_tar::open_archive(t)
-            .and_then(|ar| super::populate_tar::populate_tar(&fs, ar));
-        let unmounted = fs.unmount().map_err(|e| CliError::fs(&name, &e));
-        let sum = r?;
-        unmounted?;
+        let opts = super::populate::excluding_devices(&a.image, &img, &opts);
+        with_new_image(&a.image, &img, |fs| {
+            let root = rxfs::populate::Dest::Into(fs.root_ino());
+            super::populate::copy_tree(fs, &src, root, !a.quiet, &opts).map(|_| ())
+        })?;
+    }
+    if let Some(t) = &a.populate_tar {
+        let sum = with_new_image(&a.image, &img, |fs| {
+            super::populate_tar::open_archive(t)
+                .and_then(|ar| super::populate_tar::populate_tar(fs, ar))
+        })?;
         if !a.quiet {
             errln!(
                 "rxfs: {} entries, {} bytes of file data from {}",
@@ -322,39 +379,12 @@ pub fn run_once(a: Args) -> CliResult<()> {
             );
         }
     }
-    match proto {
-        Some(Proto {
-            source: ProtoSource::Dir(dir),
-            atime,
-            ..
-        }) => {
-            populate_into(
-                &a.image,
-                rt.rtdev.as_deref(),
-                within,
-                &dir,
-                !a.quiet,
-                atime,
-                a.owner,
-            )?;
-        }
-        Some(Proto {
-            source: ProtoSource::File(_, Some(root)),
-            ..
-        }) => {
-            let img = crate::opts::Opts {
-                read_only: false,
-                rtdev: rt.rtdev.clone(),
-                within,
-                ..Default::default()
-            };
-            let fs = crate::opts::open_image(&a.image, &img)?;
-            let r = super::protofile::apply(&fs, &root);
-            let unmounted = fs.unmount().map_err(|e| CliError::fs(&name, &e));
-            r?;
-            unmounted?;
-        }
-        _ => {}
+    if let Some(Proto {
+        source: ProtoSource::File(_, Some(root)),
+        ..
+    }) = &proto
+    {
+        with_new_image(&a.image, &img, |fs| super::protofile::apply(fs, root))?;
     }
     Ok(())
 }
@@ -431,7 +461,7 @@ fn refuse_existing_in(path: &std::path::Path, within: Option<rxfs::fs::Within>) 
 }
 
 /// `--owner UID:GID`.
-fn parse_owner(v: &str) -> Result<(u32, u32), String> {
+pub fn parse_owner(v: &str) -> Result<(u32, u32), String> {
     let (u, g) = v.split_once(':').ok_or("UID:GID, numeric")?;
     match (u.parse(), g.parse()) {
         (Ok(u), Ok(g)) => Ok((u, g)),
@@ -530,33 +560,19 @@ fn refuse_existing(path: &std::path::Path) -> CliResult<()> {
     }
 }
 
-/// `--populate DIR`: copy DIR's contents into the new root (the root takes
-/// DIR's mode, owner, times and xattrs) through the read-write library,
-/// like `rxfs put` (see [`super::populate`]). With a realtime section the
-/// image is opened with its realtime device, so regular files under a
-/// directory with the rtinherit flag (the root with `-d rtinherit=1`) get
-/// their data there.
-fn populate_into(
+/// Open the new filesystem read-write with `img`, run `f` on it, and
+/// unmount it cleanly whatever `f` returned (see
+/// [`super::populate::finish`]). With a realtime section the image is
+/// opened with its realtime device, so regular files under a directory
+/// with the rtinherit flag get their data there.
+fn with_new_image<T>(
     image: &std::path::Path,
-    rtdev: Option<&std::path::Path>,
-    within: Option<rxfs::fs::Within>,
-    src: &std::path::Path,
-    progress: bool,
-    keep_atime: bool,
-    owner: Option<(u32, u32)>,
-) -> CliResult<()> {
-    let img = crate::opts::Opts {
-        read_only: false,
-        rtdev: rtdev.map(|p| p.to_path_buf()),
-        within,
-        ..Default::default()
-    };
-    let opts = rxfs::populate::Options {
-        keep_atime,
-        owner,
-        ..Default::default()
-    };
-    super::populate::populate_image_with(image, &img, src, "/", progress, &opts).map(|_| ())
+    img: &crate::opts::Opts,
+    f: impl FnOnce(&rxfs::Filesystem) -> CliResult<T>,
+) -> CliResult<T> {
+    let fs = crate::opts::open_image(image, img)?;
+    let r = f(&fs);
+    super::populate::finish(&fs, image, r)
 }
 
 /// mkfs.xfs's geometry report, in its layout.

@@ -25,9 +25,14 @@ const MIN_BYTES: u64 = 300 << 20;
 /// Rebuilds at most this many times.
 const TRIES: u32 = 12;
 
-/// What the source needs, in bytes of each kind.
+/// What the source needs, in bytes of each kind, with the geometry's
+/// units.
 #[derive(Debug, Default)]
 struct Need {
+    /// Filesystem block, inode and directory block sizes.
+    block: u64,
+    inode: u64,
+    dirblock: u64,
     data: u64,
     inodes: u64,
     names: u64,
@@ -99,7 +104,7 @@ fn measure_dir(dir: &Path, n: &mut Need) -> CliResult<()> {
         }
         n.inodes += 1;
         if m.is_file() {
-            n.data += m.blocks() * 512;
+            n.data += (m.blocks() * 512).div_ceil(n.block) * n.block;
         } else if m.file_type().is_symlink() && m.len() > 300 {
             n.long_links += 1;
         }
@@ -119,7 +124,7 @@ fn measure_tar(path: &Path, n: &mut Need) -> CliResult<()> {
         match h.entry_type() {
             tar::EntryType::Directory => n.dirs += 1,
             tar::EntryType::Regular | tar::EntryType::Continuous => {
-                n.data += h.size().unwrap_or(0).div_ceil(4096) * 4096
+                n.data += h.size().unwrap_or(0).div_ceil(n.block) * n.block
             }
             _ => {}
         }
@@ -128,9 +133,16 @@ fn measure_tar(path: &Path, n: &mut Need) -> CliResult<()> {
 }
 
 /// The bytes the source needs (data, inodes, directories, headroom for
-/// btrees and the per-AG reserve).
-fn measure(a: &Args) -> CliResult<u64> {
-    let mut n = Need::default();
+/// btrees and the per-AG reserve), in the block, inode and directory
+/// block sizes of `o` (mkfs.xfs's defaults where it sets none).
+fn measure(a: &Args, o: &rxfs::mkfs::MkfsOptions) -> CliResult<u64> {
+    let block = u64::from(o.blocksize.unwrap_or(4096));
+    let mut n = Need {
+        block,
+        inode: u64::from(o.inodesize.unwrap_or(512)),
+        dirblock: u64::from(o.dirblocksize.unwrap_or(4096)).max(block),
+        ..Default::default()
+    };
     if let Some(d) = &a.populate {
         measure_dir(d, &mut n)?;
     } else if let Some(t) = &a.populate_tar {
@@ -158,7 +170,7 @@ fn measure(a: &Args) -> CliResult<u64> {
             for tok in text.split_whitespace() {
                 if let Ok(m) = std::fs::metadata(tok) {
                     if m.is_file() {
-                        n.data += m.len().div_ceil(4096) * 4096;
+                        n.data += m.len().div_ceil(n.block) * n.block;
                     }
                 }
             }
@@ -171,22 +183,24 @@ fn measure(a: &Args) -> CliResult<u64> {
             "-d size=fit needs a source: --populate DIR, -p ..., or --populate-tar FILE",
         ));
     }
-    let inode_bytes = n.inodes.div_ceil(64) * 64 * 512;
-    let dir_bytes = n.dirs * 4096 + n.names.div_ceil(4096) * 4096 * 2;
-    let links = n.long_links * 4096;
+    // Inodes come in chunks of 64.
+    let inode_bytes = n.inodes.div_ceil(64) * 64 * n.inode;
+    let dir_bytes = n.dirs * n.dirblock + n.names.div_ceil(n.dirblock) * n.dirblock * 2;
+    let links = n.long_links * n.block;
     let raw = n.data + inode_bytes + dir_bytes + links;
     // Extent and btree blocks, directory leaf blocks, partial blocks.
     Ok(raw + raw / 50 + (4 << 20))
 }
 
-/// The image size whose free space, empty, is `need` plus the margin.
-fn size_for(need: u64, margin: Margin) -> u64 {
+/// The image size whose free space, empty, is `need` plus the margin,
+/// with the options `base` (all but the size) as the user gave them.
+fn size_for(need: u64, margin: Margin, base: &rxfs::mkfs::MkfsOptions) -> u64 {
     // The log and the AG headers come off the top: the plan says how much.
     let mut size = (need + margin.bytes_of(need)).max(MIN_BYTES);
     for _ in 0..8 {
         let o = rxfs::mkfs::MkfsOptions {
             dsize: Some(size),
-            ..Default::default()
+            ..base.clone()
         };
         let Ok(plan) = rxfs::mkfs::Plan::new(&o, size, 512, None) else {
             break;
@@ -219,10 +233,11 @@ pub fn run(mut a: Args, data_without_fit: Vec<String>) -> CliResult<()> {
         ));
     }
     let margin = a.free_space.unwrap_or(Margin::Percent(10.0));
-    let need = measure(&a)?;
-    let mut size = size_for(need, margin);
-    let quiet = a.quiet;
     a.data = data_without_fit;
+    let (base, _) = super::mkfs::options_of(&a)?;
+    let need = measure(&a, &base)?;
+    let mut size = size_for(need, margin, &base);
+    let quiet = a.quiet;
     // The last size that worked, once one did; then one try smaller.
     let mut good: Option<u64> = None;
     let mut shrunk = false;
@@ -321,8 +336,9 @@ mod tests {
 
     #[test]
     fn small_trees_get_the_minimum_and_big_ones_room() {
-        assert_eq!(size_for(1 << 20, Margin::Percent(10.0)), MIN_BYTES);
-        let s = size_for(10 << 30, Margin::Percent(10.0));
+        let base = rxfs::mkfs::MkfsOptions::default();
+        assert_eq!(size_for(1 << 20, Margin::Percent(10.0), &base), MIN_BYTES);
+        let s = size_for(10 << 30, Margin::Percent(10.0), &base);
         assert!(s > 11 << 30 && s < 13 << 30, "{s}");
     }
 }

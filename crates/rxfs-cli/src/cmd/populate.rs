@@ -42,6 +42,13 @@ pub struct Args {
     /// Threads copying file data (default: one less than the CPUs, 1 to 4).
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub threads: Option<u16>,
+    /// Every file's owner, instead of the owners on disk.
+    #[arg(long, value_name = "UID:GID", value_parser = super::mkfs::parse_owner)]
+    pub owner: Option<(u32, u32)>,
+    /// A file of per-path owners, modes and xattrs (as `rxfs mkfs
+    /// --overrides`); they win over --owner.
+    #[arg(long, value_name = "FILE")]
+    pub overrides: Option<PathBuf>,
     #[command(flatten)]
     pub img: WriteArgs,
 }
@@ -51,6 +58,10 @@ pub fn run(a: Args) -> CliResult<()> {
     let mut opts = Options::default();
     if let Some(t) = a.threads {
         opts.threads = t as usize;
+    }
+    opts.owner = a.owner;
+    if let Some(f) = &a.overrides {
+        opts.overrides = Some(load_overrides(f, &a.dir)?);
     }
     let s = populate_image_with(&a.image, &img, &a.dir, &a.dest, true, &opts)?;
     outln!(
@@ -62,6 +73,20 @@ pub fn run(a: Args) -> CliResult<()> {
         a.dest
     );
     Ok(())
+}
+
+/// Read and parse the override file `file` and check it against the
+/// source tree `src` (every rule's path exists), before anything is
+/// written.
+pub fn load_overrides(
+    file: &Path,
+    src: &Path,
+) -> CliResult<Arc<rxfs::populate::overrides::Overrides>> {
+    let text = std::fs::read_to_string(file).map_err(|e| CliError::io(file.display(), &e))?;
+    let o = rxfs::populate::overrides::Overrides::parse(&text)
+        .and_then(|o| o.check(src).map(|()| o))
+        .map_err(|e| CliError::usage(format!("{}: {e}", file.display())))?;
+    Ok(Arc::new(o))
 }
 
 /// `opts` with the image file and its realtime device excluded from the

@@ -531,7 +531,7 @@ pub fn populate_tar(fs: &Filesystem, r: Box<dyn Read>) -> CliResult<TarSummary> 
                 let h = e.header();
                 let major = h.device_major().ok().flatten().unwrap_or(0);
                 let minor = h.device_minor().ok().flatten().unwrap_or(0);
-                let rdev = libc::makedev(major, minor) as u32;
+                let rdev = rxfs::populate::stream::dev_number(major, minor);
                 let fmt = if kind == tar::EntryType::Char {
                     libc::S_IFCHR
                 } else {
@@ -589,47 +589,34 @@ fn set_xattrs(fs: &Filesystem, ino: Ino, meta: &Meta, shown: &str) -> CliResult<
     Ok(())
 }
 
-/// The entry's data into `ino`, as the directory populate writes it: a
-/// file longer than one chunk reserved in one piece first, then written
-/// with `write_exact` (no speculative preallocation to trim later, so
-/// nothing is freed and nothing depends on when frees stop being busy:
-/// reproducible builds stay byte-identical).
-fn copy_data<R: Read>(
+/// Copy an entry's data into `ino` ([`rxfs::populate::stream`]).
+fn copy_data(
     fs: &Filesystem,
     ino: Ino,
-    r: &mut R,
+    r: &mut dyn Read,
     size: u64,
     shown: &str,
 ) -> CliResult<u64> {
-    const CHUNK: usize = 1 << 20;
-    if size > CHUNK as u64 {
-        match fs.fallocate(ino, rxfs::fs::ops_falloc::FALLOC_FL_KEEP_SIZE, 0, size) {
-            // Fragmented free space: written as it comes.
-            Ok(()) | Err(rxfs::Error::NoSpace) => {}
-            Err(e) => return Err(CliError::fs(shown, &e)),
-        }
-    }
-    let mut buf = vec![0u8; CHUNK];
-    let mut off = 0u64;
-    loop {
-        let n = r.read(&mut buf).map_err(|e| CliError::io(shown, &e))?;
-        if n == 0 {
-            return Ok(off);
-        }
-        // Every byte is written, zeros too (a GNU sparse entry is not
-        // turned back into holes).
-        let mut done = 0;
-        while done < n {
-            let w = fs
-                .write_exact(ino, off, &buf[done..n])
-                .map_err(|e| CliError::fs(shown, &e))?;
-            if w == 0 {
-                return Err(CliError::fs(shown, &rxfs::Error::NoSpace));
-            }
-            done += w;
-            off += w as u64;
-        }
-    }
+    let mut buf = vec![0u8; 1 << 20];
+    stream_result(
+        rxfs::populate::stream::copy_stream(fs, ino, r, size, &mut buf),
+        shown,
+        shown,
+    )
+}
+
+/// A stream copy's result, its error naming the source as `source` or
+/// the image path as `shown`.
+pub fn stream_result(
+    r: Result<u64, rxfs::populate::stream::StreamError>,
+    source: &str,
+    shown: &str,
+) -> CliResult<u64> {
+    use rxfs::populate::stream::StreamError;
+    r.map_err(|e| match e {
+        StreamError::Source(e) => CliError::io(source, &e),
+        StreamError::Image(e) => CliError::fs(shown, &e),
+    })
 }
 
 #[cfg(test)]

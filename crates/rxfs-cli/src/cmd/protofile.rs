@@ -218,12 +218,16 @@ fn make_entries(fs: &Filesystem, dir: Ino, at: &Path, entries: &[Entry]) -> CliR
                 copy_contents(fs, ip.ino, src, &shown)?;
                 Ok(ip)
             }
-            Kind::Block(ma, mi) => {
-                fs.create(dir, &e.name, &args(libc::S_IFBLK, linux_dev(*ma, *mi)))
-            }
-            Kind::Char(ma, mi) => {
-                fs.create(dir, &e.name, &args(libc::S_IFCHR, linux_dev(*ma, *mi)))
-            }
+            Kind::Block(ma, mi) => fs.create(
+                dir,
+                &e.name,
+                &args(libc::S_IFBLK, rxfs::populate::stream::dev_number(*ma, *mi)),
+            ),
+            Kind::Char(ma, mi) => fs.create(
+                dir,
+                &e.name,
+                &args(libc::S_IFCHR, rxfs::populate::stream::dev_number(*ma, *mi)),
+            ),
             Kind::Fifo => fs.create(dir, &e.name, &args(libc::S_IFIFO, 0)),
             Kind::Symlink(target) => {
                 // mkfs.xfs keeps a link's given mode (symlink(2) would make
@@ -243,39 +247,14 @@ fn make_entries(fs: &Filesystem, dir: Ino, at: &Path, entries: &[Entry]) -> CliR
     Ok(())
 }
 
-/// Linux's `dev_t` of a major and minor number (what `stat` gives).
-fn linux_dev(major: u32, minor: u32) -> u32 {
-    libc::makedev(major, minor) as u32
-}
-
 /// Copy host file `src` into `ino`.
 fn copy_contents(fs: &Filesystem, ino: Ino, src: &Path, shown: &str) -> CliResult<()> {
-    use std::io::Read;
-    let mut f = std::fs::File::open(src)
-        .map_err(|e| CliError::io(format!("{shown}: source {}", src.display()), &e))?;
+    let source = format!("{shown}: source {}", src.display());
+    let mut f = std::fs::File::open(src).map_err(|e| CliError::io(&source, &e))?;
+    let size = f.metadata().map_err(|e| CliError::io(&source, &e))?.len();
     let mut buf = vec![0u8; 1 << 20];
-    let mut off = 0u64;
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(|e| CliError::io(format!("{shown}: source {}", src.display()), &e))?;
-        if n == 0 {
-            return Ok(());
-        }
-        let mut done = 0;
-        while done < n {
-            // write_exact: no speculative preallocation (nothing freed
-            // later: reproducible builds stay byte-identical).
-            let w = fs
-                .write_exact(ino, off, &buf[done..n])
-                .map_err(|e| CliError::fs(shown, &e))?;
-            if w == 0 {
-                return Err(CliError::fs(shown, &rxfs::Error::NoSpace));
-            }
-            done += w;
-            off += w as u64;
-        }
-    }
+    let r = rxfs::populate::stream::copy_stream(fs, ino, &mut f, size, &mut buf);
+    super::populate_tar::stream_result(r, &source, shown).map(|_| ())
 }
 
 #[cfg(test)]

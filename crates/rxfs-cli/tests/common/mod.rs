@@ -337,6 +337,50 @@ fn manifest_lines(who: &str, out: Vec<u8>) -> Vec<String> {
         .collect()
 }
 
+/// A manifest line without `fields` and without what a build's layout
+/// decides anyway: directory sizes, and XFS's own names for the POSIX ACLs
+/// (root sees `trusted.SGI_ACL_FILE`/`_DEFAULT` beside `system.posix_acl_*`).
+pub fn manifest_sans(line: &str, fields: &[&str]) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+    let dir = v["type"] == "dir";
+    let o = v.as_object_mut().expect("a manifest line is an object");
+    for f in fields {
+        o.remove(*f);
+    }
+    if dir {
+        o.remove("size");
+    }
+    if let Some(x) = o.get_mut("xattrs").and_then(|x| x.as_object_mut()) {
+        x.remove("trusted.SGI_ACL_FILE");
+        x.remove("trusted.SGI_ACL_DEFAULT");
+    }
+    v.to_string()
+}
+
+/// Manifest lines without `fields` only (what a copy must share with its
+/// source: every other key, directory sizes included).
+pub fn manifest_strip(lines: &[String], fields: &[&str]) -> Vec<String> {
+    lines
+        .iter()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).expect("manifest line is JSON");
+            let o = v.as_object_mut().expect("a manifest line is an object");
+            for f in fields {
+                o.remove(*f);
+            }
+            v.to_string()
+        })
+        .collect()
+}
+
+/// What a copy does not keep from its source: inode numbers, change
+/// times, block counts.
+pub const COPY_FIELDS: [&str; 3] = ["ino", "ctime", "blocks"];
+
+/// The fields a build sets or its layout decides: times, inode numbers,
+/// block counts.
+pub const BUILD_FIELDS: [&str; 5] = ["atime", "mtime", "ctime", "ino", "blocks"];
+
 /// Compare two manifests line by line, with a readable failure.
 pub fn assert_same_manifest(what: &str, want: &[String], got: &[String]) {
     for (i, (w, g)) in want.iter().zip(got.iter()).enumerate() {

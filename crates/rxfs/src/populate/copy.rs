@@ -19,11 +19,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::Mutex;
 
+use super::overrides::Settings;
 use super::scan::{Node, Tree};
-use super::{source, Cause, Dest, Options, PopulateError, Progress, Summary};
+use super::{source, stream, Cause, Dest, Options, PopulateError, Progress, Summary};
 use crate::bmap::data::SetAttr;
 use crate::format::inode::Timestamp;
-use crate::fs::ops_falloc::FALLOC_FL_KEEP_SIZE;
 use crate::fs::ops_ns::CreateArgs;
 use crate::fs::Filesystem;
 use crate::types::Ino;
@@ -252,13 +252,19 @@ impl Copier<'_> {
         let rdev = match fmt {
             libc::S_IFCHR | libc::S_IFBLK => {
                 let r = m.rdev();
-                libc::makedev(libc::major(r), libc::minor(r)) as u32
+                stream::dev_number(libc::major(r), libc::minor(r))
             }
             _ => 0,
         };
-        let (uid, gid) = self.opts.owner.unwrap_or((m.uid(), m.gid()));
+        let (mut uid, mut gid) = self.opts.owner.unwrap_or((m.uid(), m.gid()));
+        let mut mode = m.mode();
+        if let Some(s) = self.overrides_of(n) {
+            uid = s.uid.unwrap_or(uid);
+            gid = s.gid.unwrap_or(gid);
+            mode = s.mode.map_or(mode, |p| (mode & S_IFMT) | p);
+        }
         let args = CreateArgs {
-            mode: m.mode(),
+            mode,
             uid,
             gid,
             rdev,
@@ -314,7 +320,22 @@ impl Copier<'_> {
             a.uid = Some(uid);
             a.gid = Some(gid);
         }
+        if let Some(s) = self.overrides_of(n) {
+            a.uid = s.uid.or(a.uid);
+            a.gid = s.gid.or(a.gid);
+            if with_mode {
+                a.mode = s.mode.or(a.mode);
+            }
+        }
         a
+    }
+
+    /// The override file's settings for `n`, if any rule matches it.
+    fn overrides_of(&self, n: &Node) -> Option<Settings> {
+        let o = self.opts.overrides.as_ref()?;
+        let rel = n.path.strip_prefix(&self.tree.nodes[0].path).ok()?;
+        let rel = format!("/{}", rel.to_string_lossy());
+        o.lookup(&rel, n.meta.file_type().is_symlink())
     }
 
     /// Extended attributes, then owner, mode (unless a symlink) and times.
@@ -327,7 +348,10 @@ impl Copier<'_> {
     }
 
     fn copy_xattrs(&self, n: &Node, ino: Ino) -> Res<()> {
-        let list = source::xattrs(&n.path).map_err(source_err(&n.path, "read xattrs"))?;
+        let mut list = source::xattrs(&n.path).map_err(source_err(&n.path, "read xattrs"))?;
+        if let Some(s) = self.overrides_of(n) {
+            s.apply_xattrs(&mut list);
+        }
         for (name, value) in list {
             self.fs
                 .setxattr(ino, &name, &value, crate::attr::XattrSet::Any)
@@ -417,13 +441,7 @@ impl Copier<'_> {
             // (unwritten, past EOF until written), so writers in other
             // threads cannot interleave their blocks with it.
             if end - start > buf.len() as u64 {
-                self.fs
-                    .fallocate(ino, FALLOC_FL_KEEP_SIZE, start, end - start)
-                    .or_else(|e| match e {
-                        // Fragmented free space: write as it comes.
-                        crate::Error::NoSpace => Ok(()),
-                        e => Err(e),
-                    })
+                stream::reserve(self.fs, ino, start, end - start)
                     .map_err(image_err(&n.path, "reserve space"))?;
             }
             let mut pos = start;
@@ -437,7 +455,8 @@ impl Copier<'_> {
                 if got == 0 {
                     break; // the file shrank under us
                 }
-                self.write_all(n, ino, pos, &buf[..got])?;
+                stream::write_all(self.fs, ino, pos, &buf[..got])
+                    .map_err(image_err(&n.path, "write"))?;
                 pos += got as u64;
                 data_bytes += got as u64;
                 self.bytes_done.fetch_add(got as u64, Relaxed);
@@ -449,22 +468,5 @@ impl Copier<'_> {
             off = end.max(pos);
         }
         Ok((size, written_end, data_bytes))
-    }
-
-    /// Write all of `data` at `off`; a short write is retried, so the
-    /// error that cut it short is the one returned.
-    fn write_all(&self, n: &Node, ino: Ino, mut off: u64, mut data: &[u8]) -> Res<()> {
-        while !data.is_empty() {
-            let w = self
-                .fs
-                .write_exact(ino, off, data)
-                .map_err(image_err(&n.path, "write"))?;
-            if w == 0 {
-                return Err(image_err(&n.path, "write")(crate::Error::NoSpace));
-            }
-            off += w as u64;
-            data = &data[w..];
-        }
-        Ok(())
     }
 }

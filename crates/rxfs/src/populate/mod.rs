@@ -30,11 +30,14 @@
 //!   stays consistent, holding what was copied so far.
 
 mod copy;
+pub mod overrides;
 pub mod scan;
 pub mod source;
+pub mod stream;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::fs::Filesystem;
 use crate::types::Ino;
@@ -65,6 +68,9 @@ pub struct Options {
     /// Every inode's owner (uid, gid) instead of the source's: an
     /// unprivileged build of a tree meant to be root's.
     pub owner: Option<(u32, u32)>,
+    /// Per-path owner, mode and xattrs ([`overrides`]); they win over
+    /// `owner` and the source.
+    pub overrides: Option<Arc<overrides::Overrides>>,
     /// Host inodes, as (st_dev, st_ino), left out of the copy (with
     /// everything below them): the image file itself when it lies inside
     /// the source tree.
@@ -88,6 +94,7 @@ impl Default for Options {
             chunk_bytes: 4 << 20,
             keep_atime: true,
             owner: None,
+            overrides: None,
             exclude: Vec::new(),
         }
     }
@@ -165,6 +172,13 @@ pub fn populate(
     opts: &Options,
     progress: &(dyn Fn(&Progress) + Sync),
 ) -> Result<Summary, PopulateError> {
+    if let Some(o) = &opts.overrides {
+        o.check(src).map_err(|e| PopulateError {
+            path: src.to_path_buf(),
+            op: "apply the override file",
+            cause: Cause::Source(std::io::Error::other(e.to_string())),
+        })?;
+    }
     // Into a directory: the source is a directory, possibly through a
     // symbolic link; as a new entry: the source itself, as `cp -a`.
     let tree = scan::scan(src, matches!(dest, Dest::Into(_)), &opts.exclude)?;

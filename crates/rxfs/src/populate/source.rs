@@ -85,7 +85,9 @@ fn cpath(p: &Path) -> io::Result<CString> {
 }
 
 /// Every extended attribute of `path` (the link itself for symbolic
-/// links): (full name, value), in the order the host lists them.
+/// links): (full name, value), sorted by name (hosts list them in their
+/// own order, which differs between filesystems; the image's attribute
+/// layout follows the order they are set in, and must not).
 pub fn xattrs(path: &Path) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
     let c = cpath(path)?;
     let names = loop {
@@ -120,6 +122,20 @@ pub fn xattrs(path: &Path) -> io::Result<Vec<(Vec<u8>, Vec<u8>)>> {
         match get_xattr(&c, &cn)? {
             Some(v) => out.push((name.to_vec(), v)),
             None => continue, // removed since it was listed
+        }
+    }
+    out.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    // A source on XFS lists each POSIX ACL twice to root, under its
+    // generic name and XFS's own (one attribute on disk): set it once.
+    for (generic, own) in [
+        (
+            &b"system.posix_acl_access"[..],
+            &b"trusted.SGI_ACL_FILE"[..],
+        ),
+        (b"system.posix_acl_default", b"trusted.SGI_ACL_DEFAULT"),
+    ] {
+        if out.iter().any(|(n, _)| n == generic) {
+            out.retain(|(n, _)| n != own);
         }
     }
     Ok(out)
