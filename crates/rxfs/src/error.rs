@@ -82,6 +82,9 @@ pub enum Error {
     IsDir,
     #[error("name too long")]
     NameTooLong,
+    /// ELOOP: too many symbolic links in a path, or one where none may be.
+    #[error("too many levels of symbolic links")]
+    Loop,
     #[error("no such attribute")]
     NoAttr,
     /// Permission denied (EACCES), e.g. a default ACL on a non-directory.
@@ -115,6 +118,10 @@ pub enum Error {
     /// mount, the kernel's) and stayed so.
     #[error("in use: {0}")]
     InUse(String),
+    /// EEXIST for mkfs: the device holds a filesystem, partition table or
+    /// RAID member, and overwriting was not asked for.
+    #[error("{0}; use force to overwrite it")]
+    HasFilesystem(String),
     /// lseek SEEK_DATA/SEEK_HOLE at or past EOF, or no data after it.
     #[error("no data or hole at or past the offset")]
     NoSuchOffset,
@@ -157,6 +164,7 @@ impl Error {
             Error::NotDir => libc::ENOTDIR,
             Error::IsDir => libc::EISDIR,
             Error::NameTooLong => libc::ENAMETOOLONG,
+            Error::Loop => libc::ELOOP,
             Error::NoAttr => libc::ENODATA,
             Error::Access => libc::EACCES,
             Error::Range => libc::ERANGE,
@@ -164,7 +172,7 @@ impl Error {
             Error::Shutdown => libc::EIO,
             Error::NoSuchOffset => libc::ENXIO,
             Error::NoSpace => libc::ENOSPC,
-            Error::Exists => libc::EEXIST,
+            Error::Exists | Error::HasFilesystem(_) => libc::EEXIST,
             Error::NotEmpty => libc::ENOTEMPTY,
             Error::TooManyLinks => libc::EMLINK,
             Error::Perm => libc::EPERM,

@@ -31,6 +31,7 @@
 //!  13    recover
 //!  14    fs
 //!  15    check mkfs populate
+//!  16    volume
 //! ```
 //! - [`types`], [`error`]: newtypes per address space; the error type.
 //! - [`format`]: the on-disk format, pure (no I/O): layouts, decoders,
@@ -71,6 +72,8 @@
 //!   operations of a read-write mount.
 //! - [`check`], [`mkfs`], [`populate`]: the checker, making filesystems,
 //!   copying host trees in.
+//! - [`volume`]: path-level access to an image (open, stat, read, write,
+//!   make and remove by path): what the Python and C bindings wrap.
 //!
 //! Lock order of the write path (outermost first), each module documenting
 //! its own part:
@@ -115,6 +118,7 @@ pub mod rt;
 pub mod rtalloc;
 pub mod symlink;
 pub mod types;
+pub mod volume;
 pub mod xact;
 
 pub use error::{Error, Result};

@@ -109,24 +109,6 @@ pub struct Args {
     pub image: PathBuf,
 }
 
-/// Sector size and whether `path` is a block device.
-fn device_sectsize(dev: &std::fs::File) -> u32 {
-    let mut pb: libc::c_uint = 0;
-    // SAFETY: BLKPBSZGET writes one unsigned int.
-    let r = unsafe {
-        libc::ioctl(
-            std::os::fd::AsRawFd::as_raw_fd(dev),
-            libc::BLKPBSZGET,
-            &mut pb,
-        )
-    };
-    if r == 0 && pb >= 512 {
-        pb
-    } else {
-        512
-    }
-}
-
 pub fn run(a: Args) -> CliResult<()> {
     if let Some(data) = super::mkfs_fit::wanted(&a.data) {
         if !a.force && !a.dry_run {
@@ -278,7 +260,7 @@ pub fn run_once(a: Args) -> CliResult<()> {
     }
     let sectsize = if is_bdev {
         std::fs::File::open(&a.image)
-            .map(|f| device_sectsize(&f))
+            .map(|f| rxfs::bdev::block_device_sectsize(&f))
             .unwrap_or(512)
     } else {
         512
@@ -308,17 +290,7 @@ pub fn run_once(a: Args) -> CliResult<()> {
     if a.dry_run {
         return Ok(());
     }
-    let now = if let Some(t) = rxfs::clock::fixed() {
-        t
-    } else {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
-        rxfs::format::inode::Timestamp {
-            sec: d.as_secs() as i64,
-            nsec: d.subsec_nanos(),
-        }
-    };
+    let now = rxfs::mkfs::image::build_time();
     if let Some(c) = created.take() {
         std::mem::forget(c);
     }
@@ -537,26 +509,15 @@ impl Proto {
 /// member (see [`rxfs::mkfs::probe`]), as mkfs.xfs does without `-f`. A
 /// path that does not exist yet holds nothing.
 fn refuse_existing(path: &std::path::Path) -> CliResult<()> {
-    use std::os::unix::fs::FileExt;
-    let name = path.display();
-    let f = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(CliError::io(&name, &e)),
-    };
-    let m = f.metadata().map_err(|e| CliError::io(&name, &e))?;
-    let size = if m.file_type().is_block_device() {
-        rxfs::bdev::block_device_size(&f).map_err(|e| CliError::fs(&name, &e))?
-    } else {
-        m.len()
-    };
-    let mut read = |off: u64, buf: &mut [u8]| f.read_exact_at(buf, off);
-    match rxfs::mkfs::probe::probe(size, &mut read) {
-        Ok(None) => Ok(()),
-        Ok(Some(found)) => Err(CliError::new(format!(
-            "{name} appears to contain {found}; use -f to overwrite it"
-        ))),
-        Err(e) => Err(CliError::io(format!("{name}: probing for signatures"), &e)),
+    match rxfs::mkfs::image::refuse_existing(path) {
+        Ok(()) => Ok(()),
+        Err(rxfs::Error::HasFilesystem(m)) => {
+            Err(CliError::new(format!("{m}; use -f to overwrite it")))
+        }
+        Err(e) => Err(CliError::fs(
+            format!("{}: probing for signatures", path.display()),
+            &e,
+        )),
     }
 }
 

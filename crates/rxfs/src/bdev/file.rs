@@ -314,6 +314,20 @@ pub fn block_device_size(file: &File) -> Result<u64> {
     Ok(size)
 }
 
+/// The physical sector size of an open block device (BLKPBSZGET), 512 if
+/// it cannot tell.
+pub fn block_device_sectsize(file: &File) -> u32 {
+    use std::os::fd::AsRawFd;
+    let mut pb: libc::c_uint = 0;
+    // SAFETY: BLKPBSZGET writes one unsigned int into `pb`.
+    let r = unsafe { libc::ioctl(file.as_raw_fd(), libc::BLKPBSZGET, &mut pb) };
+    if r == 0 && pb >= 512 {
+        pb
+    } else {
+        512
+    }
+}
+
 /// A heap buffer aligned for O_DIRECT.
 struct AlignedBuf {
     ptr: *mut u8,

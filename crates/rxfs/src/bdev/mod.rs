@@ -26,7 +26,7 @@ pub use crash::{
     Piece,
 };
 pub use fault::{Fault, FaultDevice, FaultStats, Ops};
-pub use file::{block_device_size, wait_for_writer, FileDevice, OWNER_WAIT};
+pub use file::{block_device_sectsize, block_device_size, wait_for_writer, FileDevice, OWNER_WAIT};
 pub use latency::LatencyDevice;
 pub use mem::MemDevice;
 pub use overlay::{Overlay, OverlayDevice};

@@ -328,7 +328,7 @@ impl Filesystem {
             if !last && ip.file_type() == Some(crate::types::FileType::Symlink) {
                 *follows += 1;
                 if *follows > MAX_SYMLINK_FOLLOW {
-                    return Err(Error::Invalid("too many levels of symbolic links".into()));
+                    return Err(Error::Loop);
                 }
                 let target = self.readlink(&ip)?;
                 cur = self.resolve_from(cur, &target, follows)?;

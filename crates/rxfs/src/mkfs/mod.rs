@@ -23,6 +23,7 @@
 //! so xfs_repair never finds a stale secondary.
 
 pub mod ag;
+pub mod image;
 pub mod inodes;
 pub mod plan;
 pub mod probe;
