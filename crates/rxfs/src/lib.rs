@@ -1,5 +1,49 @@
 //! rxfs: XFS v5 in userspace.
 //!
+//! Read and write XFS v5 filesystems (image files or block devices) so
+//! that Linux's XFS and `xfs_repair` accept every byte: every metadata
+//! change is a logged transaction, as the kernel makes it.
+//!
+//! ## Quick start
+//!
+//! Make a filesystem, write a file, read it back ([`volume::Volume`] is
+//! the path-level API; [`fs::Filesystem`] the inode-level one):
+//!
+//! ```
+//! use rxfs::mkfs::{image::make_image, MkfsOptions};
+//! use rxfs::volume::{OpenFlags, Volume, VolumeOptions};
+//!
+//! # fn main() -> rxfs::Result<()> {
+//! # let dir = std::env::temp_dir().join(format!("rxfs-doc-{}", std::process::id()));
+//! # std::fs::create_dir_all(&dir).unwrap();
+//! let img = dir.join("disk.img");
+//! // mkfs: a sparse 300 MiB image file with mkfs.xfs's defaults.
+//! let geometry = make_image(&img, &MkfsOptions { dsize: Some(300 << 20), ..Default::default() }, false)?;
+//! assert_eq!(geometry.blocksize, 4096);
+//!
+//! // Write: closing commits and unmounts cleanly.
+//! let vol = Volume::open(&img, &VolumeOptions::writable())?;
+//! vol.mkdir(b"/etc", 0o755)?;
+//! let f = vol.open_file(b"/etc/motd", OpenFlags::WRITE | OpenFlags::CREATE, 0o644)?;
+//! vol.write_at(&f, 0, b"hello from rxfs\n")?;
+//! vol.close_file(f)?;
+//! vol.close()?;
+//!
+//! // Read it back, read-only.
+//! let vol = Volume::open(&img, &VolumeOptions::default())?;
+//! let f = vol.open_file(b"/etc/motd", OpenFlags::READ, 0)?;
+//! let mut buf = [0u8; 64];
+//! let n = vol.read_at(&f, 0, &mut buf)?;
+//! assert_eq!(&buf[..n], b"hello from rxfs\n");
+//! vol.close_file(f)?;
+//! let names: Vec<_> = vol.read_dir(b"/etc")?.into_iter().map(|e| e.name).collect();
+//! assert_eq!(names, [b"motd".to_vec()]);
+//! # drop(vol);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! ## Layers
 //! Bottom up. A module uses only modules of its own layer or below, and no
 //! two top-level modules use each other (`scripts/layers --check`, run by
@@ -34,7 +78,7 @@
 //!  16    volume
 //! ```
 //! - [`types`], [`error`]: newtypes per address space; the error type.
-//! - [`format`]: the on-disk format, pure (no I/O): layouts, decoders,
+//! - [`format`](mod@format): the on-disk format, pure (no I/O): layouts, decoders,
 //!   verifiers, in-place field editors, buffer kinds.
 //! - [`bdev`]: every byte of I/O goes through [`bdev::BlockDevice`];
 //!   [`geometry`]: sizes and address conversions from the superblock;

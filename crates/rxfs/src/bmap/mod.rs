@@ -42,7 +42,7 @@
 //! only frees space.
 //!
 //! Realtime files (DIFLAG_REALTIME) map rt blocks of the realtime
-//! device: their new blocks come from [`crate::rtalloc`] ([`RtSpace`]) in
+//! device: their new blocks come from [`crate::rtalloc`] (`RtSpace`) in
 //! whole realtime extents, file offsets aligned to `rextsize` as the
 //! kernel aligns them (a write's range is widened to whole rt extents and
 //! the caller zeroes what the data does not cover), and unmapped rt

@@ -182,7 +182,7 @@ fn broot_for_log(d: &[u8], fork: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Decide what to log of dinode `d` (v3). BTREE-format fork roots are
-/// logged in the kernel's in-core form ([`broot_for_log`]).
+/// logged in the kernel's in-core form (`broot_for_log`).
 pub fn inode_layout(d: &[u8], isize: usize) -> InodeLayout {
     let core = dinode::DINODE_V3_CORE_SIZE;
     let forkoff = d[82] as usize * 8;

@@ -613,7 +613,7 @@ impl Cil {
 
     /// Every busy range overlapping `[agbno, agbno + len)` with its
     /// checkpoint sequence, appended to `out` in order (see
-    /// [`busy::BusyList::ranges`]).
+    /// `busy::BusyList::ranges`).
     pub fn busy_ranges(
         &self,
         agno: AgNumber,

@@ -89,7 +89,7 @@ fn state_from_bestfree(blk: &DataBlock, n: usize) -> Option<BlockState> {
 /// Decode a transaction's copy of a data block (CRC not checked: see
 /// [`Sum::InCore`]), its header checked once: from the bestfree table
 /// when `trusted` (the block passed the walk before) and no names are
-/// wanted and the table allows it ([`state_from_bestfree`]), else walked.
+/// wanted and the table allows it (`state_from_bestfree`), else walked.
 pub fn data_decode_tx(
     buf: &[u8],
     geo: &DirGeo,

@@ -25,7 +25,7 @@
 //!   dropped by the commit of any transaction that changed the directory
 //!   inode without setting it ([`crate::xact::MetaTx::set_fork_cache`]).
 //!   Every change of a leaf or node directory goes through
-//!   [`super::big::BigDir::commit_data_and_fork`], which sets it (or
+//!   `super::big::BigDir::commit_data_and_fork`, which sets it (or
 //!   drops it: leaf form, conversions); every change of a directory
 //!   changes its inode (timestamps, size), so a change made any other way
 //!   drops the skeleton;

@@ -42,7 +42,7 @@ pub(super) struct SpaceMark {
 }
 
 impl Filesystem {
-    /// Write `data` at `off` (see [`Filesystem::write_inner`]), with
+    /// Write `data` at `off` (see `Filesystem::write_inner`), with
     /// speculative preallocation after appends and a retry after giving
     /// preallocations back on ENOSPC.
     ///

@@ -2,7 +2,7 @@
 //!
 //! A transaction holds a log reservation (a grant ticket) taken before it
 //! locks anything, the buffers it joined (each locked to it, with a
-//! private working copy made at the first change: [`super::tx_copy`])
+//! private working copy made at the first change: `super::tx_copy`)
 //! and the inodes it joined (working copies; the caller holds their
 //! inode locks). Commit hands the working copies to the
 //! CIL ([`crate::cil::Cil::commit`]), which publishes them; cancel drops

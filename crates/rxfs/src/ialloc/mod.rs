@@ -1,9 +1,9 @@
 //! Inode allocation: chunks, the inode btrees and the AGI.
 //!
-//! Inodes live in chunks of 64 ([`chunk`]); each allocated chunk has one
+//! Inodes live in chunks of 64 (`chunk`); each allocated chunk has one
 //! inobt record (first AG inode, hole mask, count, free count, free
 //! bitmap), and, with the finobt feature, a copy in the finobt while it
-//! has free inodes ([`irec`]). The AGI counts the AG's inodes
+//! has free inodes (`irec`). The AGI counts the AG's inodes
 //! (`agi_count`), its free ones (`agi_freecount`) and remembers the last
 //! chunk made (`agi_newino`); the superblock's `icount`/`ifree` are lazy
 //! counters changed through [`MetaTx::mod_sb`]. Whether an inode number

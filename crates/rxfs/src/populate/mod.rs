@@ -12,7 +12,7 @@
 //! the size is set last). Change times are "now", as with the kernel.
 //!
 //! Two passes: [`scan::scan`] lists and `lstat`s the tree (the totals for
-//! progress), then the copy pass ([`copy`]) walks the list in order on one
+//! progress), then the copy pass (`copy`) walks the list in order on one
 //! thread, doing every namespace operation, and hands regular files'
 //! data, attributes and times to a pool of worker threads.
 //!

@@ -28,7 +28,7 @@
 //! write verifiers do. A transaction's LSN is that of the log record its
 //! checkpoint starts in, so several checkpoints can share one LSN: a stamp
 //! made by this recovery never makes a later item of the same LSN look
-//! stale (see [`buf_is_newer`], [`inode_is_newer`]).
+//! stale (see `buf_is_newer`, `inode_is_newer`).
 //!
 //! (Which blocks carry a usable LSN, and where: [`crate::format::meta_header`].)
 //!

@@ -3,7 +3,7 @@
 //!
 //! Formats are in [`crate::format::rt`]. What this module adds:
 //!
-//! - At open ([`check_at_open`]) the superblock's realtime geometry is
+//! - At open (`check_at_open`) the superblock's realtime geometry is
 //!   validated like the kernel's superblock verifier does, always; when a
 //!   realtime device is given it must hold `rblocks * blocksize` bytes, and
 //!   giving one to a filesystem without realtime section is an error.

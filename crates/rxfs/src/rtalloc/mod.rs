@@ -59,7 +59,7 @@ pub const RT_BUSY_AG: u32 = 1 << 31;
 const RT_BUSY_SPAN: u64 = 1 << 30;
 
 /// The busy-list key of rt extent `x`: a pseudo-AG and block. Ranges are
-/// split at multiples of [`RT_BUSY_SPAN`], so that no key range
+/// split at multiples of `RT_BUSY_SPAN`, so that no key range
 /// overflows a u32.
 pub fn busy_key(x: u64) -> (AgNumber, AgBlock) {
     (
