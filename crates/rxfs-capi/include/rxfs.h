@@ -129,6 +129,20 @@ struct rxfs_dirent {
   uint8_t dtype;
 };
 
+/**
+ * statvfs(2) of an open image.
+ */
+struct rxfs_statvfs {
+  uint32_t bsize;
+  uint32_t frsize;
+  uint64_t blocks;
+  uint64_t bfree;
+  uint64_t bavail;
+  uint64_t files;
+  uint64_t ffree;
+  uint32_t namemax;
+};
+
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
@@ -302,6 +316,16 @@ int rxfs_chmod(const struct rxfs_fs *fs, const char *path, uint32_t mode, int fo
 int rxfs_truncate(const struct rxfs_fs *fs, const char *path, uint64_t len);
 
 /**
+ * Make a device node, FIFO, socket or empty file (`mode` holds the
+ * S_IF* type bits and the permissions).
+ */
+int rxfs_mknod(const struct rxfs_fs *fs,
+               const char *path,
+               uint32_t mode,
+               uint32_t major,
+               uint32_t minor);
+
+/**
  * Set the owner of `path`; `(uint32_t)-1` leaves an id.
  */
 int rxfs_chown(const struct rxfs_fs *fs, const char *path, uint32_t uid, uint32_t gid, int follow);
@@ -334,6 +358,23 @@ int rxfs_symlink(const struct rxfs_fs *fs, const char *target, const char *path)
  * Make every change so far durable (one log force).
  */
 int rxfs_sync(const struct rxfs_fs *fs);
+
+/**
+ * The space and inode counts of an open image.
+ */
+int rxfs_statvfs(const struct rxfs_fs *fs, struct rxfs_statvfs *out_st);
+
+/**
+ * Copy the host directory tree `source` into the directory `dest` of
+ * the open read-write image (modes, owners, times, xattrs, ACLs, hard
+ * links, devices, holes; as `rxfs populate`); `*paths` and `*bytes`
+ * (either may be NULL) count what was copied.
+ */
+int rxfs_populate(const struct rxfs_fs *fs,
+                  const char *source,
+                  const char *dest,
+                  uint64_t *paths,
+                  uint64_t *bytes);
 
 /**
  * Make an XFS v5 filesystem on `path` (an image file, created sparse or

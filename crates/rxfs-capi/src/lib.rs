@@ -669,6 +669,19 @@ pub unsafe extern "C" fn rxfs_truncate(fs: *const rxfs_fs, path: *const c_char, 
     unsafe { one(fs, path, |v, p| v.truncate(p, len)) }
 }
 
+/// Make a device node, FIFO, socket or empty file (`mode` holds the
+/// S_IF* type bits and the permissions).
+#[no_mangle]
+pub unsafe extern "C" fn rxfs_mknod(
+    fs: *const rxfs_fs,
+    path: *const c_char,
+    mode: u32,
+    major: u32,
+    minor: u32,
+) -> c_int {
+    unsafe { one(fs, path, |v, p| v.mknod(p, mode, major, minor).map(|_| ())) }
+}
+
 /// Set the owner of `path`; `(uint32_t)-1` leaves an id.
 #[no_mangle]
 pub unsafe extern "C" fn rxfs_chown(
@@ -762,6 +775,85 @@ pub unsafe extern "C" fn rxfs_symlink(
 pub unsafe extern "C" fn rxfs_sync(fs: *const rxfs_fs) -> c_int {
     guard(|| {
         unsafe { fs_ref(fs) }?.sync()?;
+        Ok(())
+    })
+}
+
+/// statvfs(2) of an open image.
+#[repr(C)]
+pub struct rxfs_statvfs {
+    pub bsize: u32,
+    pub frsize: u32,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+    pub namemax: u32,
+}
+
+/// The space and inode counts of an open image.
+#[no_mangle]
+pub unsafe extern "C" fn rxfs_statvfs(fs: *const rxfs_fs, out_st: *mut rxfs_statvfs) -> c_int {
+    guard(|| {
+        let v = unsafe { fs_ref(fs) }?;
+        let o = unsafe { out(out_st, "out_st") }?;
+        let s = v.statfs()?;
+        *o = rxfs_statvfs {
+            bsize: s.bsize,
+            frsize: s.frsize,
+            blocks: s.blocks,
+            bfree: s.bfree,
+            bavail: s.bavail,
+            files: s.files,
+            ffree: s.ffree,
+            namemax: s.namelen,
+        };
+        Ok(())
+    })
+}
+
+/// Copy the host directory tree `source` into the directory `dest` of
+/// the open read-write image (modes, owners, times, xattrs, ACLs, hard
+/// links, devices, holes; as `rxfs populate`); `*paths` and `*bytes`
+/// (either may be NULL) count what was copied.
+#[no_mangle]
+pub unsafe extern "C" fn rxfs_populate(
+    fs: *const rxfs_fs,
+    source: *const c_char,
+    dest: *const c_char,
+    paths: *mut u64,
+    bytes: *mut u64,
+) -> c_int {
+    guard(|| {
+        let v = unsafe { fs_ref(fs) }?;
+        let src = unsafe { cstr(source, "source") }?;
+        let d = unsafe { cstr(dest, "dest") }?;
+        if !v.is_writable() {
+            return Err(rxfs::Error::ReadOnly("the image was opened read-only".into()).into());
+        }
+        let ino = v.lookup(d, true)?;
+        let sum = rxfs::populate::populate(
+            v.filesystem(),
+            Path::new(std::ffi::OsStr::from_bytes(src)),
+            rxfs::populate::Dest::Into(rxfs::types::Ino(ino)),
+            &rxfs::populate::Options::default(),
+            &|_| {},
+        )
+        .map_err(|e| {
+            let errno = match &e.cause {
+                rxfs::populate::Cause::Source(io) => io.raw_os_error().unwrap_or(libc::EIO),
+                rxfs::populate::Cause::Image(fe) => fe.errno(),
+            };
+            Fail(errno, e.to_string())
+        })?;
+        // SAFETY: NULL or writable u64s.
+        if let Some(p) = unsafe { paths.as_mut() } {
+            *p = sum.files;
+        }
+        if let Some(b) = unsafe { bytes.as_mut() } {
+            *b = sum.bytes;
+        }
         Ok(())
     })
 }

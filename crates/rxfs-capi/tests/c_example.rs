@@ -243,3 +243,80 @@ fn null_and_bad_arguments_are_errno_values() {
         assert!(findings > 0);
     }
 }
+
+/// mkfs, populate, mknod and statvfs through the ABI: `xfs_repair -n`
+/// is clean and the kernel reads the tree back.
+#[test]
+fn mkfs_populate_mknod_statvfs() {
+    use rxfs_capi::*;
+    use std::ffi::{CStr, CString};
+    if kernel_tests_disabled() {
+        return;
+    }
+    require_root();
+    let msg = || {
+        unsafe { CStr::from_ptr(rxfs_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let s = Scratch::new("capi-populate");
+    let src = s.path("src");
+    std::fs::create_dir_all(src.join("a/b")).unwrap();
+    std::fs::write(src.join("a/b/f"), pattern(4, 300_000)).unwrap();
+    let img = CString::new(s.path("img").to_str().unwrap()).unwrap();
+    unsafe {
+        assert_eq!(
+            rxfs_mkfs(img.as_ptr(), 300 << 20, std::ptr::null(), 0),
+            0,
+            "{}",
+            msg()
+        );
+        // A second mkfs without force: EEXIST, naming XFS.
+        assert_eq!(
+            rxfs_mkfs(img.as_ptr(), 300 << 20, std::ptr::null(), 0),
+            libc::EEXIST
+        );
+        assert!(msg().contains("xfs"), "{}", msg());
+        let o = rxfs_open_options {
+            writable: 1,
+            rtdev: std::ptr::null(),
+            offset: 0,
+            partition: 0,
+        };
+        let mut fs: *mut rxfs_fs = std::ptr::null_mut();
+        assert_eq!(rxfs_open(img.as_ptr(), &o, &mut fs), 0, "{}", msg());
+        let csrc = CString::new(src.to_str().unwrap()).unwrap();
+        let root = CString::new("/").unwrap();
+        let (mut paths, mut bytes) = (0u64, 0u64);
+        assert_eq!(
+            rxfs_populate(fs, csrc.as_ptr(), root.as_ptr(), &mut paths, &mut bytes),
+            0,
+            "{}",
+            msg()
+        );
+        // The root (filled from the source directory), a, a/b, a/b/f.
+        assert_eq!((paths, bytes), (4, 300_000));
+        let fifo = CString::new("/fifo").unwrap();
+        assert_eq!(
+            rxfs_mknod(fs, fifo.as_ptr(), libc::S_IFIFO | 0o640, 0, 0),
+            0,
+            "{}",
+            msg()
+        );
+        let mut st = std::mem::zeroed::<rxfs_statvfs>();
+        assert_eq!(rxfs_statvfs(fs, &mut st), 0);
+        assert_eq!((st.bsize, st.namemax), (4096, 255));
+        assert!(st.bfree < st.blocks && st.ffree < st.files);
+        assert_eq!(rxfs_close(fs), 0, "{}", msg());
+    }
+    let r = run_output("xfs_repair", &["-n", s.path("img").to_str().unwrap()]);
+    assert!(r.status.success(), "xfs_repair -n: {r:?}");
+    let m = KernelMount::new(&s.path("img"), &s.path("k"), "ro");
+    assert_eq!(
+        std::fs::read(m.dir.join("a/b/f")).unwrap(),
+        pattern(4, 300_000)
+    );
+    let f = std::fs::symlink_metadata(m.dir.join("fifo")).unwrap();
+    assert_eq!(f.mode(), libc::S_IFIFO | 0o640);
+    m.umount();
+}
