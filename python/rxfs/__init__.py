@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import os
 import stat as _stat
-from typing import Iterator, List, NamedTuple, Optional, Tuple, Union
+from typing import IO, Any, Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple, Union
 
 from . import _rxfs
 from ._rxfs import CorruptFilesystemError, StatResult
@@ -142,7 +142,7 @@ class DirEntry:
             self._lstat = self._fs._vol.stat_ino(self.inode_number)
         return self._lstat
 
-    def __fspath__(self):
+    def __fspath__(self) -> Union[str, bytes]:
         return self.path
 
     def __repr__(self) -> str:
@@ -154,7 +154,7 @@ class RawFile(io.RawIOBase):
     `write`, `seek`, `tell`, `truncate`, `fileno`-less. `FileSystem.open`
     wraps it in a buffered reader or writer unless `buffering=0`."""
 
-    def __init__(self, f, name: str, mode: str, readable: bool, writable: bool, append: bool):
+    def __init__(self, f: _rxfs.File, name: str, mode: str, readable: bool, writable: bool, append: bool):
         super().__init__()
         self._f = f
         self.name = name
@@ -177,7 +177,7 @@ class RawFile(io.RawIOBase):
         if self.closed:
             raise ValueError("I/O operation on closed file")
 
-    def readinto(self, b) -> int:
+    def readinto(self, b: Any) -> int:
         self._check()
         if not self._readable:
             raise io.UnsupportedOperation("not readable")
@@ -209,7 +209,7 @@ class RawFile(io.RawIOBase):
             data += more
             self._pos += len(more)
 
-    def write(self, b) -> int:
+    def write(self, b: Any) -> int:
         self._check()
         if not self._writable:
             raise io.UnsupportedOperation("not writable")
@@ -295,14 +295,14 @@ class FileSystem:
     def __enter__(self) -> "FileSystem":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("rw" if self.writable else "ro")
         return f"<rxfs.FileSystem {self.path!r} {state}>"
 
-    def _v(self):
+    def _v(self) -> _rxfs.Volume:
         if self._closed:
             raise ValueError("I/O operation on closed filesystem")
         return self._vol
@@ -347,7 +347,7 @@ class FileSystem:
         except (FileNotFoundError, NotADirectoryError):
             return False
 
-    def listdir(self, path: PathType = "/") -> List:
+    def listdir(self, path: PathType = "/") -> List[Any]:
         """Names in the directory, in directory order (str, or bytes for a
         bytes path)."""
         as_bytes = isinstance(path, bytes)
@@ -361,11 +361,12 @@ class FileSystem:
         for name, ino, dtype in self._v().read_dir(top):
             yield DirEntry(self, top, name, ino, dtype, as_bytes)
 
-    def walk(self, top: PathType = "/", topdown: bool = True, onerror=None,
-             followlinks: bool = False) -> Iterator[Tuple]:
+    def walk(self, top: PathType = "/", topdown: bool = True,
+             onerror: Optional[Callable[[OSError], object]] = None,
+             followlinks: bool = False) -> Iterator[Tuple[Any, List[Any], List[Any]]]:
         """`os.walk` over the image."""
         as_bytes = isinstance(top, bytes)
-        stack = [_p(top)]
+        stack: List[Any] = [_p(top)]
         while stack:
             cur = stack.pop()
             if isinstance(cur, tuple):  # bottom-up: emit after the children
@@ -430,7 +431,7 @@ class FileSystem:
     # -- files --
 
     def open(self, path: PathType, mode: str = "rb", buffering: int = -1, encoding: Optional[str] = None,
-             errors: Optional[str] = None, newline: Optional[str] = None):
+             errors: Optional[str] = None, newline: Optional[str] = None) -> Any:
         """Open a file of the image, as the built-in `open`: "rb", "wb",
         "ab", "xb", "r+b", "w+b", "a+b" (text modes too, through
         `io.TextIOWrapper`). New files get mode 0o666 minus the umask."""
@@ -462,6 +463,7 @@ class FileSystem:
                 raise ValueError("can't have unbuffered text I/O")
             return raw
         size = io.DEFAULT_BUFFER_SIZE if buffering in (-1, 1) else buffering
+        buf: Union[io.BufferedRandom, io.BufferedWriter, io.BufferedReader]
         if readable and writable:
             buf = io.BufferedRandom(raw, size)
         elif writable:
@@ -579,7 +581,7 @@ def mkfs(path: PathType, size: Union[int, str, None] = None, *, force: bool = Fa
          sector_size: Union[int, str, None] = None, inode_size: Union[int, str, None] = None,
          dir_block_size: Union[int, str, None] = None, agcount: Optional[int] = None,
          agsize: Union[int, str, None] = None, log_size: Union[int, str, None] = None,
-         imaxpct: Optional[int] = None, **features: bool) -> dict:
+         imaxpct: Optional[int] = None, **features: bool) -> Dict[str, int]:
     """Make an XFS v5 filesystem, as `mkfs.xfs` (and `rxfs mkfs`) would.
 
     `path` is an image file (created sparse, or grown, to `size`) or a block
