@@ -77,10 +77,13 @@ enum Command {
     Put(cmd::put::Args),
     Rm(cmd::rm::Args),
     Mkdir(cmd::mkdir::Args),
-    #[command(hide = true)]
     Populate(cmd::populate::Args),
     Mkfs(cmd::mkfs::Args),
     Bench(cmd::bench::Args),
+    /// Write man pages for rxfs and every command into a directory.
+    Man(cmd::docs::ManArgs),
+    /// Print a shell completion script (bash, zsh, fish...).
+    Completions(cmd::docs::CompletionsArgs),
     #[command(subcommand)]
     Debug(cmd::debug::DebugCmd),
 }
@@ -104,6 +107,10 @@ fn run(cli: Cli) -> CliResult<()> {
         Command::Populate(a) => cmd::populate::run(a),
         Command::Mkfs(a) => cmd::mkfs::run(a),
         Command::Bench(a) => cmd::bench::run(a),
+        Command::Man(a) => cmd::docs::man(a, <Cli as clap::CommandFactory>::command()),
+        Command::Completions(a) => {
+            cmd::docs::completions(a, <Cli as clap::CommandFactory>::command())
+        }
         Command::Debug(d) => cmd::debug::run(d),
     }
 }

@@ -132,3 +132,46 @@ fn plain_umount_returns_with_the_image_clean() {
         assert!(t0.elapsed() < Duration::from_secs(60));
     }
 }
+
+/// `rxfs man DIR` writes a page for rxfs and one per visible command,
+/// from the same definition as `--help`; `rxfs completions SHELL` prints
+/// a script naming the commands. No root needed.
+#[test]
+fn man_pages_and_completions_come_from_the_cli_definition() {
+    let s = Scratch::new("man");
+    let dir = s.path("man1");
+    rxfs_ok(&["man", dir.to_str().unwrap()]);
+    let help = String::from_utf8(rxfs_ok(&["--help"])).unwrap();
+    let mut pages = 0;
+    for line in help
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+    {
+        let Some(name) = line.split_whitespace().next() else {
+            break;
+        };
+        if name == "help" {
+            continue;
+        }
+        let page = std::fs::read_to_string(dir.join(format!("rxfs-{name}.1")))
+            .unwrap_or_else(|e| panic!("no page for {name}: {e}"));
+        assert!(page.contains(".TH"), "{name}: not a man page");
+        pages += 1;
+    }
+    assert!(pages >= 15, "only {pages} commands found in --help");
+    let mkfs = std::fs::read_to_string(dir.join("rxfs-mkfs.1")).unwrap();
+    assert!(
+        mkfs.contains("overrides") && mkfs.contains("populate"),
+        "rxfs-mkfs.1 lacks options"
+    );
+    for shell in ["bash", "zsh", "fish"] {
+        let out = String::from_utf8(rxfs_ok(&["completions", shell])).unwrap();
+        assert!(
+            out.contains("mkfs") && out.contains("mount"),
+            "{shell}: {out:.200}"
+        );
+    }
+    let out = rxfs(&["completions", "tcsh"]);
+    assert_eq!(out.status.code(), Some(2));
+}

@@ -6,6 +6,7 @@ mod bench_rt;
 pub mod cat;
 pub mod check;
 pub mod debug;
+pub mod docs;
 pub mod get;
 pub mod info;
 pub mod install_helper;
