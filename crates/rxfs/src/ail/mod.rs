@@ -161,6 +161,12 @@ pub struct Ail {
     c: Counters,
 }
 
+/// A write verifier's refusal: the block stays in memory, unwritten.
+fn write_verifier_failed(e: Error) -> Error {
+    tracing::error!("metadata write verifier failed, write refused: {e}");
+    e
+}
+
 impl TailPusher for Ail {
     fn push_tail(&self, target: Lsn) {
         let mut i = self.inner.lock();
@@ -451,6 +457,15 @@ impl Ail {
                                 self.c.unlogged.fetch_add(1, Relaxed);
                             }
                         }
+                        // The write verifier: what reaches the disk is a
+                        // well-formed block of its kind (magic, CRC, this
+                        // block of this filesystem). A failure is memory
+                        // corruption: nothing of this pass is written and
+                        // the caller shuts the filesystem down, as XFS does.
+                        if kind != BufKind::Dino {
+                            kind.verify(&data, b.daddr, &self.uuid)
+                                .map_err(write_verifier_failed)?;
+                        }
                         writes.push((b.daddr.bytes(), Arc::new(data)));
                     }
                     clean.push((key, it.clone(), snap));
@@ -518,6 +533,10 @@ impl Ail {
                 base[b..b + n].copy_from_slice(snap);
                 put_be64(&mut base[b..b + n], 112, key.0 .0 as u64);
                 crc::update(&mut base[b..b + n], crate::format::inode::DINODE_CRC_OFF);
+                // The inode's write verifier (the read verifier's checks:
+                // magic, version, self-describing number and UUID, forks).
+                crate::format::inode::decode_core(&base[b..b + n], ip.ino, &self.uuid, true)
+                    .map_err(write_verifier_failed)?;
             }
             let snapc = Arc::new(base);
             st.committed = snapc.clone();

@@ -143,3 +143,60 @@ fn committed_crc_is_restamped_from_the_logged_chunks() {
     assert!(crc::verify(&disk, DIR3_CRC_OFF));
     cil.stop();
 }
+
+/// The write verifier: a committed buffer corrupted in memory (its magic
+/// overwritten after the commit, as a stray write would) is refused at
+/// write-back: nothing reaches the disk, write-back reports the
+/// corruption and the log is shut down (later reservations fail), as XFS
+/// shuts down on a write verifier failure.
+#[test]
+fn corrupted_buffer_is_refused_at_write_back_and_shuts_down() {
+    let (ail, log, rig) = setup_rig();
+    let cil = cil_on(&ail, &log, &rig);
+    let len = 4096;
+    let daddr = Daddr(LOG_BBS as u64);
+    let b = rig
+        .bufs
+        .get(&*rig.dev, &[7; 16], daddr, len, BufKind::DirData, false)
+        .unwrap();
+    let mut data = vec![0x5a; len];
+    data[..4].copy_from_slice(b"XDD3");
+    data[8..16].copy_from_slice(&daddr.0.to_be_bytes());
+    data[24..40].copy_from_slice(&[7; 16]);
+    let tb = TxBuf {
+        buf: b.clone(),
+        data,
+        kind: BufKind::DirData,
+        map: vec![u32::MAX],
+        stale: false,
+        ordered: false,
+        verified: None,
+        base: None,
+    };
+    commit_one(&cil, &log, tb);
+    let mut before = vec![0u8; len];
+    rig.dev.read_at(&mut before, daddr.bytes()).unwrap();
+    // A stray write in memory: the magic is gone.
+    {
+        let mut st = b.st.lock();
+        let mut bad = (*st.committed).clone();
+        bad[..4].copy_from_slice(b"JUNK");
+        st.committed = Arc::new(bad);
+    }
+    ail.start(&log, &cil);
+    let e = ail
+        .drain(std::time::Duration::from_secs(30))
+        .expect_err("a corrupt buffer was written back");
+    assert!(e.to_string().contains("bad magic"), "{e}");
+    let mut after = vec![0u8; len];
+    rig.dev.read_at(&mut after, daddr.bytes()).unwrap();
+    assert!(after == before, "the corrupt buffer reached the disk");
+    assert!(
+        matches!(
+            log.reserve(4096, 1, false),
+            Err(crate::error::Error::Shutdown)
+        ),
+        "the log is not shut down"
+    );
+    cil.stop();
+}

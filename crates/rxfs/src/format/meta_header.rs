@@ -127,6 +127,23 @@ pub fn stamp_committed(
     Ok(ok)
 }
 
+/// The write verifier of a block whose kind its magic names (mkfs's
+/// headers and btree roots): a valid CRC and the self-describing block
+/// number and UUID. Blocks without a v5 header pass.
+pub fn verify_for_write(buf: &[u8], daddr: u64, uuid: &Uuid) -> Result<()> {
+    let Some(h) = meta_header(buf) else {
+        return Ok(());
+    };
+    if !crc::verify(buf, h.crc_off) {
+        return Err(Error::corrupt(
+            h.name,
+            Location::Daddr(daddr),
+            "CRC mismatch",
+        ));
+    }
+    check_identity(buf, &h, daddr, uuid)
+}
+
 /// The self-describing block number and UUID of a block to be written.
 fn check_identity(buf: &[u8], h: &MetaHeader, daddr: u64, uuid: &Uuid) -> Result<()> {
     let at = Location::Daddr(daddr);

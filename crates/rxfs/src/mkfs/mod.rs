@@ -107,6 +107,8 @@ pub fn mkfs(
             dev.write_at(&s, p.byte(agno, 0))?;
         }
         for (off, bytes) in ag::encode(p, &space) {
+            // The write verifier of every header and btree root.
+            crate::format::meta_header::verify_for_write(&bytes, off / 512, &tmpl.metadata_uuid())?;
             dev.write_at(&bytes, off)?;
         }
     }
@@ -121,6 +123,12 @@ pub fn mkfs(
     sb.frextents = p.rextents;
 
     let chunk_bytes = inodes::chunk(p, &sb, now, rt_files[0], rt_files[1], o.rtinherit);
+    // Every inode of the root chunk through the inode verifier.
+    let isz = p.inodesize as usize;
+    for (i, raw) in chunk_bytes.chunks(isz).enumerate() {
+        let ino = crate::types::Ino(p.chunk_ino(i as u32));
+        crate::format::inode::decode_core(raw, ino, &sb.metadata_uuid(), o.features.nrext64)?;
+    }
     dev.write_at(&chunk_bytes, p.byte(0, p.chunk_agbno))?;
     if let (Some(rbm), Some(rsum)) = (rt_files[0], rt_files[1]) {
         dev.write_at(&inodes::rt_bitmap(p), rbm.start << p.blocklog)?;

@@ -133,6 +133,8 @@ impl MemTx {
             }
             let mut data = ip.data.clone();
             crc::update(&mut data, dinode::DINODE_CRC_OFF);
+            // The inode's write verifier, as for buffers above.
+            dinode::decode_core(&data, ip.ino, &self.sb.metadata_uuid(), true)?;
             let (daddr, off) = self.geo.ino_location(ip.ino);
             self.dev.write_at(&data, daddr.bytes() + off as u64)?;
         }
