@@ -20,8 +20,8 @@ use rxfs::{Filesystem, MountOptions};
 
 use crate::{CliError, CliResult};
 
-/// Library benchmarks of seed 004 (parallel overwrites) and seed 002 (log
-/// batching of synchronous commits), with device latency injected.
+/// Library benchmarks of parallel overwrites and of the log's batching of
+/// synchronous commits, with device latency injected.
 ///
 /// Each point opens IMAGE read-write afresh (the image is changed: use a
 /// scratch copy made by `mkfs.xfs`), runs, unmounts and prints one row.
@@ -31,7 +31,7 @@ use crate::{CliError, CliResult};
 /// in its own directory, writes 4 KiB and fsyncs each; prints fsyncs/s,
 /// log writes, fsyncs per log write, checkpoints, transactions per file,
 /// log flushes and log KiB per fsync. `fsmark`: each thread creates FILES
-/// empty files in its own directory (seed 003's fs_mark shape, no fsync);
+/// empty files in its own directory (fs_mark's shape, no fsync);
 /// prints creates/s. `dirscale`: one thread creates FILES empty files in
 /// one directory; prints creates/s per window of directory sizes
 /// (`--windows`). Times of fsmark and dirscale exclude the open and the
@@ -93,7 +93,7 @@ pub struct Args {
     pub rt_repeat: u32,
     /// One bitmap block in this many gets free space when the device is
     /// fragmented (rtalloc): the others stay full, as on a nearly full
-    /// device, where seed 001's summary reads pile up.
+    /// device, where the realtime summary reads pile up.
     #[arg(long, default_value_t = 8)]
     pub rt_hot: u64,
 }

@@ -386,7 +386,7 @@ fn check_data_fits(d: &[u8], fo: u8) -> Result<()> {
         FMT_LOCAL | FMT_EXTENTS if forkoff::data_bytes(d) <= room => Ok(()),
         FMT_BTREE if di::forkoff(d) == fo => Ok(()),
         _ => Err(Error::NotSupported(
-            "adding an attr fork that needs the data fork converted (issue 4)".into(),
+            "an extended attribute on this inode: its data fork would have to change form to make room".into(),
         )),
     }
 }

@@ -62,7 +62,9 @@ pub const FT_DIR: u8 = 2;
 
 /// Error returned when an addition needs the leaf form.
 pub fn need_leaf() -> Error {
-    Error::NotSupported("leaf directories: issue 4".into())
+    Error::NotSupported(
+        "a block directory too full for this entry (converted to leaf form by the caller)".into(),
+    )
 }
 
 /// One live entry, decoded.
