@@ -159,10 +159,8 @@ fn run_phases<G>(
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn atime_updates_as_the_kernel_makes_them() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     require_tools(&["chattr", "dd", "setfattr"]);
     let s = Scratch::new("mount_atime");
@@ -234,10 +232,8 @@ fn atime_updates_as_the_kernel_makes_them() {
 /// reads after it must not update atime, as on any read-only mount; after
 /// a read-write remount they do again.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn no_atime_update_after_a_read_only_remount() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     let s = Scratch::new("mount_atime_remount");
     let img = s.path("img");
@@ -297,10 +293,8 @@ fn no_atime_update_after_a_read_only_remount() {
 /// entry behind that listing, which rxfs must drop. Under `noatime` (no
 /// atime update ever due) as under the default.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn a_moved_directory_lists_its_new_parent() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     let s = Scratch::new("mount_listing_move");
     for opts in ["", "noatime"] {

@@ -106,10 +106,8 @@ fn statfs(p: &Path) -> (u64, u64, u64, u64) {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn realtime_flags_data_and_statfs_through_the_mount() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     require_tools(&["mkfs.xfs", "xfs_repair", "xfs_io", "fallocate", "truncate"]);
     let s = Scratch::new("mount_rt");
@@ -243,10 +241,8 @@ fn realtime_flags_data_and_statfs_through_the_mount() {
 /// its realtime extents back (the kernel here cannot mount the image to
 /// do it).
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn kill_9_with_an_open_unlinked_realtime_file() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     require_tools(&["mkfs.xfs", "xfs_repair", "xfs_io"]);
     let s = Scratch::new("mount_rt_kill9");

@@ -31,10 +31,8 @@ fn sh(cmd: &str, dir: &Path) {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn archive_metadata_lands_as_recorded_without_root() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     let s = Scratch::new("tar-pop");
     let st = s.path("st");
@@ -134,10 +132,8 @@ fn dotdot_paths_are_refused() {
 /// `--owner 0:0` with a directory source: a user's tree becomes root's
 /// image, built by that user.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn owner_overrides_a_directory_source() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     let s = Scratch::new("tar-owner");
     let tree = s.path("tree");
@@ -203,10 +199,8 @@ fn owner_overrides_a_directory_source() {
 /// rule naming a path the tree lacks is refused before the image exists;
 /// `rxfs populate --overrides` applies the same file to an existing image.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn override_file_sets_owner_mode_and_xattrs_per_path() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_root();
     let s = Scratch::new("populate-overrides");
     let tree = s.path("tree");

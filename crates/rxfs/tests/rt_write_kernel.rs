@@ -295,10 +295,8 @@ fn rt_files_1k_blocks_rextsize_16() {
 /// recovers, recounts sb_frextents from the bitmap, and the image is
 /// clean with every fsync'd byte.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn rt_crash_recovers() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_tools(&["mkfs.xfs", "xfs_repair"]);
     let s = Scratch::new("rtw-crash");
     let (img, rt) = make(&s, "c", 4096, 8192);
@@ -334,10 +332,8 @@ fn rt_crash_recovers() {
 /// the data device still has room, the free count reaches 0, and space
 /// given back by an unlink is written again; xfs_repair -n -r clean.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn rt_enospc() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_tools(&["mkfs.xfs", "xfs_repair"]);
     let s = Scratch::new("rtw-enospc");
     let (img, rt) = make(&s, "e", 4096, 16384);
@@ -411,10 +407,8 @@ fn rt_enospc() {
 /// sb_frextents recounted), in the read-write mount and in the
 /// read-only in-memory replay alike.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn rt_crash_with_open_unlinked_files_recovers() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_tools(&["mkfs.xfs", "xfs_repair"]);
     let s = Scratch::new("rtw-iunlink");
     let (img, rt) = make(&s, "u", 4096, 16384);
@@ -476,10 +470,8 @@ fn rt_crash_with_open_unlinked_files_recovers() {
 /// bmbt splits: a lock-order mistake hangs here), then xfs_repair -n -r
 /// clean and the survivors read back.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn rt_concurrent_writers_and_removers() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_tools(&["mkfs.xfs", "xfs_repair"]);
     let s = Scratch::new("rtw-conc");
     let (img, rt) = make(&s, "c", 4096, 4096);
@@ -588,10 +580,8 @@ fn rt_extents(fs: &Filesystem, ino: Ino) -> Vec<(u64, u64)> {
 /// filled for the block by the allocations before the removal: a removal
 /// the mirror missed would be reused without the force.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn rt_freed_extents_wait_for_their_checkpoint() {
-    if kernel_tests_disabled() {
-        return;
-    }
     require_tools(&["mkfs.xfs", "xfs_repair"]);
     for mode in [RtSumMode::None, RtSumMode::MinLevel, RtSumMode::Memory] {
         let s = Scratch::new("rtw-busy");

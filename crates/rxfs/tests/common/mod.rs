@@ -1,7 +1,11 @@
 //! Helpers for tests that use the kernel's XFS as the oracle.
 //!
-//! These tests need root, mkfs.xfs and loop mounts. They fail (never skip)
-//! when those are missing, unless RXFS_SKIP_KERNEL_TESTS=1 is set explicitly.
+//! These tests need root, mkfs.xfs and loop mounts: they are marked
+//! `#[ignore = "kernel oracle: ..."]`, so a plain `cargo test` lists them as
+//! ignored, and `cargo test -- --include-ignored` (scripts/test-all) runs
+//! them; run, they fail (never skip) when their tools are missing. A few
+//! tests with kernel and non-kernel parts still check
+//! RXFS_SKIP_KERNEL_TESTS=1 to leave the kernel part out.
 
 #![allow(dead_code)]
 
