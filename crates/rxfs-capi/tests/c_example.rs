@@ -169,6 +169,7 @@ fn c_example_builds_against_the_installed_library_and_agrees_with_the_kernel() {
 /// The ABI's guards, called directly: NULL handles and strings are
 /// EINVAL with a message, a missing image ENOENT, corruption EUCLEAN.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn null_and_bad_arguments_are_errno_values() {
     use rxfs_capi::*;
     use std::ffi::{CStr, CString};
@@ -245,6 +246,7 @@ fn null_and_bad_arguments_are_errno_values() {
 /// mkfs, populate, mknod and statvfs through the ABI: `xfs_repair -n`
 /// is clean and the kernel reads the tree back.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn mkfs_populate_mknod_statvfs() {
     use rxfs_capi::*;
     use std::ffi::{CStr, CString};

@@ -259,6 +259,7 @@ fn alloc_free_random_4k_sectors_short_ag() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn enospc_and_back() {
     setup();
     if kernel_tests_disabled() {
@@ -320,6 +321,7 @@ fn enospc_and_back() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn busy_extents_are_not_reused() {
     setup();
     if kernel_tests_disabled() {
@@ -388,6 +390,7 @@ fn busy_extents_are_not_reused() {
 /// inobt/finobt editing through the generic btree editor: fake chunk records inserted
 /// until both trees have two levels, then deleted again.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn inobt_finobt_edit() {
     use rxfs::btree::{self as bt, Lookup, Tree};
     use rxfs::format::btree::{BtreeKey, InobtRec};
@@ -507,6 +510,7 @@ fn inobt_finobt_edit() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn bad_requests_and_double_frees() {
     setup();
     if kernel_tests_disabled() {
@@ -562,6 +566,7 @@ fn bad_requests_and_double_frees() {
 /// keep their OWN_AG records; the extent itself is the caller's to
 /// record) and leave a filesystem xfs_repair finds clean.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn rmapbt_alloc_and_free() {
     setup();
     if kernel_tests_disabled() {
@@ -592,6 +597,7 @@ fn rmapbt_alloc_and_free() {
 /// Lookups in every direction on both free-space trees (two levels)
 /// agree with the records the read path lists.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn lookups_match_read_path() {
     use rxfs::btree::{self as bt, Lookup, Tree};
     use rxfs::format::btree::{AllocRec, BtreeKey};
@@ -669,6 +675,7 @@ fn lookups_match_read_path() {
 
 /// Bad bytes on disk (with good CRCs) give errors, never panics.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn corrupt_trees_give_errors() {
     use rxfs::bdev::MemDevice;
     use rxfs::format::btree::SBLOCK_CRC_OFF;

@@ -208,6 +208,7 @@ fn intents_and_unlinked_inodes_like_the_kernel() {
 /// an EFI extent outside the AGs and bad unlinked buckets are corruption,
 /// other intent kinds are NotSupported, and nothing is changed.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn bad_intents_and_unlinked_lists_are_refused() {
     use rxfs::format::bufkind::BufKind;
     use rxfs::format::log_items::{FreeExtent, ItemFormat};
@@ -328,6 +329,7 @@ fn bad_intents_and_unlinked_lists_are_refused() {
 /// and inode counts, `xfs_repair -n` clean. Finishing in place, behind the
 /// log's back, fails here: an EFI freed twice, a list half popped.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn crash_during_rw_recovery_recovers_again() {
     use rxfs::bdev::{for_each_crash_image, sample_points, CrashDevice, CrashMode};
     use rxfs::{Filesystem, MountOptions};

@@ -18,6 +18,7 @@ use rxfs::Filesystem;
 /// the last checkpoint); recovery must skip every item for them and leave
 /// their on-disk bytes alone, while replaying the rest.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn lsn_rule_skips_newer_metadata() {
     use rxfs::format::log_items::ItemFormat;
     use rxfs::format::meta_header::meta_header;

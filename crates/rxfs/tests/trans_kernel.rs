@@ -99,6 +99,7 @@ fn rw_mount_and_unmount_leave_a_clean_filesystem() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn kernel_replays_committed_changes_after_a_crash() {
     if !enabled() {
         return;
@@ -202,6 +203,7 @@ fn chmod(fs: &Filesystem, ino: Ino, perm: u16) -> u64 {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn concurrent_commits_forces_and_write_back_with_a_small_log() {
     if !enabled() {
         return;
@@ -313,6 +315,7 @@ fn alloc_some(fs: &Filesystem, n: usize) -> Vec<rxfs::alloc::AgExtent> {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn deferred_frees_log_intents_that_the_kernel_and_rxfs_replay() {
     if !enabled() {
         return;
@@ -351,6 +354,7 @@ fn deferred_frees_log_intents_that_the_kernel_and_rxfs_replay() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn an_unfinished_intent_of_ours_is_finished_by_kernel_recovery() {
     if !enabled() {
         return;
