@@ -222,6 +222,7 @@ fn run_random(
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn alloc_free_random_4k() {
     run_random(
         "alloc4k",
@@ -234,6 +235,7 @@ fn alloc_free_random_4k() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn alloc_free_random_1k() {
     run_random(
         "alloc1k",
@@ -247,6 +249,7 @@ fn alloc_free_random_1k() {
 
 /// 4 KiB sectors (a larger AGFL) and a short last AG.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn alloc_free_random_4k_sectors_short_ag() {
     run_random(
         "alloc4ks",

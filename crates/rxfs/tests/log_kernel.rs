@@ -281,6 +281,7 @@ fn check_clean(img: &Path) -> LogState {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn fresh_mkfs_log_is_clean() {
     if !kernel_tests_enabled() {
         return;
@@ -294,6 +295,7 @@ fn fresh_mkfs_log_is_clean() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn xfs_db_logformat_cycle() {
     if !kernel_tests_enabled() {
         return;
@@ -324,6 +326,7 @@ fn xfs_db_logformat_cycle() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn mkfs_variants_clean_and_dirty() {
     if !kernel_tests_enabled() {
         return;
@@ -367,6 +370,7 @@ fn mkfs_variants_clean_and_dirty() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn kernel_umount_leaves_clean_log() {
     if !kernel_tests_enabled() {
         return;
@@ -396,6 +400,7 @@ fn workload(mnt: &str, files: u32) {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn shutdown_leaves_dirty_log() {
     if !kernel_tests_enabled() {
         return;
@@ -423,6 +428,7 @@ fn shutdown_leaves_dirty_log() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn wrapped_small_log_dirty() {
     if !kernel_tests_enabled() {
         return;
@@ -464,6 +470,7 @@ fn wrapped_small_log_dirty() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn interrupted_remove_leaves_intents() {
     if !kernel_tests_enabled() {
         return;
@@ -510,6 +517,7 @@ fn interrupted_remove_leaves_intents() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn big_log_buffers_extended_headers() {
     if !kernel_tests_enabled() {
         return;

@@ -236,6 +236,7 @@ fn library_seeds_with(name: &str, opts: &[&str], p: Params, seeds: u64) {
 /// Directories past one block (leaf and node forms): many names, no
 /// per-directory size limit.
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_big_directories() {
     let mut p = params(1024, 3000);
     p.big_dirs = true;
@@ -247,16 +248,19 @@ fn random_ops_big_directories() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_library_defaults() {
     library_seeds("rnd_defaults", &[], 4096, 6, 400);
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_library_1k_blocks() {
     library_seeds("rnd_1k", &["-b", "size=1024"], 1024, 4, 400);
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_library_rmapbt_nrext64() {
     library_seeds(
         "rnd_rmap_nrext64",
@@ -268,11 +272,13 @@ fn random_ops_library_rmapbt_nrext64() {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_library_reflink0() {
     library_seeds("rnd_reflink0", &["-m", "reflink=0"], 4096, 3, 400);
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_library_64k_dir_blocks() {
     let mut p = params(4096, 400);
     p.dirblk = 65536;
@@ -436,11 +442,13 @@ fn crash_seeds(name: &str, opts: &[&str], seeds: u64) {
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_crash_sampled() {
     crash_seeds("random_ops_crash_sampled", &[], 3);
 }
 
 #[test]
+#[ignore = "kernel oracle: needs root, xfsprogs, loop/FUSE mounts (scripts/test-all runs it)"]
 fn random_ops_crash_sampled_rmapbt() {
     crash_seeds("random_ops_crash_sampled_rmapbt", &["-m", "rmapbt=1"], 2);
 }
